@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Installs what bmpipe needs from Debian's package archive (only what is missing) and builds
+# bmpipe, its tests and its benchmarks into build/. Safe to run again: it rebuilds incrementally.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+packages=(g++ cmake make pkg-config nlohmann-json3-dev libcli11-dev libyaml-cpp-dev libfmt-dev
+          libgtest-dev libbenchmark-dev)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  sudo=""
+  [[ $(id -u) -ne 0 ]] && sudo="sudo"
+  echo "bootstrap: installing ${missing[*]}" >&2
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
+fi
+
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DBMPIPE_WERROR=ON >&2
+cmake --build build -j"$(nproc)" >&2

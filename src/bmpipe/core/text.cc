@@ -1,0 +1,27 @@
+#include "bmpipe/core/text.h"
+
+#include <cstdlib>
+
+#include <fmt/format.h>
+
+namespace bmpipe {
+
+std::string FormatDuration(TimeNs t) {
+  const double s = ToSeconds(t);
+  const double a = std::abs(s);
+  if (t == 0) return "0 s";
+  if (a >= 1.0) return fmt::format("{:.3f} s", s);
+  if (a >= 1e-3) return fmt::format("{:.3f} ms", s * 1e3);
+  return fmt::format("{:.3f} us", s * 1e6);
+}
+
+std::string FormatBytes(Bytes b) {
+  const double d = static_cast<double>(b);
+  const double a = std::abs(d);
+  if (a >= 1e9) return fmt::format("{:.2f} GB", d / 1e9);
+  if (a >= 1e6) return fmt::format("{:.1f} MB", d / 1e6);
+  if (a >= 1e3) return fmt::format("{:.1f} kB", d / 1e3);
+  return fmt::format("{} B", b);
+}
+
+}  // namespace bmpipe

@@ -1,0 +1,102 @@
+#include "bmpipe/io/report.h"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "bmpipe/core/text.h"
+
+namespace bmpipe {
+namespace {
+
+std::string Counted(const std::string& name, int count) {
+  return count == 1 ? name : fmt::format("{} x{}", name, count);
+}
+
+std::string Percent(double fraction) { return fmt::format("{:.1f}%", 100.0 * fraction); }
+
+}  // namespace
+
+std::string DescribeLayerNames(const Problem& problem, LayerIdx begin, LayerIdx end) {
+  std::string out;
+  for (LayerIdx l = begin; l < end;) {
+    LayerIdx run_end = l + 1;
+    while (run_end < end && problem.layers[run_end].name == problem.layers[l].name) ++run_end;
+    out += (out.empty() ? "" : ", ") + Counted(problem.layers[l].name, run_end - l);
+    l = run_end;
+  }
+  return out;
+}
+
+std::string DescribeOptionMix(const Problem& problem, const Plan& plan, StageIdx s) {
+  std::vector<std::pair<std::string, int>> counts;
+  for (LayerIdx l = plan.begin(s); l < plan.end(s); ++l) {
+    const std::string& name = problem.layers[l].options[plan.option[l]].name;
+    auto it = std::find_if(counts.begin(), counts.end(), [&](const auto& c) { return c.first == name; });
+    if (it == counts.end()) {
+      counts.emplace_back(name, 1);
+    } else {
+      ++it->second;
+    }
+  }
+  std::string out;
+  for (const auto& [name, count] : counts) out += (out.empty() ? "" : ", ") + Counted(name, count);
+  return out;
+}
+
+std::string FormatReport(const ReportHeader& header, const Problem& problem, const Plan& plan, const SimResult& sim) {
+  const Pipeline& p = problem.pipeline;
+  std::string out = header.title + "\n";
+  for (const auto& [label, value] : header.lines) out += fmt::format("  {:<10} {}\n", label, value);
+  out += fmt::format("  {:<10} {}, {} rank{} x {} chunk{} = {} stages, {} micro-batches, {} layers\n", "pipeline",
+                     ScheduleName(p.schedule), p.ranks, p.ranks == 1 ? "" : "s", p.chunks, p.chunks == 1 ? "" : "s",
+                     p.stages(), p.micro_batches, problem.num_layers());
+  out += fmt::format("  {:<10} {} per rank, {} reserved\n\n", "device", FormatBytes(problem.memory_bytes),
+                     FormatBytes(problem.reserved_bytes));
+
+  std::vector<RankIdx> over;
+  for (RankIdx r = 0; r < p.ranks; ++r) {
+    if (sim.ranks[r].peak_memory_bytes > sim.capacity_bytes) over.push_back(r);
+  }
+  out += fmt::format("Iteration time   {}\n", FormatDuration(sim.iteration_ns));
+  if (over.empty()) {
+    out += "Memory           every rank fits\n";
+  } else {
+    std::string list;
+    for (RankIdx r : over) list += (list.empty() ? "" : ", ") + std::to_string(r);
+    out += fmt::format("Memory           EXCEEDS capacity on rank{} {}\n", over.size() == 1 ? "" : "s", list);
+  }
+  out += fmt::format("Bubble ratio     {:.4f}  (1 - busiest rank's busy time / iteration time)\n", sim.bubble.ratio);
+  out += fmt::format(
+      "Loss vs useful   {:.4f} = ideal {:.4f} + imbalance {:.4f} + recompute {:.4f}  (fractions of useful compute)\n\n",
+      sim.bubble.real, sim.bubble.ideal, sim.bubble.imbalance, sim.bubble.recompute);
+
+  out += "Stages (per micro-batch; backward includes recompute)\n";
+  out += fmt::format("{:>6} {:>5} {:>5}  {:<11} {:>11} {:>11} {:>11} {:>10}  {:<24} {}\n", "stage", "rank", "chunk",
+                     "layers", "forward", "backward", "recompute", "saved", "options", "names");
+  for (StageIdx s = 0; s < plan.num_stages(); ++s) {
+    const StageCost c = ComputeStageCost(problem, plan, s);
+    const std::string range = plan.end(s) - plan.begin(s) == 1 ? fmt::format("{}", plan.begin(s))
+                                                               : fmt::format("{}-{}", plan.begin(s), plan.end(s) - 1);
+    out += fmt::format("{:>6} {:>5} {:>5}  {:<11} {:>11} {:>11} {:>11} {:>10}  {:<24} {}\n", s, p.RankOf(s),
+                       p.ChunkOf(s), fmt::format("{} ({})", range, plan.end(s) - plan.begin(s)),
+                       FormatDuration(c.forward_ns), FormatDuration(c.backward_ns), FormatDuration(c.recompute_ns),
+                       FormatBytes(c.saved_bytes), DescribeOptionMix(problem, plan, s),
+                       DescribeLayerNames(problem, plan.begin(s), plan.end(s)));
+  }
+
+  out += "\nRanks\n";
+  out += fmt::format("{:>6} {:>11} {:>11} {:>11} {:>11} {:>10} {:>10} {:>7} {:>9}\n", "rank", "busy", "idle",
+                     "recompute", "finish", "static", "peak mem", "of cap", "in flight");
+  for (RankIdx r = 0; r < p.ranks; ++r) {
+    const RankResult& rr = sim.ranks[r];
+    const double utilization = static_cast<double>(rr.peak_memory_bytes) / static_cast<double>(sim.capacity_bytes);
+    out += fmt::format("{:>6} {:>11} {:>11} {:>11} {:>11} {:>10} {:>10} {:>7} {:>9}{}\n", r, FormatDuration(rr.busy_ns),
+                       FormatDuration(sim.iteration_ns - rr.busy_ns - rr.update_ns), FormatDuration(rr.recompute_ns),
+                       FormatDuration(rr.finish_ns), FormatBytes(rr.static_bytes), FormatBytes(rr.peak_memory_bytes),
+                       Percent(utilization), rr.max_in_flight, rr.peak_memory_bytes > sim.capacity_bytes ? "  OVER" : "");
+  }
+  return out;
+}
+
+}  // namespace bmpipe

@@ -1,0 +1,25 @@
+// The readable report of a simulated plan: pipeline, iteration time, bubble breakdown, one row
+// per stage and one per rank.
+#pragma once
+
+#include <string>
+
+#include "bmpipe/problem/plan.h"
+#include "bmpipe/problem/problem.h"
+#include "bmpipe/sim/simulator.h"
+
+namespace bmpipe {
+
+struct ReportHeader {
+  std::string title;                                    // first line, e.g. "bmpipe simulate"
+  std::vector<std::pair<std::string, std::string>> lines;  // label, value: inputs, plan origin
+};
+
+std::string FormatReport(const ReportHeader& header, const Problem& problem, const Plan& plan, const SimResult& sim);
+
+// "embedding, decoder x5, head": consecutive equal names collapsed.
+std::string DescribeLayerNames(const Problem& problem, LayerIdx begin, LayerIdx end);
+// "none x2, selective x4": option counts in order of first appearance.
+std::string DescribeOptionMix(const Problem& problem, const Plan& plan, StageIdx s);
+
+}  // namespace bmpipe

@@ -1,0 +1,63 @@
+// A plan: a contiguous partition of the layers into p*v stages and one option per layer, plus
+// the per-stage and per-rank costs that follow from it (DESIGN.md §2).
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "bmpipe/core/error.h"
+#include "bmpipe/problem/problem.h"
+
+namespace bmpipe {
+
+struct Plan {
+  // Stage s holds layers [stage_begin[s], stage_begin[s+1]); size stages+1, first 0, last N.
+  std::vector<LayerIdx> stage_begin;
+  // The chosen option of every layer (index into Layer::options).
+  std::vector<OptionIdx> option;
+
+  int num_stages() const { return static_cast<int>(stage_begin.size()) - 1; }
+  LayerIdx begin(StageIdx s) const { return stage_begin[s]; }
+  LayerIdx end(StageIdx s) const { return stage_begin[s + 1]; }
+};
+
+// What produced a plan and what was proven about it.
+enum class SolveStatus { kOptimal, kFeasible, kInfeasible };
+std::string_view SolveStatusName(SolveStatus status);  // "optimal", "feasible", "infeasible"
+
+struct SolverInfo {
+  std::string name;
+  SolveStatus status = SolveStatus::kFeasible;
+  double seconds = 0;
+};
+
+// Checks that `plan` has p*v non-empty contiguous stages covering every layer in order and a
+// valid option for every layer.
+Status ValidatePlan(const Problem& problem, const Plan& plan);
+
+// Per micro-batch costs of one stage: sums over its layers; the transient is their maximum.
+struct StageCost {
+  TimeNs forward_ns = 0;
+  TimeNs backward_ns = 0;   // includes recompute_ns
+  TimeNs recompute_ns = 0;
+  Bytes saved_bytes = 0;
+  Bytes transient_bytes = 0;
+  TimeNs p2p_out_ns = 0;    // p2p time of the stage's output: that of its last layer
+};
+
+// Per-rank costs that do not depend on micro-batches.
+struct RankCost {
+  Bytes static_bytes = 0;  // its layers' static bytes + the problem's reserved bytes
+  TimeNs update_ns = 0;    // once-per-iteration work after its last backward
+};
+
+StageCost ComputeStageCost(const Problem& problem, const Plan& plan, StageIdx s);
+std::vector<StageCost> ComputeStageCosts(const Problem& problem, const Plan& plan);
+std::vector<RankCost> ComputeRankCosts(const Problem& problem, const Plan& plan);
+
+// Layers split as evenly as possible (the first N mod S stages get one more) and option 0
+// everywhere. For examples and tests; requires N >= stages.
+Plan EvenPlan(const Problem& problem);
+
+}  // namespace bmpipe

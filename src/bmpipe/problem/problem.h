@@ -1,0 +1,79 @@
+// The planner's input, independent of where the costs came from (a profile, the analytic cost
+// model, the MindFormers tool's files): an ordered sequence of layers, each with its static
+// memory and one or more recomputation options, the pipeline shape and the device memory.
+// Semantics: DESIGN.md §2. File format: DESIGN.md §4.1 (read by problem_reader.h).
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "bmpipe/core/error.h"
+#include "bmpipe/core/units.h"
+
+namespace bmpipe {
+
+using LayerIdx = int;
+using StageIdx = int;
+using RankIdx = int;
+using OptionIdx = int;
+using MicroBatchIdx = int;
+
+enum class ScheduleKind {
+  kGPipe,               // all forwards, then all backwards
+  kOneFOneB,            // PipeDream-flush / Megatron 1F1B
+  kInterleavedOneFOneB  // Megatron's interleaved 1F1B (virtual stages)
+};
+
+// Canonical name: "gpipe", "1f1b", "interleaved-1f1b".
+std::string_view ScheduleName(ScheduleKind kind);
+
+struct Pipeline {
+  ScheduleKind schedule = ScheduleKind::kOneFOneB;
+  int ranks = 1;          // p: pipeline-parallel size
+  int chunks = 1;         // v: model chunks (virtual stages) per rank
+  int micro_batches = 1;  // m
+
+  int stages() const { return ranks * chunks; }
+  // Megatron's placement: stage s runs on rank s mod p as chunk s div p.
+  RankIdx RankOf(StageIdx s) const { return s % ranks; }
+  int ChunkOf(StageIdx s) const { return s / ranks; }
+};
+
+struct LayerOption {
+  std::string name;
+  TimeNs forward_ns = 0;
+  TimeNs backward_ns = 0;   // backward without recomputation
+  TimeNs recompute_ns = 0;  // forward work redone during the backward
+  Bytes saved_bytes = 0;    // kept from forward to backward, per micro-batch
+  Bytes peak_extra_bytes = 0;  // transient while this layer's forward or backward runs
+};
+
+struct Layer {
+  std::string name;
+  int entry = 0;           // index of the input entry it came from (entries expand by `repeat`)
+  Bytes static_bytes = 0;  // parameters, gradients, optimizer state on one device
+  TimeNs update_ns = 0;    // once-per-iteration work on its rank after the last backward
+  TimeNs p2p_ns = 0;       // time to send this layer's output (or its gradient) to the next rank
+  std::vector<LayerOption> options;
+};
+
+struct Problem {
+  std::string name;  // optional label
+  Pipeline pipeline;
+  Bytes memory_bytes = 0;    // device capacity
+  Bytes reserved_bytes = 0;  // framework, workspace: counted on every rank
+  TimeNs p2p_ns = 0;         // default p2p time of a layer's output
+  std::vector<Layer> layers;
+
+  int num_layers() const { return static_cast<int>(layers.size()); }
+};
+
+// Checks the pipeline shape against the number of layers. Messages name the §4.1 keys.
+Status ValidatePipeline(const Pipeline& pipeline, int num_layers);
+
+// Checks everything a Problem built in code (not read from a file) must satisfy: the pipeline,
+// non-negative costs, at least one option per layer, unique option names per layer.
+Status ValidateProblem(const Problem& problem);
+
+}  // namespace bmpipe

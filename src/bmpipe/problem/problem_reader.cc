@@ -1,0 +1,128 @@
+#include "bmpipe/problem/problem_reader.h"
+
+#include <fmt/format.h>
+
+#include "bmpipe/core/json_cursor.h"
+
+namespace bmpipe {
+namespace {
+
+// Upper bounds that keep every later sum inside int64 and every allocation sane.
+constexpr std::int64_t kMaxLayers = 1'000'000;
+constexpr std::int64_t kMaxRanks = 1 << 16;
+constexpr std::int64_t kMaxChunks = 1 << 10;
+constexpr std::int64_t kMaxMicroBatches = 1 << 20;
+
+ScheduleKind ReadSchedule(const JsonCursor& c, int chunks) {
+  const std::string name = c.String();
+  if (name == "gpipe") return ScheduleKind::kGPipe;
+  // Megatron selects the interleaved order whenever there are several chunks per rank.
+  if (name == "1f1b") return chunks > 1 ? ScheduleKind::kInterleavedOneFOneB : ScheduleKind::kOneFOneB;
+  if (name == "interleaved-1f1b" || name == "interleaved_1f1b" || name == "interleaved") {
+    return ScheduleKind::kInterleavedOneFOneB;
+  }
+  c.Fail("unknown schedule; use 'gpipe', '1f1b' or 'interleaved-1f1b' (the latter with virtual_stages >= 2)");
+}
+
+Pipeline ReadPipeline(const JsonCursor& c) {
+  c.ExpectKeys({"stages", "virtual_stages", "micro_batches", "schedule"});
+  Pipeline p;
+  p.ranks = static_cast<int>(c.Required("stages", "number of pipeline ranks")
+                                 .Integer(1, kMaxRanks, "give the pipeline-parallel size"));
+  if (auto v = c.Optional("virtual_stages")) {
+    p.chunks = static_cast<int>(v->Integer(1, kMaxChunks, "give the number of model chunks per rank (1 = no interleaving)"));
+  }
+  JsonCursor m = c.Required("micro_batches", "micro-batches per iteration");
+  p.micro_batches = static_cast<int>(
+      m.Integer(1, kMaxMicroBatches,
+                "a pipeline needs at least 1 micro-batch; set it to global batch / (data-parallel size x micro-batch size)"));
+  p.schedule = ReadSchedule(c.Required("schedule", "'gpipe', '1f1b' or 'interleaved-1f1b'"), p.chunks);
+  return p;
+}
+
+LayerOption ReadOption(const JsonCursor& c) {
+  c.ExpectKeys({"name", "forward_s", "backward_s", "recompute_s", "saved_bytes", "peak_extra_bytes"});
+  LayerOption o;
+  o.name = c.Required("name", "e.g. 'none', 'selective', 'full'").String();
+  o.forward_ns = c.Required("forward_s", "forward time per micro-batch, seconds").Seconds();
+  o.backward_ns = c.Required("backward_s", "backward time per micro-batch without recomputation, seconds").Seconds();
+  if (auto r = c.Optional("recompute_s")) o.recompute_ns = r->Seconds();
+  o.saved_bytes = c.Required("saved_bytes", "activation bytes kept from forward to backward per micro-batch").ByteCount();
+  if (auto t = c.Optional("peak_extra_bytes")) o.peak_extra_bytes = t->ByteCount();
+  return o;
+}
+
+// Reads one entry of `layers` and appends it `repeat` times.
+void ReadLayerEntry(const JsonCursor& c, int entry, TimeNs default_p2p, std::vector<Layer>& layers) {
+  c.ExpectKeys({"name", "repeat", "static_bytes", "update_s", "p2p_s", "options"});
+  Layer layer;
+  layer.entry = entry;
+  layer.name = c.Required("name", "a label such as 'embedding' or 'decoder'").String();
+  std::int64_t repeat = 1;
+  if (auto r = c.Optional("repeat")) repeat = r->Integer(1, kMaxLayers, "give how many identical consecutive layers this entry stands for");
+  layer.static_bytes = c.Required("static_bytes", "parameters + gradients + optimizer state bytes on one device").ByteCount();
+  if (auto u = c.Optional("update_s")) layer.update_ns = u->Seconds();
+  layer.p2p_ns = default_p2p;
+  if (auto p = c.Optional("p2p_s")) layer.p2p_ns = p->Seconds();
+  JsonCursor options = c.Required("options", "a list of recomputation options, at least one");
+  std::vector<JsonCursor> elements = options.Elements();
+  for (std::size_t i = 0; i < elements.size(); ++i) {
+    LayerOption o = ReadOption(elements[i]);
+    for (std::size_t k = 0; k < layer.options.size(); ++k) {
+      if (layer.options[k].name == o.name) {
+        elements[i].Required("name", "").Fail(fmt::format(
+            "duplicate option name (also {}[{}]); option names must be unique within a layer", options.path(), k));
+      }
+    }
+    layer.options.push_back(std::move(o));
+  }
+  if (static_cast<std::int64_t>(layers.size()) + repeat > kMaxLayers) {
+    c.FailAt(fmt::format("the model would have more than {} layers; check 'repeat'", kMaxLayers));
+  }
+  for (std::int64_t i = 0; i < repeat; ++i) layers.push_back(layer);
+}
+
+Problem ReadProblemTree(const Json& doc) {
+  JsonCursor root(doc, "");
+  root.ExpectKeys({"name", "description", "pipeline", "device", "p2p_s", "layers"});
+  Problem problem;
+  if (auto n = root.Optional("name")) problem.name = n->String();
+  if (auto d = root.Optional("description")) d->String();
+  problem.pipeline = ReadPipeline(root.Required("pipeline", "stages, micro_batches and schedule"));
+
+  JsonCursor device = root.Required("device", "memory_bytes and reserved_bytes");
+  device.ExpectKeys({"name", "memory_bytes", "reserved_bytes"});
+  if (auto n = device.Optional("name")) n->String();
+  JsonCursor memory = device.Required("memory_bytes", "device memory capacity in bytes");
+  problem.memory_bytes = memory.ByteCount();
+  if (problem.memory_bytes == 0) memory.Fail("the device needs some memory; give its capacity in bytes");
+  if (auto r = device.Optional("reserved_bytes")) problem.reserved_bytes = r->ByteCount();
+  if (problem.reserved_bytes >= problem.memory_bytes) {
+    device.FailAt(fmt::format("reserved_bytes = {} leaves no memory of memory_bytes = {}; lower reserved_bytes",
+                              problem.reserved_bytes, problem.memory_bytes));
+  }
+
+  problem.p2p_ns = root.Required("p2p_s", "time to send one stage's output to the next rank, seconds (0 if unknown)").Seconds();
+  JsonCursor layers = root.Required("layers", "the model's layers in order");
+  std::vector<JsonCursor> entries = layers.Elements();
+  for (std::size_t i = 0; i < entries.size(); ++i) {
+    ReadLayerEntry(entries[i], static_cast<int>(i), problem.p2p_ns, problem.layers);
+  }
+  Status status = ValidateProblem(problem);
+  if (!status.ok()) throw internal::CursorFailure{status.error().message};
+  return problem;
+}
+
+}  // namespace
+
+Result<Problem> ReadProblem(const Json& doc, const std::string& source) {
+  return ReadDocument<Problem>(source, [&] { return ReadProblemTree(doc); });
+}
+
+Result<Problem> LoadProblem(const std::string& path) {
+  Result<Json> doc = LoadDocument(path);
+  if (!doc.ok()) return doc.error();
+  return ReadProblem(doc.value(), path);
+}
+
+}  // namespace bmpipe

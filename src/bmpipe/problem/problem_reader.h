@@ -1,0 +1,18 @@
+// Reading the explicit problem (profile) format, DESIGN.md §4.1, from JSON or YAML.
+#pragma once
+
+#include <string>
+
+#include "bmpipe/core/document.h"
+#include "bmpipe/core/error.h"
+#include "bmpipe/problem/problem.h"
+
+namespace bmpipe {
+
+// Converts a parsed document into a validated Problem. `source` prefixes messages (a file name).
+Result<Problem> ReadProblem(const Json& doc, const std::string& source);
+
+// Loads and validates the problem file at `path` (.json, .yaml or .yml).
+Result<Problem> LoadProblem(const std::string& path);
+
+}  // namespace bmpipe

@@ -1,0 +1,36 @@
+// Per-rank op orders of the pipeline schedules, exactly as DESIGN.md §2 defines them. A schedule
+// is data: the simulator is generic and runs any order it is given.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "bmpipe/problem/problem.h"
+
+namespace bmpipe {
+
+enum class OpKind : std::uint8_t { kForward, kBackward };
+
+struct Op {
+  StageIdx stage;
+  MicroBatchIdx micro_batch;
+  OpKind kind;
+};
+
+struct Schedule {
+  Pipeline pipeline;
+  std::vector<std::vector<Op>> rank_ops;  // rank_ops[r]: the ops rank r runs, in order
+};
+
+// Number of forwards rank r runs before its first backward.
+int WarmupForwards(const Pipeline& pipeline, RankIdx r);
+
+// Builds the op order for a validated pipeline (see ValidatePipeline):
+// - GPipe: all m forwards, then all m backwards in order 0..m-1;
+// - 1F1B: w = min(p-r-1, m) forwards, m-w (forward, backward) pairs, w backwards;
+// - interleaved 1F1B: Megatron's order over m*v chunk-micro-batches, the k-th forward on chunk
+//   (k div p) mod v, the k-th backward on chunk v-1-((k div p) mod v), both of micro-batch
+//   (k div pv)*p + k mod p; warm-up min(2(p-r-1) + (v-1)p, m*v).
+Schedule BuildSchedule(const Pipeline& pipeline);
+
+}  // namespace bmpipe

@@ -1,0 +1,253 @@
+#include "bmpipe/problem/problem_reader.h"
+
+#include <gtest/gtest.h>
+
+#include "test_support.h"
+
+namespace bmpipe {
+namespace {
+
+// The tiny problem every test starts from; each test changes one field.
+Json Base() {
+  return Json::parse(R"({
+    "pipeline": {"stages": 2, "virtual_stages": 1, "micro_batches": 4, "schedule": "1f1b"},
+    "device": {"memory_bytes": 8e10, "reserved_bytes": 1e9},
+    "p2p_s": 0.0002,
+    "layers": [
+      {"name": "embedding", "static_bytes": 2e9,
+       "options": [{"name": "none", "forward_s": 0.001, "backward_s": 0.002, "recompute_s": 0,
+                    "saved_bytes": 1e8, "peak_extra_bytes": 0}]},
+      {"name": "decoder", "repeat": 3, "static_bytes": 1e9,
+       "options": [{"name": "none", "forward_s": 0.004, "backward_s": 0.008, "saved_bytes": 5e8},
+                   {"name": "full", "forward_s": 0.004, "backward_s": 0.008, "recompute_s": 0.004,
+                    "saved_bytes": 2e7, "peak_extra_bytes": 3e8}]}
+    ]})");
+}
+
+std::string ErrorOf(const Json& doc) {
+  Result<Problem> r = ReadProblem(doc, "p.json");
+  EXPECT_FALSE(r.ok());
+  return r.ok() ? "" : r.error().message;
+}
+
+TEST(ProblemReader, ReadsTheBaseProblem) {
+  Result<Problem> r = ReadProblem(Base(), "p.json");
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  const Problem& p = r.value();
+  EXPECT_EQ(p.pipeline.ranks, 2);
+  EXPECT_EQ(p.pipeline.chunks, 1);
+  EXPECT_EQ(p.pipeline.micro_batches, 4);
+  EXPECT_EQ(p.pipeline.schedule, ScheduleKind::kOneFOneB);
+  EXPECT_EQ(p.memory_bytes, 80'000'000'000);
+  EXPECT_EQ(p.reserved_bytes, 1'000'000'000);
+  EXPECT_EQ(p.p2p_ns, 200'000);
+  ASSERT_EQ(p.num_layers(), 4);  // repeat expands the decoder entry
+  EXPECT_EQ(p.layers[0].name, "embedding");
+  EXPECT_EQ(p.layers[0].entry, 0);
+  for (int l = 1; l < 4; ++l) {
+    EXPECT_EQ(p.layers[l].name, "decoder");
+    EXPECT_EQ(p.layers[l].entry, 1);
+    EXPECT_EQ(p.layers[l].p2p_ns, 200'000);
+    ASSERT_EQ(p.layers[l].options.size(), 2u);
+  }
+  const LayerOption& full = p.layers[3].options[1];
+  EXPECT_EQ(full.name, "full");
+  EXPECT_EQ(full.forward_ns, 4'000'000);
+  EXPECT_EQ(full.backward_ns, 8'000'000);
+  EXPECT_EQ(full.recompute_ns, 4'000'000);
+  EXPECT_EQ(full.saved_bytes, 20'000'000);
+  EXPECT_EQ(full.peak_extra_bytes, 300'000'000);
+  EXPECT_EQ(p.layers[1].options[0].recompute_ns, 0);  // optional, defaults to 0
+}
+
+TEST(ProblemReader, YamlAndJsonGiveTheSameProblem) {
+  const std::string yaml = R"(
+pipeline: {stages: 2, virtual_stages: 1, micro_batches: 4, schedule: 1f1b}
+device: {memory_bytes: 8e10, reserved_bytes: 1e9}
+p2p_s: 0.0002
+layers:
+  - name: embedding
+    static_bytes: 2e9
+    options:
+      - {name: none, forward_s: 0.001, backward_s: 0.002, recompute_s: 0, saved_bytes: 1e8, peak_extra_bytes: 0}
+  - name: decoder
+    repeat: 3
+    static_bytes: 1.0e+9
+    options:
+      - {name: none, forward_s: 0.004, backward_s: 0.008, saved_bytes: 5e8}
+      - {name: full, forward_s: 0.004, backward_s: 0.008, recompute_s: 0.004, saved_bytes: 2e7, peak_extra_bytes: 3e8}
+)";
+  Result<Json> doc = ParseDocument(yaml, "p.yaml");
+  ASSERT_TRUE(doc.ok()) << doc.error().message;
+  EXPECT_EQ(doc.value(), Base());
+}
+
+TEST(ProblemReader, DefaultsForOptionalKeys) {
+  Json doc = Base();
+  doc["pipeline"].erase("virtual_stages");
+  doc["device"].erase("reserved_bytes");
+  Result<Problem> r = ReadProblem(doc, "p.json");
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(r.value().pipeline.chunks, 1);
+  EXPECT_EQ(r.value().reserved_bytes, 0);
+}
+
+TEST(ProblemReader, LayerP2POverridesTheDefault) {
+  Json doc = Base();
+  doc["layers"][0]["p2p_s"] = 0.001;
+  Problem p = ReadProblem(doc, "p.json").value();
+  EXPECT_EQ(p.layers[0].p2p_ns, 1'000'000);
+  EXPECT_EQ(p.layers[1].p2p_ns, 200'000);
+}
+
+TEST(ProblemReader, OneFOneBWithChunksIsInterleaved) {
+  Json doc = Base();
+  doc["pipeline"]["virtual_stages"] = 2;
+  Problem p = ReadProblem(doc, "p.json").value();
+  EXPECT_EQ(p.pipeline.schedule, ScheduleKind::kInterleavedOneFOneB);
+  EXPECT_EQ(p.pipeline.stages(), 4);
+}
+
+TEST(ProblemReader, UnknownKeyIsAnErrorWithASuggestion) {
+  Json doc = Base();
+  doc["pipeline"]["micro_batch"] = 4;
+  EXPECT_EQ(ErrorOf(doc),
+            "p.json: pipeline: unknown key 'micro_batch'; did you mean 'micro_batches'?; the keys allowed here are: "
+            "stages, virtual_stages, micro_batches, schedule");
+  Json top = Base();
+  top["comment"] = "x";
+  EXPECT_NE(ErrorOf(top).find("p.json: top level: unknown key 'comment'"), std::string::npos);
+  Json option = Base();
+  option["layers"][1]["options"][1]["recompute"] = 1;
+  EXPECT_NE(ErrorOf(option).find("p.json: layers[1].options[1]: unknown key 'recompute'; did you mean 'recompute_s'?"),
+            std::string::npos);
+}
+
+TEST(ProblemReader, MissingFieldNamesThePathAndTheMeaning) {
+  Json doc = Base();
+  doc["layers"][1]["options"][0].erase("saved_bytes");
+  EXPECT_EQ(ErrorOf(doc),
+            "p.json: layers[1].options[0]: missing required key 'saved_bytes' (activation bytes kept from forward to "
+            "backward per micro-batch)");
+  Json no_layers = Base();
+  no_layers.erase("layers");
+  EXPECT_EQ(ErrorOf(no_layers), "p.json: top level: missing required key 'layers' (the model's layers in order)");
+}
+
+TEST(ProblemReader, NegativeAndNonFiniteNumbers) {
+  Json doc = Base();
+  doc["layers"][0]["options"][0]["forward_s"] = -0.5;
+  EXPECT_EQ(ErrorOf(doc), "p.json: layers[0].options[0].forward_s = -0.5: a time cannot be negative; give seconds >= 0");
+  Json bytes = Base();
+  bytes["layers"][1]["static_bytes"] = -1;
+  EXPECT_EQ(ErrorOf(bytes),
+            "p.json: layers[1].static_bytes = -1: a memory size cannot be negative; give bytes >= 0");
+  // JSON cannot spell infinity; YAML can.
+  Result<Json> yaml = ParseDocument("pipeline: {stages: 1, micro_batches: 1, schedule: 1f1b}\n"
+                                    "device: {memory_bytes: .inf}\np2p_s: 0\nlayers: []\n",
+                                    "p.yaml");
+  ASSERT_TRUE(yaml.ok());
+  EXPECT_EQ(ReadProblem(yaml.value(), "p.yaml").error().message,
+            "p.yaml: device.memory_bytes = inf: must be a finite number");
+  Json text = Base();
+  text["p2p_s"] = "fast";
+  EXPECT_EQ(ErrorOf(text), "p.json: p2p_s = \"fast\": expected a number, found a string");
+  Json huge = Base();
+  huge["layers"][0]["options"][0]["backward_s"] = 5e6;
+  EXPECT_EQ(ErrorOf(huge), "p.json: layers[0].options[0].backward_s = 5000000.0: more than 1e+06 s; is the unit seconds?");
+}
+
+TEST(ProblemReader, ZeroMicroBatches) {
+  Json doc = Base();
+  doc["pipeline"]["micro_batches"] = 0;
+  EXPECT_EQ(ErrorOf(doc),
+            "p.json: pipeline.micro_batches = 0: must be between 1 and 1048576; a pipeline needs at least 1 "
+            "micro-batch; set it to global batch / (data-parallel size x micro-batch size)");
+}
+
+TEST(ProblemReader, FractionalStages) {
+  Json doc = Base();
+  doc["pipeline"]["stages"] = 2.5;
+  EXPECT_EQ(ErrorOf(doc), "p.json: pipeline.stages = 2.5: must be a whole number; give the pipeline-parallel size");
+}
+
+TEST(ProblemReader, MoreStagesThanLayers) {
+  Json doc = Base();
+  doc["pipeline"]["stages"] = 5;
+  EXPECT_EQ(ErrorOf(doc),
+            "p.json: pipeline: stages x virtual_stages = 5 x 1 = 5 pipeline stages, but the model has only 4 layers; "
+            "every stage needs at least one layer, so lower pipeline.stages or virtual_stages");
+  Json chunks = Base();
+  chunks["pipeline"]["virtual_stages"] = 3;
+  chunks["pipeline"]["micro_batches"] = 4;
+  EXPECT_NE(ErrorOf(chunks).find("2 x 3 = 6 pipeline stages, but the model has only 4 layers"), std::string::npos);
+}
+
+TEST(ProblemReader, InterleavingNeedsMicroBatchesMultipleOfStages) {
+  Json doc = Base();
+  doc["pipeline"]["virtual_stages"] = 2;
+  doc["pipeline"]["micro_batches"] = 5;
+  EXPECT_EQ(ErrorOf(doc),
+            "p.json: pipeline.micro_batches = 5: interleaved 1F1B needs a multiple of pipeline.stages = 2 (Megatron's "
+            "order); use 4 or 6, or set virtual_stages to 1");
+}
+
+TEST(ProblemReader, ScheduleNames) {
+  Json doc = Base();
+  doc["pipeline"]["schedule"] = "zb-h1";
+  EXPECT_EQ(ErrorOf(doc),
+            "p.json: pipeline.schedule = \"zb-h1\": unknown schedule; use 'gpipe', '1f1b' or 'interleaved-1f1b' (the "
+            "latter with virtual_stages >= 2)");
+  Json gpipe = Base();
+  gpipe["pipeline"]["schedule"] = "gpipe";
+  gpipe["pipeline"]["virtual_stages"] = 2;
+  EXPECT_NE(ErrorOf(gpipe).find("schedule 'gpipe' runs one chunk per rank"), std::string::npos);
+  Json interleaved = Base();
+  interleaved["pipeline"]["schedule"] = "interleaved-1f1b";
+  EXPECT_NE(ErrorOf(interleaved).find("the interleaved schedule needs at least 2 chunks per rank"), std::string::npos);
+}
+
+TEST(ProblemReader, DuplicateOptionNames) {
+  Json doc = Base();
+  doc["layers"][1]["options"][1]["name"] = "none";
+  EXPECT_EQ(ErrorOf(doc),
+            "p.json: layers[1].options[1].name = \"none\": duplicate option name (also layers[1].options[0]); option "
+            "names must be unique within a layer");
+}
+
+TEST(ProblemReader, EmptyListsAndWrongTypes) {
+  Json doc = Base();
+  doc["layers"] = Json::array();
+  EXPECT_EQ(ErrorOf(doc), "p.json: layers = []: the list is empty; give at least one entry");
+  Json options = Base();
+  options["layers"][0]["options"] = Json::object();
+  EXPECT_EQ(ErrorOf(options), "p.json: layers[0].options = {}: expected a list, found an object");
+  EXPECT_EQ(ErrorOf(Json::array()), "p.json: top level = []: expected an object (key: value pairs), found a list");
+}
+
+TEST(ProblemReader, RepeatMustBePositive) {
+  Json doc = Base();
+  doc["layers"][1]["repeat"] = 0;
+  EXPECT_NE(ErrorOf(doc).find("p.json: layers[1].repeat = 0: must be between 1 and 1000000"), std::string::npos);
+}
+
+TEST(ProblemReader, ReservedMustLeaveMemory) {
+  Json doc = Base();
+  doc["device"]["reserved_bytes"] = 9e10;
+  EXPECT_EQ(ErrorOf(doc),
+            "p.json: device: reserved_bytes = 90000000000 leaves no memory of memory_bytes = 80000000000; lower "
+            "reserved_bytes");
+}
+
+TEST(ProblemReader, LoadsTheExamplesAndReportsMissingFiles) {
+  Result<Problem> demo = LoadProblem(testing::SourcePath("examples/mindformers-demo/problem.yaml"));
+  ASSERT_TRUE(demo.ok()) << demo.error().message;
+  EXPECT_EQ(demo.value().num_layers(), 98);
+  Result<Problem> missing = LoadProblem("/nonexistent/problem.json");
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.error().kind, ErrorKind::kIo);
+  EXPECT_EQ(missing.error().message, "/nonexistent/problem.json: cannot open file for reading");
+}
+
+}  // namespace
+}  // namespace bmpipe

@@ -1,0 +1,220 @@
+#include "bmpipe/sim/simulator.h"
+
+#include <gtest/gtest.h>
+
+#include "bmpipe/io/plan_json.h"
+#include "bmpipe/problem/problem_reader.h"
+#include "test_support.h"
+
+namespace bmpipe {
+namespace {
+
+using testing::OneLayerPerStage;
+using testing::UniformProblem;
+
+SimResult SimulateOk(const Problem& problem, const Plan& plan) {
+  Result<SimResult> r = SimulatePlan(problem, plan, SimOptions{true});
+  EXPECT_TRUE(r.ok()) << (r.ok() ? "" : r.error().message);
+  return r.value();
+}
+
+TEST(Simulator, Uniform1F1BTakesMPlusPMinus1TimesFPlusB) {
+  for (int p : {1, 2, 3, 4, 8}) {
+    for (int m : {1, 2, 3, 4, 7, 8, 16}) {
+      Problem problem = UniformProblem(ScheduleKind::kOneFOneB, p, 1, m, p, 1000, 2500);
+      SimResult sim = SimulateOk(problem, OneLayerPerStage(problem));
+      EXPECT_EQ(sim.iteration_ns, TimeNs{m + p - 1} * 3500) << "p=" << p << " m=" << m;
+    }
+  }
+}
+
+TEST(Simulator, UniformGPipeTakesMPlusPMinus1TimesFPlusB) {
+  for (int p : {1, 2, 4, 8}) {
+    for (int m : {1, 3, 8, 16}) {
+      Problem problem = UniformProblem(ScheduleKind::kGPipe, p, 1, m, p, 1000, 2500);
+      SimResult sim = SimulateOk(problem, OneLayerPerStage(problem));
+      EXPECT_EQ(sim.iteration_ns, TimeNs{m + p - 1} * 3500) << "p=" << p << " m=" << m;
+    }
+  }
+}
+
+TEST(Simulator, UniformInterleavedTakesMTimesFPlusBPlusBubbleOverV) {
+  // Every chunk takes F/v and B/v, with F = 1200 and B = 2400 per rank: the iteration is
+  // m(F+B) + (p-1)(F+B)/v.
+  for (int p : {2, 3, 4}) {
+    for (int v : {2, 3, 4}) {
+      for (int m : {p, 2 * p, 4 * p}) {
+        Problem problem =
+            UniformProblem(ScheduleKind::kInterleavedOneFOneB, p, v, m, p * v, 1200 / v, 2400 / v);
+        SimResult sim = SimulateOk(problem, OneLayerPerStage(problem));
+        EXPECT_EQ(sim.iteration_ns, TimeNs{m} * 3600 + TimeNs{p - 1} * 3600 / v)
+            << "p=" << p << " v=" << v << " m=" << m;
+        EXPECT_NEAR(sim.bubble.real, static_cast<double>(p - 1) / (v * m), 1e-12);
+        EXPECT_NEAR(sim.bubble.imbalance, 0.0, 1e-12);
+      }
+    }
+  }
+}
+
+TEST(Simulator, OneFOneBHoldsMinPMinusRAndMMicroBatches) {
+  for (int p : {1, 2, 4, 8}) {
+    for (int m : {1, 2, 5, 8, 12}) {
+      Problem problem = UniformProblem(ScheduleKind::kOneFOneB, p, 1, m, p, 10, 20, 3, /*saved_bytes=*/1);
+      SimResult sim = SimulateOk(problem, OneLayerPerStage(problem));
+      for (int r = 0; r < p; ++r) {
+        EXPECT_EQ(sim.ranks[r].peak_memory_bytes, std::min(p - r, m)) << "p=" << p << " m=" << m << " r=" << r;
+        EXPECT_EQ(sim.ranks[r].max_in_flight, std::min(p - r, m));
+      }
+    }
+  }
+}
+
+TEST(Simulator, GPipeHoldsAllMicroBatches) {
+  for (int p : {1, 3, 4}) {
+    for (int m : {1, 4, 9}) {
+      Problem problem = UniformProblem(ScheduleKind::kGPipe, p, 1, m, p, 10, 20, 0, /*saved_bytes=*/1);
+      SimResult sim = SimulateOk(problem, OneLayerPerStage(problem));
+      for (int r = 0; r < p; ++r) EXPECT_EQ(sim.ranks[r].peak_memory_bytes, m);
+    }
+  }
+}
+
+TEST(Simulator, InterleavedHoldsWarmupPlusOneChunkMicroBatches) {
+  for (int p : {2, 4}) {
+    for (int v : {2, 3}) {
+      for (int m : {p, 2 * p, 4 * p}) {
+        Problem problem =
+            UniformProblem(ScheduleKind::kInterleavedOneFOneB, p, v, m, p * v, 10, 20, 0, /*saved_bytes=*/1);
+        SimResult sim = SimulateOk(problem, OneLayerPerStage(problem));
+        for (int r = 0; r < p; ++r) {
+          const int warmup = 2 * (p - r - 1) + (v - 1) * p;
+          EXPECT_EQ(sim.ranks[r].peak_memory_bytes, std::min(warmup + 1, m * v)) << p << " " << v << " " << m << " " << r;
+        }
+      }
+    }
+  }
+}
+
+// Zero-bubble paper (arXiv 2401.10241), 1.5B model, p = 8, m = 24: T_F 18.52 ms,
+// T_B + T_W 27.43 ms, T_comm 0.60 ms; the 1F1B bubble rate computed from these times is 0.243.
+TEST(Simulator, ZeroBubblePaper1F1BBubbleRate) {
+  Problem problem = UniformProblem(ScheduleKind::kOneFOneB, 8, 1, 24, 8, 18'520'000, 27'430'000, 600'000);
+  SimResult sim = SimulateOk(problem, OneLayerPerStage(problem));
+  EXPECT_NEAR(sim.bubble.ratio, 0.243, 0.0005);
+  EXPECT_NEAR(1.0 - 24 * 45.95e-3 / ToSeconds(sim.iteration_ns), sim.bubble.ratio, 1e-12);
+}
+
+// The MindFormers pipeline-balance tool's demo and its own plan: the tool's simulator reports a
+// makespan of 56366 ms (56.367 s here, exact) and real bubble 1.1088 = 0.9375 + 0.1231 + 0.0481, peak 55097 MB.
+TEST(Simulator, MindFormersDemoToolPlan) {
+  Result<Problem> problem = LoadProblem(testing::SourcePath("examples/mindformers-demo/problem.yaml"));
+  ASSERT_TRUE(problem.ok()) << problem.error().message;
+  Result<PlanDocument> plan = LoadPlan(testing::SourcePath("examples/mindformers-demo/tool-plan.json"), problem.value());
+  ASSERT_TRUE(plan.ok()) << plan.error().message;
+  SimResult sim = SimulateOk(problem.value(), plan.value().plan);
+  EXPECT_EQ(sim.iteration_ns, 56'367'000'000);
+  EXPECT_NEAR(sim.bubble.real, 1.1088, 5e-5);
+  EXPECT_NEAR(sim.bubble.ideal, 0.9375, 1e-12);
+  EXPECT_NEAR(sim.bubble.imbalance, 0.1231, 5e-5);
+  EXPECT_NEAR(sim.bubble.recompute, 0.0481, 5e-5);
+  Bytes peak = 0;
+  for (const RankResult& r : sim.ranks) peak = std::max(peak, r.peak_memory_bytes);
+  EXPECT_EQ(peak, Bytes{55'097'000'000});
+  EXPECT_TRUE(sim.fits);
+}
+
+TEST(Simulator, P2PDelaysOnlyCrossRankDependencies) {
+  // Two ranks, one micro-batch: F0, (p2p), F1, B1, (p2p), B0.
+  Problem problem = UniformProblem(ScheduleKind::kOneFOneB, 2, 1, 1, 2, 100, 200, 7);
+  SimResult sim = SimulateOk(problem, OneLayerPerStage(problem));
+  EXPECT_EQ(sim.iteration_ns, 100 + 7 + 100 + 200 + 7 + 200);
+  // With one rank the same layers run back to back.
+  Problem one = UniformProblem(ScheduleKind::kOneFOneB, 1, 1, 1, 2, 100, 200, 7);
+  Plan plan;
+  plan.stage_begin = {0, 2};
+  plan.option = {0, 0};
+  EXPECT_EQ(SimulateOk(one, plan).iteration_ns, 600);
+}
+
+TEST(Simulator, P2PTimeIsThatOfTheStagesLastLayer) {
+  Problem problem = UniformProblem(ScheduleKind::kOneFOneB, 2, 1, 1, 3, 100, 200, 7);
+  problem.layers[0].p2p_ns = 1000;  // inside stage 0: not on a boundary
+  problem.layers[1].p2p_ns = 50;    // last layer of stage 0
+  Plan plan;
+  plan.stage_begin = {0, 2, 3};
+  plan.option = {0, 0, 0};
+  EXPECT_EQ(SimulateOk(problem, plan).iteration_ns, 200 + 50 + 100 + 200 + 50 + 400);
+}
+
+TEST(Simulator, UpdateTimeIsAddedPerRankAfterItsLastBackward) {
+  Problem problem = UniformProblem(ScheduleKind::kOneFOneB, 2, 1, 2, 2, 100, 200);
+  // Rank 1 finishes its compute 200 ns before rank 0 (its last backward ends at 700, rank 0's
+  // at 900): an update shorter than that does not lengthen the iteration; rank 0's update does.
+  problem.layers[1].update_ns = 150;
+  SimResult sim = SimulateOk(problem, OneLayerPerStage(problem));
+  EXPECT_EQ(sim.iteration_ns, 3 * 300);
+  EXPECT_EQ(sim.ranks[1].finish_ns, sim.ranks[1].compute_end_ns + 150);
+  problem.layers[0].update_ns = 40;
+  EXPECT_EQ(SimulateOk(problem, OneLayerPerStage(problem)).iteration_ns, 3 * 300 + 40);
+}
+
+TEST(Simulator, MemoryCountsStaticReservedSavedAndRunningTransient) {
+  Problem problem = UniformProblem(ScheduleKind::kOneFOneB, 2, 1, 4, 2, 100, 200);
+  problem.reserved_bytes = 1000;
+  problem.layers[0].static_bytes = 50;
+  problem.layers[0].options[0].saved_bytes = 10;
+  problem.layers[0].options[0].peak_extra_bytes = 7;
+  problem.layers[1].static_bytes = 60;
+  problem.layers[1].options[0].saved_bytes = 20;
+  problem.layers[1].options[0].peak_extra_bytes = 3;
+  SimResult sim = SimulateOk(problem, OneLayerPerStage(problem));
+  // Rank 0 holds 2 micro-batches; its peak is during the backward of the first, both saved.
+  EXPECT_EQ(sim.ranks[0].peak_memory_bytes, 1000 + 50 + 2 * 10 + 7);
+  EXPECT_EQ(sim.ranks[1].peak_memory_bytes, 1000 + 60 + 20 + 3);
+  EXPECT_EQ(sim.ranks[0].static_bytes, 1050);
+}
+
+TEST(Simulator, ExceedingCapacityIsReportedNotAnError) {
+  Problem problem = UniformProblem(ScheduleKind::kOneFOneB, 2, 1, 4, 2, 100, 200, 0, 100);
+  problem.memory_bytes = 150;
+  SimResult sim = SimulateOk(problem, OneLayerPerStage(problem));
+  EXPECT_FALSE(sim.fits);
+  EXPECT_EQ(sim.ranks[0].peak_memory_bytes, 200);
+}
+
+TEST(Simulator, RecomputeShareOfBreakdown) {
+  Problem problem = UniformProblem(ScheduleKind::kOneFOneB, 2, 1, 2, 2, 100, 200);
+  problem.layers[0].options[0].recompute_ns = 100;  // stage 0: backward 300, 100 of it recompute
+  SimResult sim = SimulateOk(problem, OneLayerPerStage(problem));
+  // useful = 2 micro-batches x (300 + 300); recompute = 2 x 100.
+  EXPECT_NEAR(sim.bubble.recompute, 200.0 / 1200.0, 1e-12);
+  EXPECT_NEAR(sim.bubble.real, (2.0 * static_cast<double>(sim.iteration_ns) - 1200.0) / 1200.0, 1e-12);
+  EXPECT_NEAR(sim.bubble.ideal + sim.bubble.imbalance + sim.bubble.recompute, sim.bubble.real, 1e-12);
+}
+
+TEST(Simulator, DeadlockingOrderIsAnInternalError) {
+  Pipeline pipeline{ScheduleKind::kOneFOneB, 2, 1, 1};
+  Schedule schedule;
+  schedule.pipeline = pipeline;
+  // Rank 0 runs its backward before its forward: the backward waits for rank 1, which waits
+  // for rank 0's forward.
+  schedule.rank_ops = {{{0, 0, OpKind::kBackward}, {0, 0, OpKind::kForward}},
+                       {{1, 0, OpKind::kForward}, {1, 0, OpKind::kBackward}}};
+  Result<SimResult> r = Simulate(schedule, std::vector<StageCost>(2), std::vector<RankCost>(2), 100);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().kind, ErrorKind::kInternal);
+  EXPECT_NE(r.error().message.find("deadlock"), std::string::npos);
+}
+
+TEST(Simulator, InvalidPlanIsRejected) {
+  Problem problem = UniformProblem(ScheduleKind::kOneFOneB, 2, 1, 2, 4, 1, 1);
+  Plan plan;
+  plan.stage_begin = {0, 4, 4};
+  plan.option = {0, 0, 0, 0};
+  Result<SimResult> r = SimulatePlan(problem, plan);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().message, "stage 1 is empty; every stage needs at least one layer");
+}
+
+}  // namespace
+}  // namespace bmpipe
