@@ -7,11 +7,14 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include "bmpipe/io/builtin_example.h"
 #include "bmpipe/io/output_file.h"
 #include "bmpipe/io/plan_json.h"
 #include "bmpipe/io/report.h"
 #include "bmpipe/problem/problem_reader.h"
 #include "bmpipe/sim/simulator.h"
+#include "bmpipe/solve/diagnose.h"
+#include "bmpipe/solve/planner.h"
 
 namespace bmpipe {
 namespace {
@@ -21,6 +24,8 @@ constexpr int kExitOk = 0;
 constexpr int kExitInternal = 1;
 constexpr int kExitBadInput = 2;  // bad command line or invalid input file
 constexpr int kExitIo = 3;        // a file could not be read or written
+constexpr int kExitNoFit = 4;     // proven: no plan fits in memory
+constexpr int kExitNoPlan = 5;    // the time limit stopped the search before any plan
 
 int Fail(const Error& error) {
   std::cerr << "bmpipe: error: " << error.message << "\n";
@@ -34,6 +39,16 @@ int Fail(const Error& error) {
       return kExitInternal;
   }
   return kExitInternal;
+}
+
+// Writes the JSON to --out (atomically) and prints the JSON or the report.
+int Emit(const std::string& out, bool json, const std::string& json_text, const std::string& report) {
+  if (!out.empty()) {
+    Status written = WriteFileAtomically(out, json_text);
+    if (!written.ok()) return Fail(written.error());
+  }
+  std::cout << (json ? json_text : report);
+  return kExitOk;
 }
 
 struct SimulateArgs {
@@ -65,22 +80,71 @@ int RunSimulate(const SimulateArgs& args) {
   if (!sim.ok()) return Fail(sim.error());
   if (!sim.value().fits) solver.status = SolveStatus::kInfeasible;
 
-  const std::string json = PlanJsonText(pb, plan, sim.value(), solver);
-  if (!args.out.empty()) {
-    Status written = WriteFileAtomically(args.out, json);
-    if (!written.ok()) return Fail(written.error());
-  }
-  if (args.json) {
-    std::cout << json;
-  } else {
-    ReportHeader header{"bmpipe simulate", {{"problem", args.problem + (pb.name.empty() ? "" : " (" + pb.name + ")")},
-                                            {"plan", plan_origin}}};
-    std::cout << FormatReport(header, pb, plan, sim.value());
-  }
-  if (!sim.value().fits) {
+  ReportHeader header{"bmpipe simulate", {{"problem", args.problem + (pb.name.empty() ? "" : " (" + pb.name + ")")},
+                                          {"plan", plan_origin}}};
+  const int code = Emit(args.out, args.json, PlanJsonText(pb, plan, sim.value(), solver),
+                        FormatReport(header, pb, plan, sim.value()));
+  if (code == kExitOk && !sim.value().fits) {
     std::cerr << "bmpipe: warning: the plan exceeds device memory on at least one rank (see the report)\n";
   }
-  return kExitOk;
+  return code;
+}
+
+struct PlanArgs {
+  std::string problem;
+  std::string out;
+  bool json = false;
+  double time_limit_s = 60;
+  std::string solver = "bnb";
+  long node_limit = -1;
+  std::string lp_file;
+};
+
+Result<Problem> LoadProblemOrExample(const std::string& path, std::string& shown) {
+  if (!path.empty()) {
+    shown = path;
+    return LoadProblem(path);
+  }
+  shown = BuiltinExampleName();
+  Result<Json> doc = ParseDocument(BuiltinExampleText(), "problem.yaml");
+  if (!doc.ok()) return doc.error();
+  return ReadProblem(doc.value(), BuiltinExampleName());
+}
+
+int RunPlan(const PlanArgs& args) {
+  std::string shown;
+  Result<Problem> problem = LoadProblemOrExample(args.problem, shown);
+  if (!problem.ok()) return Fail(problem.error());
+  const Problem& pb = problem.value();
+  PlannerOptions options;
+  options.kind = args.solver == "cbc"           ? PlannerKind::kCbc
+                 : args.solver == "brute-force" ? PlannerKind::kBruteForce
+                                                : PlannerKind::kBranchAndBound;
+  options.time_limit_s = args.time_limit_s;
+  options.node_limit = args.node_limit;
+  options.lp_file = args.lp_file;
+  Result<PlannerResult> planned = PlanPipeline(pb, options);
+  if (!planned.ok()) return Fail(planned.error());
+  const PlannerResult& r = planned.value();
+  if (r.status == PlanStatus::kInfeasible) {
+    std::cerr << "bmpipe: " << DescribeShortfall(pb, DiagnoseMemory(pb)) << "\n";
+    return kExitNoFit;
+  }
+  if (r.status == PlanStatus::kNoPlan) {
+    std::cerr << "bmpipe: no plan found: the search was stopped by " << r.stopped_by
+              << " before it found a plan that fits; raise --time-limit\n";
+    return kExitNoPlan;
+  }
+  const SimResult sim = SimulatePlan(pb, r.plan).value();
+  SolverInfo solver{r.solver, r.status == PlanStatus::kOptimal ? SolveStatus::kOptimal : SolveStatus::kFeasible,
+                    r.seconds};
+  solver.gap = r.gap;
+  solver.bound_s = r.bound_ns / 1e9;
+  solver.objective_s = r.objective_ns / 1e9;
+  solver.stopped_by = r.stopped_by;
+  ReportHeader header{"bmpipe plan", {{"problem", shown + (pb.name.empty() ? "" : " (" + pb.name + ")")}}};
+  for (auto& line : PlannerLines(r)) header.lines.push_back(line);
+  return Emit(args.out, args.json, PlanJsonText(pb, r.plan, sim, solver), FormatReport(header, pb, r.plan, sim));
 }
 
 int Main(int argc, char** argv) {
@@ -88,7 +152,7 @@ int Main(int argc, char** argv) {
       "bmpipe: pipeline-parallel planner for LLM training. It chooses the stage partition and per-layer "
       "recomputation together, and checks every plan with an exact simulation of the pipeline schedule.\n\n"
       "Exit codes: 0 success, 1 internal error, 2 bad command line or invalid input, 3 file not readable or "
-      "writable."};
+      "writable, 4 no plan fits in memory (proven), 5 no plan found before the time limit."};
   app.set_version_flag("--version", "bmpipe 0.1.0");
   app.require_subcommand(1);
 
@@ -104,6 +168,28 @@ int Main(int argc, char** argv) {
   simulate->add_flag("--json", sim.json, "Print the plan JSON with the simulated metrics instead of the report");
   simulate->add_option("--out", sim.out, "Also write the plan JSON with the simulated metrics to this file");
 
+  PlanArgs plan;
+  CLI::App* plan_cmd = app.add_subcommand(
+      "plan",
+      "Choose the stage partition and each layer's recomputation option that minimize the simulated iteration time "
+      "with every rank within memory, prove it optimal (or report the gap), and print the plan. Without --problem, "
+      "plans the built-in example (the MindFormers pipeline-balance tool's demo).");
+  plan_cmd->add_option("--problem", plan.problem, "Problem file (JSON or YAML, DESIGN.md §4.1)");
+  plan_cmd->add_option("--out", plan.out, "Also write the plan JSON (DESIGN.md §4.2, with metrics) to this file");
+  plan_cmd->add_flag("--json", plan.json, "Print the plan JSON instead of the report");
+  plan_cmd->add_option("--time-limit", plan.time_limit_s,
+                       "Seconds the search may take; when it stops early the best plan is returned with its gap")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  plan_cmd->add_option("--solver", plan.solver,
+                       "bnb: bmpipe's branch and bound (default); cbc: the time-indexed integer program solved by CBC; "
+                       "brute-force: simulate every plan (tiny problems only)")
+      ->check(CLI::IsMember({"bnb", "cbc", "brute-force"}))
+      ->capture_default_str();
+  plan_cmd->add_option("--node-limit", plan.node_limit, "Stop branch and bound after this many nodes (default: none)")
+      ->check(CLI::NonNegativeNumber);
+  plan_cmd->add_option("--lp-file", plan.lp_file, "With --solver cbc: write the integer program in LP format here");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -111,6 +197,7 @@ int Main(int argc, char** argv) {
     return code == 0 ? kExitOk : kExitBadInput;
   }
   if (simulate->parsed()) return RunSimulate(sim);
+  if (plan_cmd->parsed()) return RunPlan(plan);
   return kExitBadInput;
 }
 

@@ -14,7 +14,8 @@ namespace {
   "stage", "forward_s", "backward_s", "recompute_s", "saved_bytes", "transient_bytes"
 
 SolverInfo ReadSolver(const JsonCursor& c) {
-  c.ExpectKeys({"name", "status", "seconds"});
+  c.ExpectKeys({"name", "status", "seconds", "gap", "bound_s", "objective_s", "stopped_by", "nodes", "lp_solves",
+                "cuts", "candidates"});
   SolverInfo info;
   info.name = c.Required("name", "what produced the plan").String();
   JsonCursor status = c.Required("status", "'optimal', 'feasible' or 'infeasible'");
@@ -29,6 +30,10 @@ SolverInfo ReadSolver(const JsonCursor& c) {
     status.Fail("use 'optimal', 'feasible' or 'infeasible'");
   }
   if (auto t = c.Optional("seconds")) info.seconds = static_cast<double>(t->Seconds()) / 1e9;
+  if (auto g = c.Optional("gap")) info.gap = g->Number();
+  if (auto b = c.Optional("bound_s")) info.bound_s = b->Number();
+  if (auto o = c.Optional("objective_s")) info.objective_s = o->Number();
+  if (auto w = c.Optional("stopped_by")) info.stopped_by = w->String();
   return info;
 }
 
@@ -168,7 +173,11 @@ Json PlanToJson(const Problem& problem, const Plan& plan, const SimResult& sim, 
                      {"finish_s", ToSeconds(rr.finish_ns)}});
   }
   out["ranks"] = std::move(ranks);
-  out["solver"] = {{"name", solver.name}, {"status", SolveStatusName(solver.status)}, {"seconds", solver.seconds}};
+  Json& s = out["solver"] = {{"name", solver.name}, {"status", SolveStatusName(solver.status)}, {"seconds", solver.seconds}};
+  if (solver.gap >= 0) s["gap"] = solver.gap;
+  if (solver.bound_s >= 0) s["bound_s"] = solver.bound_s;
+  if (solver.objective_s >= 0) s["objective_s"] = solver.objective_s;
+  if (!solver.stopped_by.empty()) s["stopped_by"] = solver.stopped_by;
   return out;
 }
 

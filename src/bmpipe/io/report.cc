@@ -1,6 +1,7 @@
 #include "bmpipe/io/report.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include <fmt/format.h>
 
@@ -16,6 +17,45 @@ std::string Counted(const std::string& name, int count) {
 std::string Percent(double fraction) { return fmt::format("{:.1f}%", 100.0 * fraction); }
 
 }  // namespace
+
+std::vector<std::pair<std::string, std::string>> PlannerLines(const PlannerResult& r) {
+  std::vector<std::pair<std::string, std::string>> lines;
+  std::string verdict;
+  switch (r.status) {
+    case PlanStatus::kOptimal:
+      verdict = "proven optimal";
+      break;
+    case PlanStatus::kFeasible:
+      verdict = fmt::format("best plan found, not proven optimal: within {:.2f}% of the optimum (lower bound {}); "
+                            "stopped by {}",
+                            100 * r.gap, FormatDuration(static_cast<TimeNs>(std::floor(r.bound_ns))), r.stopped_by);
+      break;
+    case PlanStatus::kInfeasible:
+      verdict = "proven: no plan fits in memory";
+      break;
+    case PlanStatus::kNoPlan:
+      verdict = "no plan found; stopped by " + r.stopped_by;
+      break;
+  }
+  lines.emplace_back("solver", r.solver + ": " + verdict);
+  std::string search = fmt::format("{:.3f} s, {} candidate stage blocks", r.seconds, r.candidates);
+  if (r.solver == "bmpipe-bnb") {
+    search += fmt::format(", {} nodes, {} LP solves, {} path cuts", r.nodes, r.lp_solves, r.cuts);
+  } else if (r.solver == "cbc") {
+    search += fmt::format(", {} nodes", r.nodes);
+  } else {
+    search += fmt::format(", {} plans simulated", r.nodes);
+  }
+  lines.emplace_back("planning", search);
+  if (r.status == PlanStatus::kOptimal || r.status == PlanStatus::kFeasible) {
+    const double diff = r.objective_ns - static_cast<double>(r.iteration_ns);
+    lines.emplace_back("objective", std::abs(diff) <= 1e-6 * static_cast<double>(r.iteration_ns)
+                                        ? "equals the simulated iteration time"
+                                        : fmt::format("{:.6f} s, the simulated iteration time differs by {:+.6f} s",
+                                                      r.objective_ns / 1e9, -diff / 1e9));
+  }
+  return lines;
+}
 
 std::string DescribeLayerNames(const Problem& problem, LayerIdx begin, LayerIdx end) {
   std::string out;
@@ -72,17 +112,20 @@ std::string FormatReport(const ReportHeader& header, const Problem& problem, con
       sim.bubble.real, sim.bubble.ideal, sim.bubble.imbalance, sim.bubble.recompute);
 
   out += "Stages (per micro-batch; backward includes recompute)\n";
-  out += fmt::format("{:>6} {:>5} {:>5}  {:<11} {:>11} {:>11} {:>11} {:>10}  {:<24} {}\n", "stage", "rank", "chunk",
-                     "layers", "forward", "backward", "recompute", "saved", "options", "names");
+  out += fmt::format("{:>6} {:>5} {:>5}  {:<11} {:>11} {:>11} {:>11} {:>10} {:>10} {:>7}  {:<24} {}\n", "stage", "rank",
+                     "chunk", "layers", "forward", "backward", "recompute", "saved", "rank peak", "of cap", "options",
+                     "names");
   for (StageIdx s = 0; s < plan.num_stages(); ++s) {
     const StageCost c = ComputeStageCost(problem, plan, s);
     const std::string range = plan.end(s) - plan.begin(s) == 1 ? fmt::format("{}", plan.begin(s))
                                                                : fmt::format("{}-{}", plan.begin(s), plan.end(s) - 1);
-    out += fmt::format("{:>6} {:>5} {:>5}  {:<11} {:>11} {:>11} {:>11} {:>10}  {:<24} {}\n", s, p.RankOf(s),
-                       p.ChunkOf(s), fmt::format("{} ({})", range, plan.end(s) - plan.begin(s)),
+    const Bytes peak = sim.ranks[p.RankOf(s)].peak_memory_bytes;
+    out += fmt::format("{:>6} {:>5} {:>5}  {:<11} {:>11} {:>11} {:>11} {:>10} {:>10} {:>7}  {:<24} {}\n", s,
+                       p.RankOf(s), p.ChunkOf(s), fmt::format("{} ({})", range, plan.end(s) - plan.begin(s)),
                        FormatDuration(c.forward_ns), FormatDuration(c.backward_ns), FormatDuration(c.recompute_ns),
-                       FormatBytes(c.saved_bytes), DescribeOptionMix(problem, plan, s),
-                       DescribeLayerNames(problem, plan.begin(s), plan.end(s)));
+                       FormatBytes(c.saved_bytes), FormatBytes(peak),
+                       Percent(static_cast<double>(peak) / static_cast<double>(sim.capacity_bytes)),
+                       DescribeOptionMix(problem, plan, s), DescribeLayerNames(problem, plan.begin(s), plan.end(s)));
   }
 
   out += "\nRanks\n";

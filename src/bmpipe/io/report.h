@@ -7,6 +7,7 @@
 #include "bmpipe/problem/plan.h"
 #include "bmpipe/problem/problem.h"
 #include "bmpipe/sim/simulator.h"
+#include "bmpipe/solve/planner.h"
 
 namespace bmpipe {
 
@@ -16,6 +17,9 @@ struct ReportHeader {
 };
 
 std::string FormatReport(const ReportHeader& header, const Problem& problem, const Plan& plan, const SimResult& sim);
+
+// Header lines that say what the planner proved and what the search took.
+std::vector<std::pair<std::string, std::string>> PlannerLines(const PlannerResult& result);
 
 // "embedding, decoder x5, head": consecutive equal names collapsed.
 std::string DescribeLayerNames(const Problem& problem, LayerIdx begin, LayerIdx end);

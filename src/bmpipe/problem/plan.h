@@ -30,6 +30,11 @@ struct SolverInfo {
   std::string name;
   SolveStatus status = SolveStatus::kFeasible;
   double seconds = 0;
+  // What a planner proved; absent (negative or empty) for plans it did not make.
+  double gap = -1;           // (iteration - bound) / iteration
+  double bound_s = -1;       // proven lower bound on the optimal iteration time
+  double objective_s = -1;   // the solver's own objective for the plan
+  std::string stopped_by;    // the limit that stopped the search
 };
 
 // Checks that `plan` has p*v non-empty contiguous stages covering every layer in order and a

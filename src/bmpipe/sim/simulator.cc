@@ -3,94 +3,42 @@
 #include <algorithm>
 #include <string>
 
+#include "bmpipe/sim/timing.h"
+
 namespace bmpipe {
 namespace {
 
-constexpr TimeNs kNotYet = -1;
-
-// Index of an op in the end-time table: forwards first, then backwards, stage-major.
-struct OpIndex {
-  int stages;
-  int micro_batches;
-  std::int64_t operator()(OpKind kind, StageIdx s, MicroBatchIdx j) const {
-    const std::int64_t base = kind == OpKind::kForward ? 0 : std::int64_t{stages} * micro_batches;
-    return base + std::int64_t{s} * micro_batches + j;
+// The simulator's durations for a plan's stage and rank costs.
+Durations<TimeNs> DurationsOf(const std::vector<StageCost>& stages, const std::vector<RankCost>& ranks) {
+  Durations<TimeNs> d;
+  for (const StageCost& c : stages) {
+    d.forward.push_back(c.forward_ns);
+    d.backward.push_back(c.backward_ns);
+    d.p2p_out.push_back(c.p2p_out_ns);
   }
-};
+  for (const RankCost& r : ranks) d.rank_update.push_back(r.update_ns);
+  return d;
+}
 
-// Fills result.op_timing: the longest-path start of every op. Each rank runs its ops in order
-// until one waits for an op not yet timed; that rank resumes when the op it waits for is timed.
-Status TimeOps(const Schedule& schedule, const std::vector<StageCost>& stages, SimResult& result) {
-  const Pipeline& p = schedule.pipeline;
-  const int num_stages = p.stages();
-  const OpIndex index{num_stages, p.micro_batches};
-  std::vector<TimeNs> end(2 * static_cast<std::size_t>(num_stages) * p.micro_batches, kNotYet);
-  std::vector<std::size_t> next(p.ranks, 0);
-  std::vector<TimeNs> clock(p.ranks, 0);
-  std::vector<std::int64_t> waiting_for(p.ranks, -1);
-  std::vector<RankIdx> runnable;
-  for (RankIdx r = p.ranks - 1; r >= 0; --r) runnable.push_back(r);
-
-  result.op_timing.assign(p.ranks, {});
-  for (RankIdx r = 0; r < p.ranks; ++r) result.op_timing[r].resize(schedule.rank_ops[r].size());
-
-  while (!runnable.empty()) {
-    const RankIdx r = runnable.back();
-    runnable.pop_back();
-    const std::vector<Op>& ops = schedule.rank_ops[r];
-    while (next[r] < ops.size()) {
-      const Op& op = ops[next[r]];
-      const StageIdx s = op.stage;
-      // The op this one waits for, and the p2p delay when that op ran on another rank.
-      std::int64_t dependency = -1;
-      TimeNs delay = 0;
-      if (op.kind == OpKind::kForward) {
-        if (s > 0) {
-          dependency = index(OpKind::kForward, s - 1, op.micro_batch);
-          if (p.RankOf(s - 1) != r) delay = stages[s - 1].p2p_out_ns;
-        }
-      } else if (s == num_stages - 1) {
-        dependency = index(OpKind::kForward, s, op.micro_batch);
-      } else {
-        dependency = index(OpKind::kBackward, s + 1, op.micro_batch);
-        if (p.RankOf(s + 1) != r) delay = stages[s].p2p_out_ns;
-      }
-      TimeNs ready = 0;
-      if (dependency >= 0) {
-        if (end[dependency] == kNotYet) {
-          waiting_for[r] = dependency;
-          break;
-        }
-        ready = end[dependency] + delay;
-      }
-      const TimeNs duration = op.kind == OpKind::kForward ? stages[s].forward_ns : stages[s].backward_ns;
-      const TimeNs start = std::max(clock[r], ready);
-      const std::int64_t self = index(op.kind, s, op.micro_batch);
-      result.op_timing[r][next[r]] = {start, start + duration};
-      end[self] = start + duration;
-      clock[r] = start + duration;
-      ++next[r];
-      // Wake the rank whose next op waits for this one (each op has at most one dependent).
-      RankIdx dependent = -1;
-      if (op.kind == OpKind::kForward) {
-        dependent = s + 1 < num_stages ? p.RankOf(s + 1) : p.RankOf(s);
-      } else if (s > 0) {
-        dependent = p.RankOf(s - 1);
-      }
-      if (dependent >= 0 && dependent != r && waiting_for[dependent] == self) {
-        waiting_for[dependent] = -1;
-        runnable.push_back(dependent);
-      }
+Status TimeOps(const Schedule& schedule, const std::vector<StageCost>& stages, const std::vector<RankCost>& ranks,
+               SimResult& result) {
+  const Durations<TimeNs> durations = DurationsOf(stages, ranks);
+  const Timing<TimeNs> timing = TimeSchedule(schedule, durations, /*record_binding=*/true);
+  if (!timing.complete) {
+    const Op& op = schedule.rank_ops[timing.stuck_rank][timing.stuck_position];
+    return InternalError("the schedule deadlocks: rank " + std::to_string(timing.stuck_rank) + " op " +
+                         std::to_string(timing.stuck_position) + " (" + (op.kind == OpKind::kForward ? "F" : "B") +
+                         " stage " + std::to_string(op.stage) + " micro-batch " + std::to_string(op.micro_batch) +
+                         ") waits for an op that never runs");
+  }
+  result.op_timing.resize(schedule.rank_ops.size());
+  for (std::size_t r = 0; r < schedule.rank_ops.size(); ++r) {
+    result.op_timing[r].resize(schedule.rank_ops[r].size());
+    for (std::size_t i = 0; i < schedule.rank_ops[r].size(); ++i) {
+      result.op_timing[r][i] = {timing.start[r][i], timing.end[r][i]};
     }
   }
-  for (RankIdx r = 0; r < p.ranks; ++r) {
-    if (next[r] < schedule.rank_ops[r].size()) {
-      const Op& op = schedule.rank_ops[r][next[r]];
-      return InternalError("the schedule deadlocks: rank " + std::to_string(r) + " op " + std::to_string(next[r]) +
-                           " (" + (op.kind == OpKind::kForward ? "F" : "B") + " stage " + std::to_string(op.stage) +
-                           " micro-batch " + std::to_string(op.micro_batch) + ") waits for an op that never runs");
-    }
-  }
+  result.critical_path = CriticalPath(schedule, durations, timing, timing.last_rank);
   return {};
 }
 
@@ -179,7 +127,7 @@ Result<SimResult> Simulate(const Schedule& schedule, const std::vector<StageCost
   }
   SimResult result;
   result.capacity_bytes = capacity_bytes;
-  Status timed = TimeOps(schedule, stages, result);
+  Status timed = TimeOps(schedule, stages, ranks, result);
   if (!timed.ok()) return timed.error();
   AccountRanks(schedule, stages, ranks, options, result);
   result.bubble = ComputeBubble(p, result);

@@ -9,6 +9,7 @@
 #include "bmpipe/problem/plan.h"
 #include "bmpipe/problem/problem.h"
 #include "bmpipe/schedule/schedule.h"
+#include "bmpipe/sim/timing.h"
 
 namespace bmpipe {
 
@@ -56,6 +57,7 @@ struct SimResult {
   std::vector<RankResult> ranks;
   std::vector<std::vector<MemoryPoint>> memory;  // per rank, when SimOptions::record_memory
   Bubble bubble;
+  PathCoefficients critical_path;  // how often the longest path uses each stage's F, B and p2p
   Bytes capacity_bytes = 0;
   bool fits = true;  // every rank's peak within capacity
 };

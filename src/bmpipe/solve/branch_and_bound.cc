@@ -1,0 +1,342 @@
+#include "bmpipe/solve/branch_and_bound.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <queue>
+#include <set>
+
+#include "bmpipe/sim/simulator.h"
+#include "bmpipe/solve/coin.h"
+#include "bmpipe/solve/formulation.h"
+#include "bmpipe/solve/local_search.h"
+
+namespace bmpipe {
+namespace {
+
+constexpr double kIntegral = 1e-6;
+constexpr int kMaxCutRounds = 200;
+
+struct Node {
+  std::vector<int> b_lo, b_hi;  // per boundary s = 0..S-2
+  std::vector<int> k_lo, k_hi;  // per stage: allowed candidate indices [k_lo, k_hi)
+  double bound = 0;             // parent's bound (a valid lower bound for this node too)
+  int depth = 0;
+  long id = 0;
+};
+
+struct NodeOrder {
+  bool operator()(const Node& a, const Node& b) const {
+    if (a.bound != b.bound) return a.bound > b.bound;  // lowest bound first
+    if (a.depth != b.depth) return a.depth < b.depth;  // then deepest
+    return a.id > b.id;
+  }
+};
+
+class Search {
+ public:
+  Search(const Problem& problem, const Candidates& candidates, const Schedule& schedule, const PlannerOptions& options)
+      : problem_(problem),
+        candidates_(candidates),
+        schedule_(schedule),
+        options_(options),
+        formulation_(BuildFormulation(problem, candidates, ChooseTimeUnit(candidates), /*binary=*/false)),
+        lp_(formulation_.model),
+        builder_(problem, candidates),
+        began_(std::chrono::steady_clock::now()) {}
+
+  PlannerResult Run() {
+    const int stages = problem_.pipeline.stages();
+    // First incumbents: the even split and the memory-balanced split, improved by local search.
+    for (const std::vector<int>& end : {EvenBoundaries(problem_.num_layers(), stages),
+                                        MemoryBalancedBoundaries(problem_, candidates_)}) {
+      if (std::optional<CandidatePlan> start = builder_.Complete(end, nullptr, /*allow_over=*/true)) {
+        OfferCandidatePlan(ImproveLocally(builder_, *start, LocalSearchBudget()));
+      }
+    }
+    Node root;
+    for (StageIdx s = 0; s + 1 < stages; ++s) {
+      root.b_lo.push_back(s + 1);
+      root.b_hi.push_back(problem_.num_layers() - stages + s + 1);
+    }
+    root.k_lo.assign(stages, 0);
+    for (StageIdx s = 0; s < stages; ++s) root.k_hi.push_back(static_cast<int>(candidates_.per_stage[s].size()));
+    std::priority_queue<Node, std::vector<Node>, NodeOrder> open;
+    open.push(root);
+    while (!open.empty()) {
+      if (Elapsed() > options_.time_limit_s) {
+        result_.stopped_by = "time limit " + FormatLimit(options_.time_limit_s) + " s";
+        break;
+      }
+      if (options_.node_limit >= 0 && result_.nodes >= options_.node_limit) {
+        result_.stopped_by = "node limit " + std::to_string(options_.node_limit);
+        break;
+      }
+      Node node = open.top();
+      open.pop();
+      if (Pruned(node.bound)) continue;
+      ++result_.nodes;
+      Evaluate(node, open);
+    }
+    // The lowest bound among nodes still open (the incumbent when none are), and of nodes
+    // closed without a proof.
+    double bound = open.empty() ? kInfinity : open.top().bound;
+    bound = std::min(bound, unresolved_);
+    return Finish(bound);
+  }
+
+ private:
+  double Elapsed() const {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - began_).count();
+  }
+  static std::string FormatLimit(double s) {
+    std::string text = std::to_string(s);
+    while (text.back() == '0') text.pop_back();
+    if (text.back() == '.') text.pop_back();
+    return text;
+  }
+  bool Pruned(double bound) const {
+    return has_plan_ && bound >= best_value_ * (1 - kOptimalityTolerance);
+  }
+
+  // Sets the LP's column bounds to the node's box; false when some stage has no candidate left.
+  bool ApplyBounds(const Node& node) {
+    const LinearModel& m = formulation_.model;
+    std::vector<double> lo = m.column_lower, hi = m.column_upper;
+    const int stages = problem_.pipeline.stages();
+    const int n = problem_.num_layers();
+    auto b_lo = [&](int s) { return s < 0 ? 0 : (s == stages - 1 ? n : node.b_lo[s]); };
+    auto b_hi = [&](int s) { return s < 0 ? 0 : (s == stages - 1 ? n : node.b_hi[s]); };
+    for (StageIdx s = 0; s + 1 < stages; ++s) {
+      lo[formulation_.b[s]] = node.b_lo[s];
+      hi[formulation_.b[s]] = node.b_hi[s];
+    }
+    for (StageIdx s = 0; s < stages; ++s) {
+      bool any = false;
+      for (int k = 0; k < static_cast<int>(candidates_.per_stage[s].size()); ++k) {
+        const Candidate& c = candidates_.per_stage[s][k];
+        // A start in the candidate's window and the node's boundary box, with an end in the box.
+        const int start_lo = std::max({c.start_min, b_lo(s - 1), b_lo(s) - c.length});
+        const int start_hi = std::min({c.start_max, b_hi(s - 1), b_hi(s) - c.length});
+        const bool allowed = k >= node.k_lo[s] && k < node.k_hi[s] && start_lo <= start_hi;
+        if (!allowed) hi[formulation_.x[s][k]] = 0;
+        any = any || allowed;
+      }
+      if (!any) return false;
+    }
+    lp_.SetColumnBounds(lo, hi);
+    return true;
+  }
+
+  // Solves the node's relaxation, adding violated path cuts. False when infeasible.
+  bool SolveRelaxation(double& bound, std::vector<double>& x) {
+    for (int round = 0; round < kMaxCutRounds; ++round) {
+      ++result_.lp_solves;
+      const LpSolver::Status status = lp_.Solve();
+      if (status == LpSolver::Status::kInfeasible) return false;
+      if (status == LpSolver::Status::kError) {
+        lp_error_ = true;
+        return false;
+      }
+      x = lp_.solution();
+      bound = x[formulation_.t];
+      // Any T is a valid bound: stop cutting when out of time.
+      if (Elapsed() > options_.time_limit_s || !AddViolatedCut(x, bound)) return true;
+    }
+    return true;
+  }
+
+  // Times the relaxation's durations; adds the critical path as a cut if it is longer than T and
+  // not a cut yet. False when none was added. (Adding the longest path to every rank's end each
+  // round was measured slower: more rows, no fewer nodes.)
+  bool AddViolatedCut(const std::vector<double>& x, double t) {
+    const Durations<double> d = RelaxedDurations(formulation_, x);
+    const Timing<double> timing = TimeSchedule(schedule_, d, /*record_binding=*/true);
+    if (timing.iteration <= t + 1e-9 * std::max(1.0, t)) return false;
+    const PathCoefficients path = CriticalPath(schedule_, d, timing, timing.last_rank);
+    std::vector<int> key = path.forward;
+    key.insert(key.end(), path.backward.begin(), path.backward.end());
+    key.insert(key.end(), path.hops.begin(), path.hops.end());
+    key.push_back(path.update_rank);
+    if (!cut_keys_.insert(key).second) return false;  // already a cut: numerical noise only
+    lp_.AddRow(PathCut(formulation_, path, static_cast<int>(result_.cuts)));
+    ++result_.cuts;
+    return true;
+  }
+
+  void Evaluate(const Node& node, std::priority_queue<Node, std::vector<Node>, NodeOrder>& open) {
+    if (!ApplyBounds(node)) return;
+    double bound = 0;
+    std::vector<double> x;
+    if (!SolveRelaxation(bound, x)) {
+      if (lp_error_) unresolved_ = std::min(unresolved_, node.bound);  // not proven empty
+      return;
+    }
+    bound = std::max(bound, node.bound);
+    TryRounding(x, /*improve=*/node.depth == 0);
+    if (Pruned(bound)) return;
+
+    const int stages = problem_.pipeline.stages();
+    // A fractional boundary: the most fractional one.
+    int split = -1;
+    double worst = kIntegral;
+    for (StageIdx s = 0; s + 1 < stages; ++s) {
+      const double v = x[formulation_.b[s]];
+      const double frac = std::abs(v - std::round(v));
+      if (frac > worst) {
+        worst = frac;
+        split = s;
+      }
+    }
+    if (split >= 0) {
+      const double v = x[formulation_.b[split]];
+      Node left = Child(node, bound), right = Child(node, bound);
+      left.b_hi[split] = static_cast<int>(std::floor(v));
+      right.b_lo[split] = static_cast<int>(std::ceil(v));
+      Push(open, left);
+      Push(open, right);
+      return;
+    }
+    // A stage whose candidates are mixed: split its index range between the first and the last
+    // candidate in use.
+    for (StageIdx s = 0; s < stages; ++s) {
+      int first = -1, last = -1;
+      for (int k = 0; k < static_cast<int>(candidates_.per_stage[s].size()); ++k) {
+        if (x[formulation_.x[s][k]] > kIntegral) {
+          if (first < 0) first = k;
+          last = k;
+        }
+      }
+      if (first != last) {
+        const int mid = (first + last + 1) / 2;
+        Node left = Child(node, bound), right = Child(node, bound);
+        left.k_hi[s] = mid;
+        right.k_lo[s] = mid;
+        Push(open, left);
+        Push(open, right);
+        return;
+      }
+    }
+    // Integral: the relaxation's plan is this node's optimum once no path is longer than T.
+    const double value = Offer(PlanFromSolution(formulation_, problem_, candidates_, x), bound);
+    if (value > bound * (1 + kOptimalityTolerance)) unresolved_ = std::min(unresolved_, bound);
+  }
+
+  Node Child(const Node& parent, double bound) {
+    Node child = parent;
+    child.bound = bound;
+    child.depth = parent.depth + 1;
+    child.id = ++next_id_;
+    return child;
+  }
+  void Push(std::priority_queue<Node, std::vector<Node>, NodeOrder>& open, const Node& node) {
+    for (std::size_t s = 0; s < node.b_lo.size(); ++s) {
+      if (node.b_lo[s] > node.b_hi[s]) return;
+    }
+    for (std::size_t s = 0; s < node.k_lo.size(); ++s) {
+      if (node.k_lo[s] >= node.k_hi[s]) return;
+    }
+    open.push(node);
+  }
+
+  // Rounds the relaxation's boundaries and picks, per stage, the compatible candidate it weights
+  // most (repairing ranks over capacity); offers the plan. At the root, also improves it locally.
+  void TryRounding(const std::vector<double>& x, bool improve) {
+    const int stages = problem_.pipeline.stages();
+    const int n = problem_.num_layers();
+    std::vector<int> end(stages);
+    for (StageIdx s = 0; s + 1 < stages; ++s) end[s] = static_cast<int>(std::lround(x[formulation_.b[s]]));
+    end[stages - 1] = n;
+    for (StageIdx s = 0; s + 1 < stages; ++s) end[s] = std::clamp(end[s], (s == 0 ? 0 : end[s - 1]) + 1, n - stages + s + 1);
+    std::vector<int> preferred(stages, -1);
+    for (StageIdx s = 0; s < stages; ++s) {
+      double best = kIntegral;
+      for (std::size_t k = 0; k < candidates_.per_stage[s].size(); ++k) {
+        if (x[formulation_.x[s][k]] > best) {
+          best = x[formulation_.x[s][k]];
+          preferred[s] = static_cast<int>(k);
+        }
+      }
+    }
+    std::optional<CandidatePlan> plan = builder_.Complete(end, &preferred, /*allow_over=*/improve);
+    if (!plan) return;
+    OfferCandidatePlan(improve ? ImproveLocally(builder_, *plan, LocalSearchBudget()) : *plan);
+  }
+
+  double LocalSearchBudget() const { return std::max(0.0, options_.time_limit_s - Elapsed()) / 4; }
+
+  void OfferCandidatePlan(const CandidatePlan& plan) {
+    if (builder_.Fits(plan)) Offer(builder_.ToPlan(plan), -1);
+  }
+
+  // Simulates `plan` and keeps it if it fits and beats the incumbent; returns its value in time
+  // units (infinity if it does not fit).
+  double Offer(const Plan& plan, double relaxation_value) {
+    Result<SimResult> sim = SimulatePlan(problem_, plan);
+    if (!sim.ok() || !sim.value().fits) return kInfinity;
+    const double value = static_cast<double>(sim.value().iteration_ns) / formulation_.time_unit_ns;
+    if (!has_plan_ || value < best_value_) {
+      has_plan_ = true;
+      best_value_ = value;
+      best_plan_ = plan;
+      best_iteration_ns_ = sim.value().iteration_ns;
+      best_objective_ = relaxation_value >= 0 ? relaxation_value : value;
+    }
+    return value;
+  }
+
+  PlannerResult Finish(double bound) {
+    PlannerResult& r = result_;
+    r.solver = "bmpipe-bnb";
+    r.seconds = Elapsed();
+    long count = 0;
+    for (const auto& stage : candidates_.per_stage) count += static_cast<long>(stage.size());
+    r.candidates = count;
+    if (lp_error_ && r.stopped_by.empty()) r.stopped_by = "an LP relaxation CLP could not solve";
+    if (has_plan_) {
+      r.plan = best_plan_;
+      r.iteration_ns = best_iteration_ns_;
+      r.objective_ns = best_objective_ * formulation_.time_unit_ns;
+      r.bound_ns = bound >= best_value_ ? static_cast<double>(best_iteration_ns_) : bound * formulation_.time_unit_ns;
+      r.gap = (static_cast<double>(r.iteration_ns) - r.bound_ns) / static_cast<double>(r.iteration_ns);
+      if (r.gap < kOptimalityTolerance) {
+        r.gap = std::max(0.0, r.gap);
+        r.status = PlanStatus::kOptimal;
+      } else {
+        r.status = PlanStatus::kFeasible;
+      }
+    } else {
+      r.status = bound == kInfinity ? PlanStatus::kInfeasible : PlanStatus::kNoPlan;
+    }
+    return r;
+  }
+
+  const Problem& problem_;
+  const Candidates& candidates_;
+  const Schedule& schedule_;
+  const PlannerOptions& options_;
+  Formulation formulation_;
+  LpSolver lp_;
+  PlanBuilder builder_;
+  std::chrono::steady_clock::time_point began_;
+  std::set<std::vector<int>> cut_keys_;
+  PlannerResult result_;
+  long next_id_ = 0;
+  bool has_plan_ = false;
+  bool lp_error_ = false;
+  double unresolved_ = kInfinity;  // lowest bound of a node closed without a proof
+  double best_value_ = 0;
+  double best_objective_ = 0;
+  TimeNs best_iteration_ns_ = 0;
+  Plan best_plan_;
+};
+
+}  // namespace
+
+PlannerResult RunBranchAndBound(const Problem& problem, const Candidates& candidates, const Schedule& schedule,
+                                const PlannerOptions& options) {
+  Search search(problem, candidates, schedule, options);
+  return search.Run();
+}
+
+}  // namespace bmpipe

@@ -1,0 +1,346 @@
+#include "bmpipe/solve/candidates.h"
+
+#include <algorithm>
+#include <map>
+#include <tuple>
+
+namespace bmpipe {
+namespace {
+
+bool SameOption(const LayerOption& a, const LayerOption& b) {
+  return a.name == b.name && a.forward_ns == b.forward_ns && a.backward_ns == b.backward_ns &&
+         a.recompute_ns == b.recompute_ns && a.saved_bytes == b.saved_bytes && a.peak_extra_bytes == b.peak_extra_bytes;
+}
+
+bool SameCosts(const Layer& a, const Layer& b) {
+  if (a.static_bytes != b.static_bytes || a.update_ns != b.update_ns || a.p2p_ns != b.p2p_ns ||
+      a.options.size() != b.options.size()) {
+    return false;
+  }
+  for (std::size_t o = 0; o < a.options.size(); ++o) {
+    if (!SameOption(a.options[o], b.options[o])) return false;
+  }
+  return true;
+}
+
+// An option mix over one or more run parts, with its aggregated costs.
+struct Mix {
+  std::vector<std::vector<int>> option_count;  // per part, per option
+  TimeNs forward = 0, backward = 0, recompute = 0;
+  Bytes saved = 0, transient = 0;
+
+  auto Key() const { return std::tie(forward, backward, saved, transient, option_count); }
+};
+
+bool Dominates(const Mix& a, const Mix& b, bool with_memory) {
+  const bool no_worse = a.forward <= b.forward && a.backward <= b.backward &&
+                        (!with_memory || (a.saved <= b.saved && a.transient <= b.transient));
+  return no_worse;
+}
+
+// Keeps the mixes no other mix dominates; among equal ones the first in Key order.
+std::vector<Mix> ParetoFront(std::vector<Mix> mixes, bool with_memory) {
+  std::sort(mixes.begin(), mixes.end(), [](const Mix& a, const Mix& b) { return a.Key() < b.Key(); });
+  std::vector<Mix> front;
+  for (Mix& m : mixes) {
+    bool dominated = false;
+    for (const Mix& f : front) {
+      if (Dominates(f, m, with_memory)) {
+        dominated = true;
+        break;
+      }
+    }
+    if (!dominated) front.push_back(std::move(m));
+  }
+  return front;
+}
+
+// Pareto fronts of the mixes of k layers of each run, built one layer at a time: a mix dominated
+// at k-1 layers stays dominated after adding the same option.
+class RunFronts {
+ public:
+  RunFronts(const Problem& problem, const std::vector<Run>& runs) : problem_(problem), runs_(runs), fronts_(runs.size()) {}
+
+  const std::vector<Mix>& Get(int run, int k) {
+    std::vector<std::vector<Mix>>& f = fronts_[run];
+    if (f.empty()) {
+      Mix empty;
+      empty.option_count.assign(1, std::vector<int>(Options(run).size(), 0));
+      f.push_back({empty});
+    }
+    while (static_cast<int>(f.size()) <= k) {
+      std::vector<Mix> next;
+      const std::vector<LayerOption>& options = Options(run);
+      for (const Mix& m : f.back()) {
+        for (std::size_t o = 0; o < options.size(); ++o) {
+          Mix n = m;
+          n.option_count[0][o] += 1;
+          n.forward += options[o].forward_ns;
+          n.backward += options[o].backward_ns + options[o].recompute_ns;
+          n.recompute += options[o].recompute_ns;
+          n.saved += options[o].saved_bytes;
+          n.transient = std::max(n.transient, options[o].peak_extra_bytes);
+          next.push_back(std::move(n));
+        }
+      }
+      f.push_back(ParetoFront(std::move(next), /*with_memory=*/true));
+    }
+    return f[k];
+  }
+
+ private:
+  const std::vector<LayerOption>& Options(int run) const { return problem_.layers[runs_[run].begin].options; }
+
+  const Problem& problem_;
+  const std::vector<Run>& runs_;
+  std::vector<std::vector<std::vector<Mix>>> fronts_;
+};
+
+// Minkowski sum of the fronts of a shape's parts, pruned after each part.
+std::vector<Mix> ShapeMixes(RunFronts& fronts, const std::vector<std::pair<int, int>>& shape) {
+  std::vector<Mix> mixes(1);
+  for (const auto& [run, count] : shape) {
+    std::vector<Mix> next;
+    for (const Mix& a : mixes) {
+      for (const Mix& b : fronts.Get(run, count)) {
+        Mix n = a;
+        n.option_count.push_back(b.option_count[0]);
+        n.forward += b.forward;
+        n.backward += b.backward;
+        n.recompute += b.recompute;
+        n.saved += b.saved;
+        n.transient = std::max(n.transient, b.transient);
+        next.push_back(std::move(n));
+      }
+    }
+    mixes = ParetoFront(std::move(next), /*with_memory=*/true);
+  }
+  return mixes;
+}
+
+struct StageContext {
+  StageIdx stage;
+  int chunk;
+  const std::vector<MemoryRow>* rows;
+  Bytes budget;  // capacity - reserved
+};
+
+// Memory of the stage's own contribution under every row; the rows of the other chunks add
+// non-negative terms, so exceeding the budget here rules the candidate out.
+bool FitsAlone(const StageContext& ctx, Bytes static_bytes, Bytes saved, Bytes transient) {
+  for (const MemoryRow& row : *ctx.rows) {
+    const Bytes m = static_bytes + row.in_flight[ctx.chunk] * saved + (row.transient_chunk == ctx.chunk ? transient : 0);
+    if (m > ctx.budget) return false;
+  }
+  return true;
+}
+
+class Generator {
+ public:
+  Generator(const Problem& problem, Candidates& out) : problem_(problem), out_(out), fronts_(problem, out.runs) {
+    const int n = problem.num_layers();
+    for (const Run& run : out.runs) {
+      const Layer& layer = problem.layers[run.begin];
+      Bytes min_saved = layer.options[0].saved_bytes, min_transient = layer.options[0].peak_extra_bytes;
+      for (const LayerOption& o : layer.options) {
+        min_saved = std::min(min_saved, o.saved_bytes);
+        min_transient = std::min(min_transient, o.peak_extra_bytes);
+      }
+      min_saved_.push_back(min_saved);
+      min_transient_.push_back(min_transient);
+    }
+    (void)n;
+  }
+
+  void Stage(const StageContext& ctx) {
+    const int n = problem_.num_layers();
+    const int stages = problem_.pipeline.stages();
+    const LayerIdx first_lo = ctx.stage;                        // every earlier stage has a layer
+    const LayerIdx end_hi = n - (stages - 1 - ctx.stage);       // every later stage has a layer
+    const std::vector<Run>& runs = out_.runs;
+    for (int g = 0; g < static_cast<int>(runs.size()); ++g) {
+      // Inside run g: k layers starting anywhere in [lo, hi].
+      for (int k = 1; k <= runs[g].size(); ++k) {
+        const LayerIdx lo = std::max(runs[g].begin, first_lo);
+        const LayerIdx hi = std::min(runs[g].end - k, end_hi - k);
+        if (!MayFit(ctx, {{g, k}})) break;
+        if (lo > hi) continue;
+        if (ctx.stage == 0) {
+          if (lo != 0) continue;
+          Add(ctx, {{g, k}}, 0, 0);
+        } else if (ctx.stage == stages - 1) {
+          if (hi != n - k) continue;  // the last stage ends at the last layer
+          Add(ctx, {{g, k}}, n - k, n - k);
+        } else {
+          Add(ctx, {{g, k}}, lo, hi);
+        }
+      }
+      // From the last k_g layers of run g into run h.
+      for (int k_g = 1; k_g <= runs[g].size(); ++k_g) {
+        const LayerIdx start = runs[g].end - k_g;
+        if (start < first_lo || (ctx.stage == 0 && start != 0)) continue;
+        std::vector<std::pair<int, int>> shape = {{g, k_g}};
+        bool stop = false;
+        for (int h = g + 1; h < static_cast<int>(runs.size()) && !stop; ++h) {
+          for (int k_h = 1; k_h <= runs[h].size(); ++k_h) {
+            shape.push_back({h, k_h});
+            const LayerIdx end = runs[h].begin + k_h;
+            if (end > end_hi || !MayFit(ctx, shape)) {
+              shape.pop_back();
+              stop = true;
+              break;
+            }
+            if (ctx.stage != stages - 1 || end == n) Add(ctx, shape, start, start);
+            shape.pop_back();
+          }
+          shape.push_back({h, runs[h].size()});  // run h whole, continue into h+1
+        }
+      }
+    }
+  }
+
+ private:
+  // A lower bound on the stage's memory for a shape: most memory-saving option everywhere.
+  bool MayFit(const StageContext& ctx, const std::vector<std::pair<int, int>>& shape) const {
+    Bytes static_bytes = 0, saved = 0, transient = 0;
+    for (const auto& [run, count] : shape) {
+      static_bytes += count * problem_.layers[out_.runs[run].begin].static_bytes;
+      saved += count * min_saved_[run];
+      transient = std::max(transient, min_transient_[run]);
+    }
+    return FitsAlone(ctx, static_bytes, saved, transient);
+  }
+
+  void Add(const StageContext& ctx, const std::vector<std::pair<int, int>>& shape, LayerIdx start_min,
+           LayerIdx start_max) {
+    Bytes static_bytes = 0;
+    TimeNs update = 0;
+    int length = 0;
+    for (const auto& [run, count] : shape) {
+      const Layer& layer = problem_.layers[out_.runs[run].begin];
+      static_bytes += count * layer.static_bytes;
+      update += count * layer.update_ns;
+      length += count;
+    }
+    std::vector<Mix> mixes;
+    for (Mix& m : ShapeMixes(fronts_, shape)) {
+      if (FitsAlone(ctx, static_bytes, m.saved, m.transient)) mixes.push_back(std::move(m));
+    }
+    // With one chunk per rank the memory check above is exact: only time still matters.
+    mixes = ParetoFront(std::move(mixes), /*with_memory=*/!out_.memory_exact);
+    const Layer& last = problem_.layers[out_.runs[shape.back().first].begin];
+    for (const Mix& m : mixes) {
+      Candidate c;
+      c.length = length;
+      c.start_min = start_min;
+      c.start_max = start_max;
+      for (std::size_t i = 0; i < shape.size(); ++i) {
+        c.parts.push_back({shape[i].first, shape[i].second, m.option_count[i]});
+      }
+      c.cost = StageCost{m.forward, m.backward, m.recompute, m.saved, m.transient, last.p2p_ns};
+      c.static_bytes = static_bytes;
+      c.update_ns = update;
+      out_.per_stage[ctx.stage].push_back(std::move(c));
+    }
+  }
+
+  const Problem& problem_;
+  Candidates& out_;
+  RunFronts fronts_;
+  std::vector<Bytes> min_saved_;
+  std::vector<Bytes> min_transient_;
+};
+
+}  // namespace
+
+std::vector<Run> FindRuns(const Problem& problem) {
+  std::vector<Run> runs;
+  for (LayerIdx l = 0; l < problem.num_layers(); ++l) {
+    if (!runs.empty() && SameCosts(problem.layers[runs.back().begin], problem.layers[l])) {
+      runs.back().end = l + 1;
+    } else {
+      runs.push_back({l, l + 1});
+    }
+  }
+  return runs;
+}
+
+std::vector<std::vector<MemoryRow>> PeakMemoryRows(const Schedule& schedule) {
+  const Pipeline& p = schedule.pipeline;
+  std::vector<std::vector<MemoryRow>> rows(p.ranks);
+  for (RankIdx r = 0; r < p.ranks; ++r) {
+    std::vector<int> in_flight(p.chunks, 0);
+    std::vector<MemoryRow> all;
+    for (const Op& op : schedule.rank_ops[r]) {
+      const int chunk = p.ChunkOf(op.stage);
+      all.push_back({in_flight, chunk});  // while the op runs (a backward's own activations still held)
+      in_flight[chunk] += op.kind == OpKind::kForward ? 1 : -1;
+    }
+    // Keep the rows no other row with the same transient chunk covers.
+    std::sort(all.begin(), all.end(), [](const MemoryRow& a, const MemoryRow& b) {
+      return std::tie(a.transient_chunk, a.in_flight) > std::tie(b.transient_chunk, b.in_flight);
+    });
+    for (const MemoryRow& row : all) {
+      bool covered = false;
+      for (const MemoryRow& kept : rows[r]) {
+        if (kept.transient_chunk != row.transient_chunk) continue;
+        bool all_le = true;
+        for (int c = 0; c < p.chunks; ++c) all_le = all_le && row.in_flight[c] <= kept.in_flight[c];
+        if (all_le) {
+          covered = true;
+          break;
+        }
+      }
+      if (!covered) rows[r].push_back(row);
+    }
+  }
+  return rows;
+}
+
+Candidates GenerateCandidates(const Problem& problem, const Schedule& schedule) {
+  Candidates out;
+  out.runs = FindRuns(problem);
+  out.memory_rows = PeakMemoryRows(schedule);
+  out.memory_exact = problem.pipeline.chunks == 1;
+  out.per_stage.resize(problem.pipeline.stages());
+  Generator generator(problem, out);
+  for (StageIdx s = 0; s < problem.pipeline.stages(); ++s) {
+    const RankIdx r = problem.pipeline.RankOf(s);
+    generator.Stage({s, problem.pipeline.ChunkOf(s), &out.memory_rows[r], problem.memory_bytes - problem.reserved_bytes});
+    // A fixed order, shortest blocks first: branch and bound splits candidate index ranges.
+    std::stable_sort(out.per_stage[s].begin(), out.per_stage[s].end(), [](const Candidate& a, const Candidate& b) {
+      return std::tie(a.length, a.start_min, a.start_max, a.cost.backward_ns, a.cost.forward_ns, a.cost.saved_bytes,
+                      a.cost.transient_bytes) < std::tie(b.length, b.start_min, b.start_max, b.cost.backward_ns,
+                                                         b.cost.forward_ns, b.cost.saved_bytes, b.cost.transient_bytes);
+    });
+  }
+  return out;
+}
+
+void AssignOptions(const Candidates& candidates, const Candidate& candidate, LayerIdx start, Plan& plan) {
+  LayerIdx l = start;
+  for (const RunPart& part : candidate.parts) {
+    for (std::size_t o = 0; o < part.option_count.size(); ++o) {
+      for (int i = 0; i < part.option_count[o]; ++i) plan.option[l++] = static_cast<OptionIdx>(o);
+    }
+  }
+  (void)candidates;
+}
+
+Bytes RankPeakMemory(const Problem& problem, const Candidates& candidates, RankIdx r,
+                     const std::vector<const Candidate*>& stage_candidates) {
+  const Pipeline& p = problem.pipeline;
+  Bytes peak = 0;
+  for (const MemoryRow& row : candidates.memory_rows[r]) {
+    Bytes m = problem.reserved_bytes;
+    for (int c = 0; c < p.chunks; ++c) {
+      const Candidate* cand = stage_candidates[c * p.ranks + r];
+      m += cand->static_bytes + row.in_flight[c] * cand->cost.saved_bytes +
+           (row.transient_chunk == c ? cand->cost.transient_bytes : 0);
+    }
+    peak = std::max(peak, m);
+  }
+  return peak;
+}
+
+}  // namespace bmpipe

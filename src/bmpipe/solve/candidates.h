@@ -1,0 +1,77 @@
+// Per-stage candidates for the planner: every way a stage can hold a contiguous block of layers
+// with an option per layer, aggregated and pruned.
+//
+// Layers are grouped into runs of identical consecutive layers (same costs and options). A
+// stage's block is either inside one run (k layers; its position is free within the run) or
+// spans runs (the last k_g layers of run g, all runs in between, the first k_h layers of run h;
+// its position is fixed). Only the count of each option per run part matters, so a candidate is
+// a block shape plus an option mix, and the mixes of a shape are pruned to the Pareto front of
+// (forward, backward, saved, transient): a mix that is no better in any of them is never needed,
+// because iteration time and memory are monotone in all four.
+#pragma once
+
+#include <vector>
+
+#include "bmpipe/problem/plan.h"
+#include "bmpipe/problem/problem.h"
+#include "bmpipe/schedule/schedule.h"
+
+namespace bmpipe {
+
+// Maximal blocks of consecutive identical layers.
+struct Run {
+  LayerIdx begin;
+  LayerIdx end;
+  int size() const { return end - begin; }
+};
+std::vector<Run> FindRuns(const Problem& problem);
+
+// The activations a rank holds at one moment of its op order: in_flight[c] (stage, micro-batch)
+// pairs of its chunk c, while an op of chunk transient_chunk runs. Its memory is then
+// static + reserved + sum_c in_flight[c] * saved(chunk c) + transient(transient_chunk).
+struct MemoryRow {
+  std::vector<int> in_flight;  // per chunk
+  int transient_chunk = 0;
+};
+// Per rank, the moments that can be the peak (the others are dominated), from the op order.
+std::vector<std::vector<MemoryRow>> PeakMemoryRows(const Schedule& schedule);
+
+struct RunPart {
+  int run;
+  int count;
+  std::vector<int> option_count;  // per option of the run's layers
+};
+
+struct Candidate {
+  int length = 0;
+  LayerIdx start_min = 0;  // the block may start at any layer in [start_min, start_max]
+  LayerIdx start_max = 0;
+  std::vector<RunPart> parts;  // in layer order
+  StageCost cost;              // per micro-batch, as ComputeStageCost would give
+  Bytes static_bytes = 0;
+  TimeNs update_ns = 0;
+};
+
+struct Candidates {
+  std::vector<Run> runs;
+  std::vector<std::vector<MemoryRow>> memory_rows;  // per rank
+  std::vector<std::vector<Candidate>> per_stage;
+  // True when every candidate's memory was checked exactly (one chunk per rank): the planner
+  // then needs no memory rows.
+  bool memory_exact = true;
+};
+
+// All candidates of every stage that can fit in memory on their own. Exact: every feasible plan
+// is made of one candidate per stage, up to replacing a stage's mix by one that dominates it.
+Candidates GenerateCandidates(const Problem& problem, const Schedule& schedule);
+
+// Layer options of a candidate placed at `start`, in layer order: within each run part the
+// options are given in the order of the layer's option list (lowest index first).
+void AssignOptions(const Candidates& candidates, const Candidate& candidate, LayerIdx start, Plan& plan);
+
+// Peak memory of rank r when stage s uses stage_candidates[s] (a vector over all stages; only
+// the rank's stages are read), by the memory rows.
+Bytes RankPeakMemory(const Problem& problem, const Candidates& candidates, RankIdx r,
+                     const std::vector<const Candidate*>& stage_candidates);
+
+}  // namespace bmpipe

@@ -1,0 +1,194 @@
+// The only file that includes COIN-OR headers.
+#include "bmpipe/solve/coin.h"
+
+#include <cfloat>
+#include <chrono>
+#include <cmath>
+#include <mutex>
+
+#include <coin/Cbc_C_Interface.h>
+#include <coin/Clp_C_Interface.h>
+
+namespace bmpipe {
+namespace {
+
+std::mutex& CoinLock() {
+  static std::mutex lock;
+  return lock;
+}
+
+double Finite(double v) {
+  if (v == kInfinity) return DBL_MAX;
+  if (v == -kInfinity) return -DBL_MAX;
+  return v;
+}
+
+// Column-major copy of a model, as COIN's loadProblem takes it.
+struct ColumnMajor {
+  std::vector<CoinBigIndex> start;
+  std::vector<int> index;
+  std::vector<double> value;
+  std::vector<double> column_lower, column_upper, objective, row_lower, row_upper;
+
+  explicit ColumnMajor(const LinearModel& m) {
+    std::vector<int> count(m.num_columns() + 1, 0);
+    for (const LinearRow& row : m.rows) {
+      for (const LinearTerm& t : row.terms) ++count[t.column + 1];
+    }
+    start.assign(m.num_columns() + 1, 0);
+    for (int c = 0; c < m.num_columns(); ++c) start[c + 1] = start[c] + count[c + 1];
+    index.resize(start.back());
+    value.resize(start.back());
+    std::vector<CoinBigIndex> fill(start.begin(), start.end() - 1);
+    for (int r = 0; r < m.num_rows(); ++r) {
+      for (const LinearTerm& t : m.rows[r].terms) {
+        index[fill[t.column]] = r;
+        value[fill[t.column]] = t.coefficient;
+        ++fill[t.column];
+      }
+    }
+    for (int c = 0; c < m.num_columns(); ++c) {
+      column_lower.push_back(Finite(m.column_lower[c]));
+      column_upper.push_back(Finite(m.column_upper[c]));
+      objective.push_back(m.objective[c]);
+    }
+    for (const LinearRow& row : m.rows) {
+      row_lower.push_back(Finite(row.lower));
+      row_upper.push_back(Finite(row.upper));
+    }
+  }
+};
+
+}  // namespace
+
+MipResult SolveMip(const LinearModel& model, const MipOptions& options) {
+  std::lock_guard<std::mutex> guard(CoinLock());
+  const auto began = std::chrono::steady_clock::now();
+  ColumnMajor cm(model);
+  Cbc_Model* cbc = Cbc_newModel();
+  Cbc_loadProblem(cbc, model.num_columns(), model.num_rows(), cm.start.data(), cm.index.data(), cm.value.data(),
+                  cm.column_lower.data(), cm.column_upper.data(), cm.objective.data(), cm.row_lower.data(),
+                  cm.row_upper.data());
+  for (int c = 0; c < model.num_columns(); ++c) {
+    Cbc_setColName(cbc, c, model.column_names[c].c_str());
+    if (model.integer[c]) Cbc_setInteger(cbc, c);
+  }
+  for (int r = 0; r < model.num_rows(); ++r) Cbc_setRowName(cbc, r, model.rows[r].name.c_str());
+  if (!options.lp_file.empty()) Cbc_writeLp(cbc, options.lp_file.c_str());
+  Cbc_setLogLevel(cbc, 0);
+  Cbc_setMaximumSeconds(cbc, options.time_limit_s);
+  Cbc_setAllowableFractionGap(cbc, options.relative_gap);
+  Cbc_setAllowableGap(cbc, 0.0);
+  if (!options.start.empty()) {
+    std::vector<int> columns;
+    std::vector<double> values;
+    for (int c = 0; c < model.num_columns(); ++c) {
+      if (model.integer[c] && options.start[c] != 0.0) {
+        columns.push_back(c);
+        values.push_back(options.start[c]);
+      }
+    }
+    Cbc_setMIPStartI(cbc, static_cast<int>(columns.size()), columns.data(), values.data());
+  }
+  Cbc_solve(cbc);
+
+  MipResult result;
+  const double* best = Cbc_bestSolution(cbc);
+  const bool has_solution = best != nullptr;
+  if (has_solution) {
+    result.solution.assign(best, best + model.num_columns());
+    result.objective = Cbc_getObjValue(cbc);
+  }
+  result.bound = Cbc_getBestPossibleObjValue(cbc);
+  result.nodes = Cbc_getNodeCount(cbc);
+  if (Cbc_isProvenOptimal(cbc) && has_solution) {
+    result.status = MipStatus::kOptimal;
+    result.bound = std::min(result.bound, result.objective);
+  } else if (Cbc_isProvenInfeasible(cbc)) {
+    result.status = MipStatus::kInfeasible;
+  } else if (Cbc_status(cbc) == 1) {
+    result.status = has_solution ? MipStatus::kFeasible : MipStatus::kNoSolution;
+  } else if (Cbc_status(cbc) == 0 && !has_solution && Cbc_secondaryStatus(cbc) == 1) {
+    result.status = MipStatus::kInfeasible;
+  } else {
+    result.status = has_solution ? MipStatus::kFeasible : MipStatus::kError;
+  }
+  Cbc_deleteModel(cbc);
+  result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
+  return result;
+}
+
+struct LpSolver::Impl {
+  Clp_Simplex* clp = nullptr;
+  bool solved_once = false;
+};
+
+LpSolver::LpSolver(const LinearModel& model) : impl_(std::make_unique<Impl>()) {
+  ColumnMajor cm(model);
+  std::lock_guard<std::mutex> guard(CoinLock());
+  impl_->clp = Clp_newModel();
+  Clp_setLogLevel(impl_->clp, 0);
+  Clp_loadProblem(impl_->clp, model.num_columns(), model.num_rows(), cm.start.data(), cm.index.data(), cm.value.data(),
+                  cm.column_lower.data(), cm.column_upper.data(), cm.objective.data(), cm.row_lower.data(),
+                  cm.row_upper.data());
+}
+
+LpSolver::~LpSolver() {
+  std::lock_guard<std::mutex> guard(CoinLock());
+  Clp_deleteModel(impl_->clp);
+}
+
+void LpSolver::SetColumnBounds(const std::vector<double>& lower, const std::vector<double>& upper) {
+  std::vector<double> lo(lower.size()), hi(upper.size());
+  for (std::size_t i = 0; i < lower.size(); ++i) {
+    lo[i] = Finite(lower[i]);
+    hi[i] = Finite(upper[i]);
+  }
+  Clp_chgColumnLower(impl_->clp, lo.data());
+  Clp_chgColumnUpper(impl_->clp, hi.data());
+}
+
+void LpSolver::AddRow(const LinearRow& row) {
+  std::vector<int> index;
+  std::vector<double> value;
+  for (const LinearTerm& t : row.terms) {
+    index.push_back(t.column);
+    value.push_back(t.coefficient);
+  }
+  const CoinBigIndex starts[2] = {0, static_cast<CoinBigIndex>(index.size())};
+  const double lower = Finite(row.lower), upper = Finite(row.upper);
+  Clp_addRows(impl_->clp, 1, &lower, &upper, starts, index.data(), value.data());
+}
+
+LpSolver::Status LpSolver::Solve() {
+  std::lock_guard<std::mutex> guard(CoinLock());
+  if (impl_->solved_once) {
+    Clp_dual(impl_->clp, 0);
+  } else {
+    Clp_initialSolve(impl_->clp);
+    impl_->solved_once = true;
+  }
+  if (Clp_isProvenOptimal(impl_->clp)) return Status::kOptimal;
+  if (Clp_isProvenPrimalInfeasible(impl_->clp)) return Status::kInfeasible;
+  // Dual simplex from a stale basis can stop without a verdict; retry from scratch once.
+  Clp_initialSolve(impl_->clp);
+  if (Clp_isProvenOptimal(impl_->clp)) return Status::kOptimal;
+  if (Clp_isProvenPrimalInfeasible(impl_->clp)) return Status::kInfeasible;
+  return Status::kError;
+}
+
+double LpSolver::objective() const { return Clp_getObjValue(impl_->clp); }
+
+std::vector<double> LpSolver::solution() const {
+  const double* x = Clp_getColSolution(impl_->clp);
+  return std::vector<double>(x, x + Clp_getNumCols(impl_->clp));
+}
+
+std::vector<double> LpSolver::row_duals() const {
+  const double* y = Clp_getRowPrice(impl_->clp);
+  return std::vector<double>(y, y + Clp_getNumRows(impl_->clp));
+}
+
+int LpSolver::num_rows() const { return Clp_getNumRows(impl_->clp); }
+
+}  // namespace bmpipe

@@ -1,0 +1,239 @@
+#include "bmpipe/solve/formulation.h"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+namespace bmpipe {
+namespace {
+
+std::string Name(const char* base, int i) { return std::string(base) + "[" + std::to_string(i) + "]"; }
+std::string Name(const char* base, int i, int j) {
+  return std::string(base) + "[" + std::to_string(i) + "," + std::to_string(j) + "]";
+}
+
+// The terms sum_k value(k) x_sk of stage s, scaled.
+template <typename Value>
+void AddStageTerms(const Formulation& f, const Candidates& c, StageIdx s, double scale, Value value,
+                   std::vector<LinearTerm>& terms) {
+  if (scale == 0) return;
+  for (std::size_t k = 0; k < c.per_stage[s].size(); ++k) {
+    const double v = static_cast<double>(value(c.per_stage[s][k])) * scale;
+    if (v != 0) terms.push_back({f.x[s][k], v});
+  }
+}
+
+// Merges repeated columns of a row.
+void Compact(std::vector<LinearTerm>& terms) {
+  std::sort(terms.begin(), terms.end(), [](const LinearTerm& a, const LinearTerm& b) { return a.column < b.column; });
+  std::vector<LinearTerm> out;
+  for (const LinearTerm& t : terms) {
+    if (!out.empty() && out.back().column == t.column) {
+      out.back().coefficient += t.coefficient;
+    } else {
+      out.push_back(t);
+    }
+  }
+  terms.swap(out);
+}
+
+}  // namespace
+
+double ChooseTimeUnit(const Candidates& candidates) {
+  TimeNs largest = 1;
+  for (const auto& stage : candidates.per_stage) {
+    for (const Candidate& k : stage) largest = std::max(largest, k.cost.forward_ns + k.cost.backward_ns);
+  }
+  // Largest stage duration about 10..100 units.
+  return std::pow(10.0, std::max(0.0, std::floor(std::log10(static_cast<double>(largest))) - 1));
+}
+
+Formulation BuildFormulation(const Problem& problem, const Candidates& candidates, double time_unit_ns, bool binary) {
+  const Pipeline& p = problem.pipeline;
+  const int stages = p.stages();
+  const int n = problem.num_layers();
+  Formulation f;
+  f.time_unit_ns = time_unit_ns;
+  LinearModel& m = f.model;
+  f.x.resize(stages);
+  for (StageIdx s = 0; s < stages; ++s) {
+    for (std::size_t k = 0; k < candidates.per_stage[s].size(); ++k) {
+      f.x[s].push_back(m.AddColumn(Name("x", s, static_cast<int>(k)), 0, 1, 0, binary));
+    }
+  }
+  for (StageIdx s = 0; s + 1 < stages; ++s) {
+    f.b.push_back(m.AddColumn(Name("b", s), s + 1, n - stages + s + 1, 0, false));
+  }
+  for (StageIdx s = 0; s < stages; ++s) {
+    f.forward.push_back(m.AddColumn(Name("F", s), 0, kInfinity, 0, false));
+    f.backward.push_back(m.AddColumn(Name("B", s), 0, kInfinity, 0, false));
+    f.p2p.push_back(m.AddColumn(Name("P", s), 0, kInfinity, 0, false));
+  }
+  for (RankIdx r = 0; r < p.ranks; ++r) f.update.push_back(m.AddColumn(Name("U", r), 0, kInfinity, 0, false));
+  f.t = m.AddColumn("T", 0, kInfinity, 1, false);
+
+  // (f) the stage and rank durations, in time units.
+  const double unit = 1.0 / time_unit_ns;
+  std::vector<LinearRow> update_rows(p.ranks);
+  for (RankIdx r = 0; r < p.ranks; ++r) update_rows[r] = {Name("dur_U", r), 0, 0, {{f.update[r], 1}}};
+  for (StageIdx s = 0; s < stages; ++s) {
+    LinearRow fwd{Name("dur_F", s), 0, 0, {{f.forward[s], 1}}};
+    AddStageTerms(f, candidates, s, -unit, [](const Candidate& k) { return k.cost.forward_ns; }, fwd.terms);
+    m.AddRow(std::move(fwd));
+    LinearRow bwd{Name("dur_B", s), 0, 0, {{f.backward[s], 1}}};
+    AddStageTerms(f, candidates, s, -unit, [](const Candidate& k) { return k.cost.backward_ns; }, bwd.terms);
+    m.AddRow(std::move(bwd));
+    LinearRow p2p{Name("dur_P", s), 0, 0, {{f.p2p[s], 1}}};
+    AddStageTerms(f, candidates, s, -unit, [](const Candidate& k) { return k.cost.p2p_out_ns; }, p2p.terms);
+    m.AddRow(std::move(p2p));
+    AddStageTerms(f, candidates, s, -unit, [](const Candidate& k) { return k.update_ns; },
+                  update_rows[p.RankOf(s)].terms);
+  }
+  for (LinearRow& row : update_rows) m.AddRow(std::move(row));
+
+  for (StageIdx s = 0; s < stages; ++s) {
+    const auto& cands = candidates.per_stage[s];
+    LinearRow one{Name("one", s), 1, 1, {}};
+    AddStageTerms(f, candidates, s, 1, [](const Candidate&) { return 1; }, one.terms);
+    m.AddRow(std::move(one));
+
+    // (b) b_s - b_{s-1} - sum n_k x_sk = 0, with the constants moved to the bounds.
+    double constant = 0;
+    LinearRow len{Name("len", s), 0, 0, {}};
+    if (s + 1 < stages) {
+      len.terms.push_back({f.b[s], 1});
+    } else {
+      constant += n;
+    }
+    if (s > 0) len.terms.push_back({f.b[s - 1], -1});
+    AddStageTerms(f, candidates, s, -1, [](const Candidate& k) { return k.length; }, len.terms);
+    len.lower = len.upper = -constant;
+    m.AddRow(std::move(len));
+
+    if (s > 0) {
+      LinearRow lo{Name("start_lo", s), 0, kInfinity, {{f.b[s - 1], 1}}};
+      AddStageTerms(f, candidates, s, -1, [](const Candidate& k) { return k.start_min; }, lo.terms);
+      m.AddRow(std::move(lo));
+      LinearRow hi{Name("start_hi", s), -kInfinity, 0, {{f.b[s - 1], 1}}};
+      AddStageTerms(f, candidates, s, -1, [](const Candidate& k) { return k.start_max; }, hi.terms);
+      m.AddRow(std::move(hi));
+    }
+    (void)cands;
+  }
+
+  if (!candidates.memory_exact) {
+    const double budget = static_cast<double>(problem.memory_bytes - problem.reserved_bytes);
+    for (RankIdx r = 0; r < p.ranks; ++r) {
+      const auto& rows = candidates.memory_rows[r];
+      for (std::size_t i = 0; i < rows.size(); ++i) {
+        // Scaled to GB-sized coefficients.
+        LinearRow mem{Name("mem", r, static_cast<int>(i)), -kInfinity, budget / 1e9, {}};
+        for (int c = 0; c < p.chunks; ++c) {
+          const StageIdx s = c * p.ranks + r;
+          const MemoryRow& row = rows[i];
+          AddStageTerms(f, candidates, s, 1e-9, [&](const Candidate& k) {
+            return k.static_bytes + row.in_flight[c] * k.cost.saved_bytes +
+                   (row.transient_chunk == c ? k.cost.transient_bytes : 0);
+          }, mem.terms);
+        }
+        m.AddRow(std::move(mem));
+      }
+    }
+  }
+  return f;
+}
+
+void AddTimeIndexedRows(Formulation& f, const Problem& problem, const Candidates& candidates, const Schedule& schedule) {
+  const Pipeline& p = problem.pipeline;
+  LinearModel& m = f.model;
+  // tau column of each op, indexed like the simulator: kind, stage, micro-batch.
+  auto key = [&](OpKind kind, StageIdx s, MicroBatchIdx j) {
+    return (kind == OpKind::kForward ? 0 : p.stages() * p.micro_batches) + s * p.micro_batches + j;
+  };
+  std::vector<int> tau(2 * static_cast<std::size_t>(p.stages()) * p.micro_batches, -1);
+  for (RankIdx r = 0; r < p.ranks; ++r) {
+    for (const Op& op : schedule.rank_ops[r]) {
+      tau[key(op.kind, op.stage, op.micro_batch)] = m.AddColumn(
+          std::string(op.kind == OpKind::kForward ? "tF" : "tB") + "[" + std::to_string(op.stage) + "," +
+              std::to_string(op.micro_batch) + "]",
+          0, kInfinity, 0, false);
+    }
+  }
+  auto column = [&](const Op& op) { return tau[key(op.kind, op.stage, op.micro_batch)]; };
+  auto duration = [&](const Op& op) { return op.kind == OpKind::kForward ? f.forward[op.stage] : f.backward[op.stage]; };
+  int serial = 0;
+  for (RankIdx r = 0; r < p.ranks; ++r) {
+    const auto& ops = schedule.rank_ops[r];
+    for (std::size_t i = 0; i < ops.size(); ++i) {
+      const Op& op = ops[i];
+      if (i > 0) {  // after the previous op on the rank
+        m.AddRow({Name("rank", serial++), 0, kInfinity,
+                  {{column(op), 1}, {column(ops[i - 1]), -1}, {duration(ops[i - 1]), -1}}});
+      }
+      // After the dependency, plus p2p when it ran on another rank.
+      if (op.kind == OpKind::kForward && op.stage == 0) continue;
+      Op dep{};
+      StageIdx boundary = -1;
+      if (op.kind == OpKind::kForward) {
+        dep = {op.stage - 1, op.micro_batch, OpKind::kForward};
+        boundary = op.stage - 1;
+      } else if (op.stage == p.stages() - 1) {
+        dep = {op.stage, op.micro_batch, OpKind::kForward};
+      } else {
+        dep = {op.stage + 1, op.micro_batch, OpKind::kBackward};
+        boundary = op.stage;
+      }
+      LinearRow row{Name("dep", serial++), 0, kInfinity, {{column(op), 1}, {column(dep), -1}, {duration(dep), -1}}};
+      if (boundary >= 0 && p.RankOf(dep.stage) != r) row.terms.push_back({f.p2p[boundary], -1});
+      m.AddRow(std::move(row));
+    }
+    if (!ops.empty()) {
+      m.AddRow({Name("end", r), 0, kInfinity,
+                {{f.t, 1}, {column(ops.back()), -1}, {duration(ops.back()), -1}, {f.update[r], -1}}});
+    }
+  }
+  (void)candidates;
+}
+
+LinearRow PathCut(const Formulation& f, const PathCoefficients& path, int serial) {
+  LinearRow row{Name("path", serial), 0, kInfinity, {{f.t, 1}}};
+  for (std::size_t s = 0; s < path.forward.size(); ++s) {
+    if (path.forward[s] != 0) row.terms.push_back({f.forward[s], -static_cast<double>(path.forward[s])});
+    if (path.backward[s] != 0) row.terms.push_back({f.backward[s], -static_cast<double>(path.backward[s])});
+    if (s < path.hops.size() && path.hops[s] != 0) row.terms.push_back({f.p2p[s], -static_cast<double>(path.hops[s])});
+  }
+  if (path.update_rank >= 0) row.terms.push_back({f.update[path.update_rank], -1});
+  return row;
+}
+
+Durations<double> RelaxedDurations(const Formulation& f, const std::vector<double>& solution) {
+  Durations<double> d;
+  for (std::size_t s = 0; s < f.forward.size(); ++s) {
+    d.forward.push_back(std::max(0.0, solution[f.forward[s]]));
+    d.backward.push_back(std::max(0.0, solution[f.backward[s]]));
+    d.p2p_out.push_back(std::max(0.0, solution[f.p2p[s]]));
+  }
+  for (int u : f.update) d.rank_update.push_back(std::max(0.0, solution[u]));
+  return d;
+}
+
+Plan PlanFromSolution(const Formulation& f, const Problem& problem, const Candidates& candidates,
+                      const std::vector<double>& solution) {
+  Plan plan;
+  plan.option.assign(problem.num_layers(), 0);
+  LayerIdx start = 0;
+  for (StageIdx s = 0; s < problem.pipeline.stages(); ++s) {
+    std::size_t chosen = 0;
+    for (std::size_t k = 1; k < candidates.per_stage[s].size(); ++k) {
+      if (solution[f.x[s][k]] > solution[f.x[s][chosen]]) chosen = k;
+    }
+    const Candidate& c = candidates.per_stage[s][chosen];
+    plan.stage_begin.push_back(start);
+    AssignOptions(candidates, c, start, plan);
+    start += c.length;
+  }
+  plan.stage_begin.push_back(start);
+  return plan;
+}
+
+}  // namespace bmpipe

@@ -1,0 +1,235 @@
+#include "bmpipe/solve/local_search.h"
+
+#include <algorithm>
+#include <chrono>
+#include <limits>
+
+#include "bmpipe/sim/simulator.h"
+#include "bmpipe/solve/linear_model.h"
+
+namespace bmpipe {
+
+PlanBuilder::PlanBuilder(const Problem& problem, const Candidates& candidates)
+    : problem_(problem), candidates_(candidates) {
+  by_length_.resize(candidates.per_stage.size());
+  for (std::size_t s = 0; s < candidates.per_stage.size(); ++s) {
+    by_length_[s].resize(problem.num_layers() + 1);
+    for (std::size_t k = 0; k < candidates.per_stage[s].size(); ++k) {
+      by_length_[s][candidates.per_stage[s][k].length].push_back(static_cast<int>(k));
+    }
+  }
+}
+
+std::vector<int> PlanBuilder::Compatible(StageIdx s, LayerIdx start, int length) const {
+  std::vector<int> out;
+  if (length <= 0 || length > problem_.num_layers()) return out;
+  for (int k : by_length_[s][length]) {
+    const Candidate& c = candidates_.per_stage[s][k];
+    if (start >= c.start_min && start <= c.start_max) out.push_back(k);
+  }
+  return out;
+}
+
+Bytes PlanBuilder::RankExcess(const CandidatePlan& plan, RankIdx r) const {
+  if (candidates_.memory_exact) return 0;
+  std::vector<const Candidate*> chosen(plan.choice.size());
+  for (std::size_t s = 0; s < plan.choice.size(); ++s) chosen[s] = &candidates_.per_stage[s][plan.choice[s]];
+  return std::max<Bytes>(0, RankPeakMemory(problem_, candidates_, r, chosen) - problem_.memory_bytes);
+}
+
+bool PlanBuilder::Fits(const CandidatePlan& plan) const {
+  for (RankIdx r = 0; r < problem_.pipeline.ranks; ++r) {
+    if (RankExcess(plan, r) > 0) return false;
+  }
+  return true;
+}
+
+Plan PlanBuilder::ToPlan(const CandidatePlan& plan) const {
+  Plan out;
+  out.option.assign(problem_.num_layers(), 0);
+  LayerIdx start = 0;
+  for (std::size_t s = 0; s < plan.choice.size(); ++s) {
+    out.stage_begin.push_back(start);
+    AssignOptions(candidates_, candidates_.per_stage[s][plan.choice[s]], start, out);
+    start = plan.end[s];
+  }
+  out.stage_begin.push_back(start);
+  return out;
+}
+
+std::optional<CandidatePlan> PlanBuilder::Complete(const std::vector<int>& end, const std::vector<int>* preferred,
+                                                   bool allow_over) const {
+  const int stages = static_cast<int>(end.size());
+  CandidatePlan plan{end, std::vector<int>(stages, -1)};
+  std::vector<std::vector<int>> options(stages);
+  for (StageIdx s = 0; s < stages; ++s) {
+    const int start = s == 0 ? 0 : end[s - 1];
+    options[s] = Compatible(s, start, end[s] - start);
+    if (options[s].empty()) return std::nullopt;
+    auto time_of = [&](int k) {
+      const StageCost& c = candidates_.per_stage[s][k].cost;
+      return c.forward_ns + c.backward_ns;
+    };
+    plan.choice[s] = *std::min_element(options[s].begin(), options[s].end(),
+                                       [&](int a, int b) { return time_of(a) < time_of(b); });
+    if (preferred != nullptr && std::find(options[s].begin(), options[s].end(), (*preferred)[s]) != options[s].end()) {
+      plan.choice[s] = (*preferred)[s];
+    }
+  }
+  if (candidates_.memory_exact) return plan;
+  // Repair ranks over capacity: repeatedly take, among the rank's stages, the switch to a
+  // candidate with fewer bytes at the rank's peak that costs the least time per byte saved.
+  const Pipeline& p = problem_.pipeline;
+  for (RankIdx r = 0; r < p.ranks; ++r) {
+    std::vector<const Candidate*> chosen(stages);
+    auto refresh = [&] {
+      for (StageIdx s = 0; s < stages; ++s) chosen[s] = &candidates_.per_stage[s][plan.choice[s]];
+    };
+    refresh();
+    Bytes peak = RankPeakMemory(problem_, candidates_, r, chosen);
+    while (peak > problem_.memory_bytes) {
+      double best_ratio = kInfinity;
+      StageIdx best_stage = -1;
+      int best_k = -1;
+      Bytes best_peak = peak;
+      for (int c = 0; c < p.chunks; ++c) {
+        const StageIdx s = c * p.ranks + r;
+        const Candidate* current = chosen[s];
+        for (int k : options[s]) {
+          chosen[s] = &candidates_.per_stage[s][k];
+          const Bytes after = RankPeakMemory(problem_, candidates_, r, chosen);
+          chosen[s] = current;
+          if (after >= peak) continue;
+          const double extra = static_cast<double>(candidates_.per_stage[s][k].cost.backward_ns +
+                                                   candidates_.per_stage[s][k].cost.forward_ns -
+                                                   current->cost.backward_ns - current->cost.forward_ns);
+          const double ratio = std::max(extra, 0.0) / static_cast<double>(peak - after);
+          if (ratio < best_ratio || (ratio == best_ratio && after < best_peak)) {
+            best_ratio = ratio;
+            best_stage = s;
+            best_k = k;
+            best_peak = after;
+          }
+        }
+      }
+      if (best_stage < 0) {
+        if (!allow_over) return std::nullopt;
+        break;
+      }
+      plan.choice[best_stage] = best_k;
+      refresh();
+      peak = best_peak;
+    }
+  }
+  return plan;
+}
+
+PlanBuilder::Score PlanBuilder::Evaluate(const CandidatePlan& plan) const {
+  Score score;
+  for (RankIdx r = 0; r < problem_.pipeline.ranks; ++r) score.excess += RankExcess(plan, r);
+  // Plans over capacity are compared by their excess alone: no need to time them.
+  if (score.excess == 0) score.iteration_ns = SimulatePlan(problem_, ToPlan(plan)).value().iteration_ns;
+  return score;
+}
+
+std::vector<int> MemoryBalancedBoundaries(const Problem& problem, const Candidates& candidates) {
+  const Pipeline& p = problem.pipeline;
+  const int n = problem.num_layers();
+  const int stages = p.stages();
+  std::vector<Bytes> static_prefix(n + 1, 0), saved_prefix(n + 1, 0);
+  for (LayerIdx l = 0; l < n; ++l) {
+    Bytes saved = problem.layers[l].options[0].saved_bytes;
+    for (const LayerOption& o : problem.layers[l].options) saved = std::min(saved, o.saved_bytes);
+    static_prefix[l + 1] = static_prefix[l] + problem.layers[l].static_bytes;
+    saved_prefix[l + 1] = saved_prefix[l] + saved;
+  }
+  std::vector<int> held(stages, 0);
+  for (StageIdx s = 0; s < stages; ++s) {
+    for (const MemoryRow& row : candidates.memory_rows[p.RankOf(s)]) held[s] = std::max(held[s], row.in_flight[p.ChunkOf(s)]);
+  }
+  auto cost = [&](StageIdx s, LayerIdx b, LayerIdx e) {
+    return static_prefix[e] - static_prefix[b] + held[s] * (saved_prefix[e] - saved_prefix[b]);
+  };
+  if (static_cast<double>(n) * n * stages > 5e7) return EvenBoundaries(n, stages);
+  const Bytes kNone = std::numeric_limits<Bytes>::max();
+  // best[s][e]: least largest stage cost of stages 0..s covering [0, e).
+  std::vector<std::vector<Bytes>> best(stages, std::vector<Bytes>(n + 1, kNone));
+  std::vector<std::vector<int>> from(stages, std::vector<int>(n + 1, 0));
+  for (LayerIdx e = 1; e <= n; ++e) best[0][e] = cost(0, 0, e);
+  for (StageIdx s = 1; s < stages; ++s) {
+    for (LayerIdx e = s + 1; e <= n; ++e) {
+      for (LayerIdx b = s; b < e; ++b) {
+        if (best[s - 1][b] == kNone) continue;
+        const Bytes v = std::max(best[s - 1][b], cost(s, b, e));
+        if (v < best[s][e]) {
+          best[s][e] = v;
+          from[s][e] = b;
+        }
+      }
+    }
+  }
+  std::vector<int> end(stages);
+  end[stages - 1] = n;
+  for (StageIdx s = stages - 1; s > 0; --s) end[s - 1] = from[s][end[s]];
+  return end;
+}
+
+std::vector<int> EvenBoundaries(int num_layers, int stages) {
+  std::vector<int> end(stages);
+  for (int s = 0; s < stages; ++s) end[s] = (s + 1) * (num_layers / stages) + std::min(s + 1, num_layers % stages);
+  return end;
+}
+
+CandidatePlan ImproveLocally(const PlanBuilder& builder, CandidatePlan current, double time_budget_s) {
+  const auto began = std::chrono::steady_clock::now();
+  auto out_of_time = [&] {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count() > time_budget_s;
+  };
+  const int stages = static_cast<int>(current.end.size());
+  PlanBuilder::Score value = builder.Evaluate(current);
+  bool improved = true;
+  while (improved && !out_of_time()) {
+    improved = false;
+    // Move one layer from stage a to stage b (any two stages): the boundaries between them all
+    // shift by one; the stages in between keep their size.
+    for (StageIdx a = 0; a < stages && !out_of_time(); ++a) {
+      for (StageIdx b = 0; b < stages; ++b) {
+        if (a == b) continue;
+        std::vector<int> end = current.end;
+        const int size_a = end[a] - (a == 0 ? 0 : end[a - 1]);
+        if (size_a <= 1) continue;
+        if (a < b) {
+          for (StageIdx s = a; s < b; ++s) end[s] -= 1;
+        } else {
+          for (StageIdx s = b; s < a; ++s) end[s] += 1;
+        }
+        std::optional<CandidatePlan> next = builder.Complete(end, &current.choice, /*allow_over=*/true);
+        if (!next) continue;
+        const PlanBuilder::Score v = builder.Evaluate(*next);
+        if (v < value) {
+          current = *next;
+          value = v;
+          improved = true;
+        }
+      }
+    }
+    // Other candidates for the same block.
+    for (StageIdx s = 0; s < stages && !out_of_time(); ++s) {
+      const int start = s == 0 ? 0 : current.end[s - 1];
+      for (int k : builder.Compatible(s, start, current.end[s] - start)) {
+        if (k == current.choice[s]) continue;
+        CandidatePlan next = current;
+        next.choice[s] = k;
+        const PlanBuilder::Score v = builder.Evaluate(next);
+        if (v < value) {
+          current = next;
+          value = v;
+          improved = true;
+        }
+      }
+    }
+  }
+  return current;
+}
+
+}  // namespace bmpipe

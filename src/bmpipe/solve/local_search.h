@@ -1,0 +1,72 @@
+// Incumbents for the planner: plans built from candidates and improved by moves judged by the
+// exact simulator. Not a proof of anything; branch and bound supplies the bound.
+#pragma once
+
+#include <optional>
+#include <vector>
+
+#include "bmpipe/schedule/schedule.h"
+#include "bmpipe/solve/candidates.h"
+
+namespace bmpipe {
+
+// A plan in candidate form: stage s covers [end[s-1], end[s]) with candidate choice[s].
+struct CandidatePlan {
+  std::vector<int> end;     // per stage; end[S-1] = N
+  std::vector<int> choice;  // per stage: index into candidates.per_stage[s]
+};
+
+class PlanBuilder {
+ public:
+  PlanBuilder(const Problem& problem, const Candidates& candidates);
+
+  // Candidates of stage s that can cover [start, start + length), in candidate order.
+  std::vector<int> Compatible(StageIdx s, LayerIdx start, int length) const;
+  // Whether every rank fits in memory (exact from the memory rows).
+  bool Fits(const CandidatePlan& plan) const;
+  Plan ToPlan(const CandidatePlan& plan) const;
+  // For the given boundaries: per stage `preferred[s]` if given and compatible, else the
+  // compatible candidate with the least F + B; then, while a rank is over capacity, its stages
+  // step to candidates that save memory at the least time. Empty when no assignment is found.
+  // With allow_over, a plan that stays over capacity is returned rather than nothing.
+  std::optional<CandidatePlan> Complete(const std::vector<int>& end, const std::vector<int>* preferred = nullptr,
+                                        bool allow_over = false) const;
+
+  // Bytes over capacity summed over ranks, then the simulated iteration time (compared in that
+  // order: local search first makes a plan fit, then makes it fast).
+  struct Score {
+    Bytes excess = 0;
+    TimeNs iteration_ns = 0;
+    bool operator<(const Score& o) const {
+      return excess != o.excess ? excess < o.excess : iteration_ns < o.iteration_ns;
+    }
+  };
+  Score Evaluate(const CandidatePlan& plan) const;
+
+  const Problem& problem() const { return problem_; }
+  const Candidates& candidates() const { return candidates_; }
+
+ private:
+  Bytes RankExcess(const CandidatePlan& plan, RankIdx r) const;
+
+  const Problem& problem_;
+  const Candidates& candidates_;
+  std::vector<std::vector<std::vector<int>>> by_length_;  // [stage][length] -> candidate indices
+};
+
+// Hill climbing from `start`: move one layer from any stage to any other (the boundaries between
+// them shift by one, the stages' candidates are re-chosen), or give one stage another candidate
+// for the same block; take every move that
+// shortens the simulated iteration, until none does (a local optimum: deterministic) or
+// `time_budget_s` runs out.
+CandidatePlan ImproveLocally(const PlanBuilder& builder, CandidatePlan start, double time_budget_s);
+
+// Boundaries that split the layers as evenly as possible.
+std::vector<int> EvenBoundaries(int num_layers, int stages);
+
+// Boundaries that balance memory: the split minimizing the largest per-stage activation and
+// static bytes with each layer's most memory-saving option, each stage weighted by the most
+// micro-batches its chunk holds at once.
+std::vector<int> MemoryBalancedBoundaries(const Problem& problem, const Candidates& candidates);
+
+}  // namespace bmpipe

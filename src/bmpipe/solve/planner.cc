@@ -1,0 +1,172 @@
+#include "bmpipe/solve/planner.h"
+
+#include <chrono>
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "bmpipe/sim/simulator.h"
+#include "bmpipe/solve/branch_and_bound.h"
+#include "bmpipe/solve/candidates.h"
+#include "bmpipe/solve/coin.h"
+#include "bmpipe/solve/formulation.h"
+
+namespace bmpipe {
+namespace {
+
+double SecondsSince(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
+// Fills the plan fields of `r` from a simulated plan and the solver's bound.
+void SetPlan(PlannerResult& r, const Problem& problem, const Plan& plan, double bound_ns) {
+  r.plan = plan;
+  r.iteration_ns = SimulatePlan(problem, plan).value().iteration_ns;
+  r.bound_ns = std::min(bound_ns, static_cast<double>(r.iteration_ns));
+  r.gap = (static_cast<double>(r.iteration_ns) - r.bound_ns) / static_cast<double>(r.iteration_ns);
+}
+
+PlannerResult RunCbc(const Problem& problem, const Candidates& candidates, const Schedule& schedule,
+                     const PlannerOptions& options) {
+  PlannerResult r;
+  r.solver = "cbc";
+  Formulation f = BuildFormulation(problem, candidates, ChooseTimeUnit(candidates), /*binary=*/true);
+  AddTimeIndexedRows(f, problem, candidates, schedule);
+  MipOptions mip;
+  mip.time_limit_s = options.time_limit_s;
+  mip.relative_gap = kOptimalityTolerance;
+  mip.lp_file = options.lp_file;
+  const MipResult m = SolveMip(f.model, mip);
+  r.seconds = m.seconds;
+  r.nodes = m.nodes;
+  switch (m.status) {
+    case MipStatus::kOptimal:
+    case MipStatus::kFeasible: {
+      SetPlan(r, problem, PlanFromSolution(f, problem, candidates, m.solution), m.bound * f.time_unit_ns);
+      r.objective_ns = m.objective * f.time_unit_ns;
+      r.status = m.status == MipStatus::kOptimal || r.gap < kOptimalityTolerance ? PlanStatus::kOptimal
+                                                                                 : PlanStatus::kFeasible;
+      if (r.status == PlanStatus::kFeasible) r.stopped_by = fmt::format("time limit {:g} s", options.time_limit_s);
+      break;
+    }
+    case MipStatus::kInfeasible:
+      r.status = PlanStatus::kInfeasible;
+      break;
+    case MipStatus::kNoSolution:
+      r.status = PlanStatus::kNoPlan;
+      r.stopped_by = fmt::format("time limit {:g} s", options.time_limit_s);
+      break;
+    case MipStatus::kError:
+      r.status = PlanStatus::kNoPlan;
+      r.stopped_by = "CBC reported a numerical failure";
+      break;
+  }
+  return r;
+}
+
+// Every contiguous partition and every option of every layer, simulated.
+Result<PlannerResult> RunBruteForce(const Problem& problem) {
+  const int n = problem.num_layers();
+  const int stages = problem.pipeline.stages();
+  double count = std::lgamma(n) - std::lgamma(stages) - std::lgamma(n - stages + 1);  // log C(n-1, S-1)
+  for (const Layer& layer : problem.layers) count += std::log(static_cast<double>(layer.options.size()));
+  if (count > std::log(5e6)) {
+    return InvalidInput(fmt::format(
+        "--solver brute-force would simulate about {:.3g} plans; it is meant for tiny problems (up to a few "
+        "million plans); use the default solver",
+        std::exp(count)));
+  }
+  const auto began = std::chrono::steady_clock::now();
+  PlannerResult r;
+  r.solver = "brute-force";
+  bool found = false;
+  Plan plan;
+  plan.option.assign(n, 0);
+  // Cuts: stage_begin[1..S-1] strictly increasing in 1..n-1.
+  std::vector<LayerIdx> cut(stages + 1);
+  cut[0] = 0;
+  cut[stages] = n;
+  auto try_options = [&](auto&& self, LayerIdx l) -> void {
+    if (l == n) {
+      ++r.nodes;
+      Result<SimResult> sim = SimulatePlan(problem, plan);
+      if (sim.ok() && sim.value().fits && (!found || sim.value().iteration_ns < r.iteration_ns)) {
+        found = true;
+        r.plan = plan;
+        r.iteration_ns = sim.value().iteration_ns;
+      }
+      return;
+    }
+    for (OptionIdx o = 0; o < static_cast<OptionIdx>(problem.layers[l].options.size()); ++o) {
+      plan.option[l] = o;
+      self(self, l + 1);
+    }
+  };
+  auto place_cuts = [&](auto&& self, int s) -> void {
+    if (s == stages) {
+      plan.stage_begin = cut;
+      try_options(try_options, 0);
+      return;
+    }
+    for (LayerIdx c = cut[s - 1] + 1; c <= n - (stages - s); ++c) {
+      cut[s] = c;
+      self(self, s + 1);
+    }
+  };
+  place_cuts(place_cuts, 1);
+  r.seconds = SecondsSince(began);
+  if (found) {
+    r.status = PlanStatus::kOptimal;
+    r.objective_ns = static_cast<double>(r.iteration_ns);
+    r.bound_ns = static_cast<double>(r.iteration_ns);
+  } else {
+    r.status = PlanStatus::kInfeasible;
+  }
+  return r;
+}
+
+}  // namespace
+
+std::string_view PlanStatusName(PlanStatus status) {
+  switch (status) {
+    case PlanStatus::kOptimal:
+      return "optimal";
+    case PlanStatus::kFeasible:
+      return "feasible";
+    case PlanStatus::kInfeasible:
+      return "infeasible";
+    case PlanStatus::kNoPlan:
+      return "no plan found";
+  }
+  return "?";
+}
+
+Result<PlannerResult> PlanPipeline(const Problem& problem, const PlannerOptions& options) {
+  Status valid = ValidateProblem(problem);
+  if (!valid.ok()) return valid.error();
+  if (options.kind == PlannerKind::kBruteForce) return RunBruteForce(problem);
+  const auto began = std::chrono::steady_clock::now();
+  const Schedule schedule = BuildSchedule(problem.pipeline);
+  const Candidates candidates = GenerateCandidates(problem, schedule);
+  long count = 0;
+  bool every_stage = true;
+  for (const auto& stage : candidates.per_stage) {
+    count += static_cast<long>(stage.size());
+    every_stage = every_stage && !stage.empty();
+  }
+  PlannerResult r;
+  if (!every_stage) {
+    // Some stage has no block that fits even alone: no plan fits.
+    r.status = PlanStatus::kInfeasible;
+    r.solver = options.kind == PlannerKind::kCbc ? "cbc" : "bmpipe-bnb";
+  } else if (options.kind == PlannerKind::kCbc) {
+    r = RunCbc(problem, candidates, schedule, options);
+  } else {
+    r = RunBranchAndBound(problem, candidates, schedule, options);
+  }
+  r.candidates = count;
+  r.seconds = SecondsSince(began);
+  return r;
+}
+
+}  // namespace bmpipe

@@ -1,0 +1,57 @@
+// The planner: the contiguous partition of the layers into p*v stages and one option per layer
+// that minimize the simulated iteration time (DESIGN.md §2) with every rank within memory.
+#pragma once
+
+#include <string>
+
+#include "bmpipe/core/error.h"
+#include "bmpipe/problem/plan.h"
+#include "bmpipe/problem/problem.h"
+
+namespace bmpipe {
+
+enum class PlannerKind {
+  kBranchAndBound,  // bmpipe's own: LP bounds with lazy critical-path cuts, boundary branching
+  kCbc,             // the time-indexed integer program solved by CBC
+  kBruteForce,      // every partition and option assignment, simulated (tiny problems only)
+};
+
+struct PlannerOptions {
+  PlannerKind kind = PlannerKind::kBranchAndBound;
+  double time_limit_s = 60;
+  long node_limit = -1;  // branch and bound only; -1: none
+  std::string lp_file;   // CBC only: write the model here
+};
+
+enum class PlanStatus {
+  kOptimal,     // proven optimal (relative tolerance 1e-7)
+  kFeasible,    // the best plan found when a limit stopped the search; see bound and gap
+  kInfeasible,  // proven: no plan fits in memory
+  kNoPlan,      // a limit stopped the search before any plan was found
+};
+std::string_view PlanStatusName(PlanStatus status);
+
+struct PlannerResult {
+  PlanStatus status = PlanStatus::kNoPlan;
+  Plan plan;                 // when status is kOptimal or kFeasible
+  TimeNs iteration_ns = 0;   // the simulator's iteration time of `plan`
+  double objective_ns = 0;   // the solver's own objective for `plan` (equals iteration_ns when exact)
+  double bound_ns = 0;       // proven lower bound on the optimum
+  double gap = 0;            // (iteration - bound) / iteration
+  std::string solver;        // "bmpipe-bnb", "cbc", "brute-force"
+  std::string stopped_by;    // the limit that stopped the search, if any
+  double seconds = 0;
+  long nodes = 0;
+  long lp_solves = 0;
+  long cuts = 0;
+  long candidates = 0;
+};
+
+// Plans `problem`. Fails only on input the planner cannot take (e.g. brute force on a large
+// problem) or an internal error; "no plan fits" and time limits are results.
+Result<PlannerResult> PlanPipeline(const Problem& problem, const PlannerOptions& options);
+
+// Relative tolerance under which a bound proves a plan optimal.
+inline constexpr double kOptimalityTolerance = 1e-7;
+
+}  // namespace bmpipe
