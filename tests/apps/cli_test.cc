@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include "bmpipe/core/document.h"
 #include "test_support.h"
 
 namespace bmpipe {
@@ -109,6 +110,82 @@ TEST(Cli, WithoutAPlanSimulatesTheEvenSplit) {
   testing::CommandResult r = RunBmpipe("simulate --problem examples/tiny/problem.json");
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("even split, first option of every layer (no --plan given)"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace bmpipe
+
+namespace bmpipe {
+namespace {
+
+using testing::RunBmpipe;
+
+// The plan JSON without the one field that varies between runs (planning seconds).
+std::string WithoutSeconds(const std::string& json) {
+  Json j = Json::parse(json);
+  j["solver"].erase("seconds");
+  return j.dump(2);
+}
+
+TEST(CliPlan, PlansTheBuiltInExampleAndProvesItOptimal) {
+  testing::CommandResult r = RunBmpipe("plan");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("solver     bmpipe-bnb: proven optimal\n"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("Iteration time   54.810 s\n"), std::string::npos);
+  EXPECT_NE(r.out.find("objective  equals the simulated iteration time\n"), std::string::npos);
+}
+
+TEST(CliPlan, JsonIsTheSimulatorsAndStable) {
+  testing::CommandResult a = RunBmpipe("plan --problem examples/tiny/problem.json --json");
+  EXPECT_EQ(a.exit_code, 0) << a.err;
+  const Json j = Json::parse(a.out);
+  EXPECT_EQ(j["solver"]["name"], "bmpipe-bnb");
+  EXPECT_EQ(j["solver"]["status"], "optimal");
+  EXPECT_EQ(j["solver"]["gap"], 0.0);
+  EXPECT_EQ(j["stages"].size(), 4u);
+  // The written plan simulates to the iteration time it states.
+  const std::string dir = testing::MakeTempDir();
+  const std::string plan = dir + "/plan.json";
+  EXPECT_EQ(RunBmpipe("plan --problem examples/tiny/problem.json --out '" + plan + "'").exit_code, 0);
+  testing::CommandResult sim = RunBmpipe("simulate --json --problem examples/tiny/problem.json --plan '" + plan + "'");
+  EXPECT_EQ(sim.exit_code, 0) << sim.err;
+  EXPECT_EQ(Json::parse(sim.out)["iteration_time_ns"], j["iteration_time_ns"]);
+  EXPECT_EQ(WithoutSeconds(RunBmpipe("plan --problem examples/tiny/problem.json --json").out), WithoutSeconds(a.out));
+  std::remove(plan.c_str());
+  rmdir(dir.c_str());
+}
+
+TEST(CliPlan, SolversAgreeOnTheTinyExample) {
+  const Json bnb = Json::parse(RunBmpipe("plan --problem examples/tiny/problem.json --json").out);
+  const Json cbc = Json::parse(RunBmpipe("plan --problem examples/tiny/problem.json --json --solver cbc").out);
+  EXPECT_EQ(cbc["solver"]["name"], "cbc");
+  EXPECT_EQ(cbc["solver"]["status"], "optimal");
+  EXPECT_EQ(bnb["iteration_time_ns"], cbc["iteration_time_ns"]);
+}
+
+TEST(CliPlan, NoPlanFitsExitsWithFourAndSaysWhichRank) {
+  const std::string dir = testing::MakeTempDir();
+  const std::string path = dir + "/p.json";
+  std::string text = testing::ReadFile(testing::SourcePath("examples/tiny/problem.json"));
+  text.replace(text.find("\"memory_bytes\": 16e9"), 20, "\"memory_bytes\": 8e9");
+  std::ofstream(path) << text;
+  const std::string out = dir + "/plan.json";
+  testing::CommandResult r = RunBmpipe("plan --problem '" + path + "' --out '" + out + "'");
+  EXPECT_EQ(r.exit_code, 4);
+  EXPECT_NE(r.err.find("no plan fits in 8.00 GB per device"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("over capacity"), std::string::npos);
+  EXPECT_NE(r.err.find("What would help: more pipeline stages"), std::string::npos);
+  EXPECT_TRUE(r.out.empty());
+  struct stat st;
+  EXPECT_NE(stat(out.c_str(), &st), 0);  // no output file
+  std::remove(path.c_str());
+  rmdir(dir.c_str());
+}
+
+TEST(CliPlan, BadSolverNameIsAUsageError) {
+  testing::CommandResult r = RunBmpipe("plan --solver gurobi");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("gurobi"), std::string::npos);
 }
 
 }  // namespace

@@ -106,6 +106,15 @@ TEST(SimulatorProperty, RandomPlansObeyTheReferenceSemantics) {
       iteration = std::max(iteration, sim.ranks[r].finish_ns);
     }
     ASSERT_EQ(sim.iteration_ns, iteration);
+    // The critical path is a real path whose length is the iteration time.
+    Durations<TimeNs> durations;
+    for (const StageCost& c : stages) {
+      durations.forward.push_back(c.forward_ns);
+      durations.backward.push_back(c.backward_ns);
+      durations.p2p_out.push_back(c.p2p_out_ns);
+    }
+    for (const RankResult& r : sim.ranks) durations.rank_update.push_back(r.update_ns);
+    ASSERT_EQ(PathLength(sim.critical_path, durations), sim.iteration_ns);
     ASSERT_NEAR(sim.bubble.ideal + sim.bubble.imbalance + sim.bubble.recompute, sim.bubble.real, 1e-9);
   }
 }

@@ -59,7 +59,7 @@ std::vector<Mix> ParetoFront(std::vector<Mix> mixes, bool with_memory) {
 // at k-1 layers stays dominated after adding the same option.
 class RunFronts {
  public:
-  RunFronts(const Problem& problem, const std::vector<Run>& runs) : problem_(problem), runs_(runs), fronts_(runs.size()) {}
+  RunFronts(const Problem& problem, const std::vector<LayerRun>& runs) : problem_(problem), runs_(runs), fronts_(runs.size()) {}
 
   const std::vector<Mix>& Get(int run, int k) {
     std::vector<std::vector<Mix>>& f = fronts_[run];
@@ -92,7 +92,7 @@ class RunFronts {
   const std::vector<LayerOption>& Options(int run) const { return problem_.layers[runs_[run].begin].options; }
 
   const Problem& problem_;
-  const std::vector<Run>& runs_;
+  const std::vector<LayerRun>& runs_;
   std::vector<std::vector<std::vector<Mix>>> fronts_;
 };
 
@@ -139,7 +139,7 @@ class Generator {
  public:
   Generator(const Problem& problem, Candidates& out) : problem_(problem), out_(out), fronts_(problem, out.runs) {
     const int n = problem.num_layers();
-    for (const Run& run : out.runs) {
+    for (const LayerRun& run : out.runs) {
       const Layer& layer = problem.layers[run.begin];
       Bytes min_saved = layer.options[0].saved_bytes, min_transient = layer.options[0].peak_extra_bytes;
       for (const LayerOption& o : layer.options) {
@@ -157,23 +157,16 @@ class Generator {
     const int stages = problem_.pipeline.stages();
     const LayerIdx first_lo = ctx.stage;                        // every earlier stage has a layer
     const LayerIdx end_hi = n - (stages - 1 - ctx.stage);       // every later stage has a layer
-    const std::vector<Run>& runs = out_.runs;
+    const std::vector<LayerRun>& runs = out_.runs;
     for (int g = 0; g < static_cast<int>(runs.size()); ++g) {
       // Inside run g: k layers starting anywhere in [lo, hi].
       for (int k = 1; k <= runs[g].size(); ++k) {
-        const LayerIdx lo = std::max(runs[g].begin, first_lo);
-        const LayerIdx hi = std::min(runs[g].end - k, end_hi - k);
         if (!MayFit(ctx, {{g, k}})) break;
-        if (lo > hi) continue;
-        if (ctx.stage == 0) {
-          if (lo != 0) continue;
-          Add(ctx, {{g, k}}, 0, 0);
-        } else if (ctx.stage == stages - 1) {
-          if (hi != n - k) continue;  // the last stage ends at the last layer
-          Add(ctx, {{g, k}}, n - k, n - k);
-        } else {
-          Add(ctx, {{g, k}}, lo, hi);
-        }
+        LayerIdx lo = std::max(runs[g].begin, first_lo);
+        LayerIdx hi = std::min(runs[g].end - k, end_hi - k);
+        if (ctx.stage == 0) hi = std::min(hi, 0);               // the first stage starts at layer 0
+        if (ctx.stage == stages - 1) lo = std::max(lo, n - k);  // the last one ends at the last layer
+        if (lo <= hi) Add(ctx, {{g, k}}, lo, hi);
       }
       // From the last k_g layers of run g into run h.
       for (int k_g = 1; k_g <= runs[g].size(); ++k_g) {
@@ -253,8 +246,8 @@ class Generator {
 
 }  // namespace
 
-std::vector<Run> FindRuns(const Problem& problem) {
-  std::vector<Run> runs;
+std::vector<LayerRun> FindRuns(const Problem& problem) {
+  std::vector<LayerRun> runs;
   for (LayerIdx l = 0; l < problem.num_layers(); ++l) {
     if (!runs.empty() && SameCosts(problem.layers[runs.back().begin], problem.layers[l])) {
       runs.back().end = l + 1;

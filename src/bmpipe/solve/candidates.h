@@ -19,12 +19,12 @@
 namespace bmpipe {
 
 // Maximal blocks of consecutive identical layers.
-struct Run {
+struct LayerRun {
   LayerIdx begin;
   LayerIdx end;
   int size() const { return end - begin; }
 };
-std::vector<Run> FindRuns(const Problem& problem);
+std::vector<LayerRun> FindRuns(const Problem& problem);
 
 // The activations a rank holds at one moment of its op order: in_flight[c] (stage, micro-batch)
 // pairs of its chunk c, while an op of chunk transient_chunk runs. Its memory is then
@@ -53,7 +53,7 @@ struct Candidate {
 };
 
 struct Candidates {
-  std::vector<Run> runs;
+  std::vector<LayerRun> runs;
   std::vector<std::vector<MemoryRow>> memory_rows;  // per rank
   std::vector<std::vector<Candidate>> per_stage;
   // True when every candidate's memory was checked exactly (one chunk per rank): the planner
