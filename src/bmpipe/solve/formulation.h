@@ -29,8 +29,8 @@
 //        of the op's stage; T >= tau_o + D_o + U_r for the last op o of rank r.
 //   (e2) path cuts: T >= sum_s (f_s F_s + g_s B_s + h_s P_s) + U_{r*} for a path
 //        with f_s forward and g_s backward ops of stage s, h_s transfers over boundary s, ending
-//        on rank r*; added lazily: after each solve, for every rank, the longest path to its
-//        end under the relaxation's durations if it is longer than T, until none is.
+//        on rank r*; added lazily: after each solve, the critical path under the relaxation's
+//        durations if it is longer than T, until none is.
 // For integer x the durations are the plan's, so T = the simulated iteration time in either
 // form. Time is in units of time_unit_ns to keep the coefficients near 1.
 #pragma once

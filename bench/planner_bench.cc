@@ -1,0 +1,149 @@
+// Planning time and status of the planner on a grid of synthetic Llama-like models:
+// layers x pipeline ranks x micro-batches, 1F1B and interleaved 1F1B (2 chunks per rank).
+// Prints a Markdown table (docs/planner.md has one). With --cbc it also runs CBC on the
+// time-indexed integer program for the same case and prints its time and status.
+//
+//   build/bench/bench_planner [--time-limit S] [--cbc] [--cbc-max-stages N] [--layers L,...]
+//                             [--ranks P,...] [--factors F,...] [--schedules 1f1b,interleaved]
+#include <cstdio>
+#include <cstdlib>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "bmpipe/sim/simulator.h"
+#include "bmpipe/solve/planner.h"
+
+namespace bmpipe {
+namespace {
+
+// Embedding, `layers` decoder layers, LM head with loss. Decoder: 10 ms forward, 20 ms
+// backward; options none, selective (+1.5 ms, 45 % of the activations), full (+10 ms, 8 %).
+// Memory is set so that without recomputation rank 0 does not fit (about 1.3x over), so the
+// planner has to trade recomputation against balance.
+Problem SyntheticProblem(int layers, int ranks, int chunks, int micro_batches) {
+  Problem p;
+  p.name = "synthetic";
+  p.pipeline = {chunks > 1 ? ScheduleKind::kInterleavedOneFOneB : ScheduleKind::kOneFOneB, ranks, chunks,
+                micro_batches};
+  p.p2p_ns = 200'000;
+  const Bytes activation = 600'000'000;
+  const Bytes parameters = 1'500'000'000;
+  auto layer = [&](const char* name, Bytes static_bytes, TimeNs f, TimeNs b, Bytes saved, bool recompute) {
+    Layer l;
+    l.name = name;
+    l.static_bytes = static_bytes;
+    l.p2p_ns = p.p2p_ns;
+    l.options.push_back({"none", f, b, 0, saved, 0});
+    if (recompute) {
+      l.options.push_back({"selective", f, b, f * 15 / 100, saved * 45 / 100, 0});
+      l.options.push_back({"full", f, b, f, saved * 8 / 100, saved / 4});
+    }
+    return l;
+  };
+  p.layers.push_back(layer("embedding", 3 * parameters, 2'000'000, 4'000'000, activation / 4, false));
+  for (int i = 0; i < layers; ++i) p.layers.push_back(layer("decoder", parameters, 10'000'000, 20'000'000, activation, true));
+  p.layers.push_back(layer("lm_head", 3 * parameters, 14'000'000, 28'000'000, activation, false));
+  // Rank 0 without recomputation: its layers' static memory plus all it holds in flight.
+  const double per_rank_layers = static_cast<double>(layers) / (ranks * chunks);
+  const double held = chunks == 1 ? std::min(ranks, micro_batches) : std::min(micro_batches * chunks, 2 * (ranks - 1) + (chunks - 1) * ranks + 1);
+  const double need = 3.0 * parameters + per_rank_layers * chunks * parameters + held * per_rank_layers * activation;
+  p.reserved_bytes = 2'000'000'000;
+  p.memory_bytes = p.reserved_bytes + static_cast<Bytes>(need / 1.3);
+  return p;
+}
+
+std::vector<int> ParseList(const char* text) {
+  std::vector<int> out;
+  std::stringstream ss(text);
+  std::string item;
+  while (std::getline(ss, item, ',')) out.push_back(std::atoi(item.c_str()));
+  return out;
+}
+
+std::string StatusCell(const PlannerResult& r) {
+  switch (r.status) {
+    case PlanStatus::kOptimal:
+      return "optimal";
+    case PlanStatus::kFeasible: {
+      char buf[64];
+      std::snprintf(buf, sizeof buf, "gap %.2f%%", 100 * r.gap);
+      return buf;
+    }
+    case PlanStatus::kInfeasible:
+      return "no plan fits";
+    case PlanStatus::kNoPlan:
+      return "no plan found";
+  }
+  return "?";
+}
+
+int Main(int argc, char** argv) {
+  double time_limit = 10;
+  bool cbc = false;
+  int cbc_max_stages = 16;
+  std::vector<int> layers = {32, 64, 96, 128}, ranks = {4, 8, 16, 32, 64}, factors = {1, 2, 8};
+  std::vector<std::string> schedules = {"1f1b", "interleaved"};
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--time-limit" && i + 1 < argc) time_limit = std::atof(argv[++i]);
+    else if (a == "--cbc") cbc = true;
+    else if (a == "--cbc-max-stages" && i + 1 < argc) cbc_max_stages = std::atoi(argv[++i]);
+    else if (a == "--layers" && i + 1 < argc) layers = ParseList(argv[++i]);
+    else if (a == "--ranks" && i + 1 < argc) ranks = ParseList(argv[++i]);
+    else if (a == "--factors" && i + 1 < argc) factors = ParseList(argv[++i]);
+    else if (a == "--schedules" && i + 1 < argc) {
+      schedules.clear();
+      std::stringstream ss(argv[++i]);
+      std::string item;
+      while (std::getline(ss, item, ',')) schedules.push_back(item);
+    } else {
+      std::fprintf(stderr, "unknown argument %s\n", argv[i]);
+      return 2;
+    }
+  }
+  std::printf("| schedule | layers | p | v | m | stages | ops | bmpipe time (s) | status | iteration (s) | nodes | cuts |%s\n",
+              cbc ? " CBC time (s) | CBC status | CBC iteration (s) |" : "");
+  std::printf("|---|---|---|---|---|---|---|---|---|---|---|---|%s\n", cbc ? "---|---|---|" : "");
+  for (const std::string& schedule : schedules) {
+    const int chunks = schedule == "interleaved" ? 2 : 1;
+    for (int l : layers) {
+      for (int p : ranks) {
+        if (p * chunks > l + 2) continue;
+        for (int f : factors) {
+          const int m = f * p;
+          Problem problem = SyntheticProblem(l, p, chunks, m);
+          PlannerOptions options;
+          options.time_limit_s = time_limit;
+          const PlannerResult r = PlanPipeline(problem, options).value();
+          std::printf("| %s | %d | %d | %d | %d | %d | %d | %.3f | %s | %s | %ld | %ld |", schedule.c_str(), l, p, chunks,
+                      m, p * chunks, 2 * p * chunks * m, r.seconds, StatusCell(r).c_str(),
+                      r.status == PlanStatus::kOptimal || r.status == PlanStatus::kFeasible
+                          ? std::to_string(ToSeconds(r.iteration_ns)).c_str()
+                          : "-",
+                      r.nodes, r.cuts);
+          if (cbc) {
+            if (p * chunks <= cbc_max_stages) {
+              options.kind = PlannerKind::kCbc;
+              const PlannerResult c = PlanPipeline(problem, options).value();
+              std::printf(" %.3f | %s | %s |", c.seconds, StatusCell(c).c_str(),
+                          c.status == PlanStatus::kOptimal || c.status == PlanStatus::kFeasible
+                              ? std::to_string(ToSeconds(c.iteration_ns)).c_str()
+                              : "-");
+            } else {
+              std::printf(" - | not run | - |");
+            }
+          }
+          std::printf("\n");
+          std::fflush(stdout);
+        }
+      }
+    }
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace bmpipe
+
+int main(int argc, char** argv) { return bmpipe::Main(argc, argv); }
