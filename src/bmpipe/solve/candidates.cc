@@ -138,7 +138,6 @@ bool FitsAlone(const StageContext& ctx, Bytes static_bytes, Bytes saved, Bytes t
 class Generator {
  public:
   Generator(const Problem& problem, Candidates& out) : problem_(problem), out_(out), fronts_(problem, out.runs) {
-    const int n = problem.num_layers();
     for (const LayerRun& run : out.runs) {
       const Layer& layer = problem.layers[run.begin];
       Bytes min_saved = layer.options[0].saved_bytes, min_transient = layer.options[0].peak_extra_bytes;
@@ -149,7 +148,6 @@ class Generator {
       min_saved_.push_back(min_saved);
       min_transient_.push_back(min_transient);
     }
-    (void)n;
   }
 
   void Stage(const StageContext& ctx) {
@@ -310,14 +308,13 @@ Candidates GenerateCandidates(const Problem& problem, const Schedule& schedule) 
   return out;
 }
 
-void AssignOptions(const Candidates& candidates, const Candidate& candidate, LayerIdx start, Plan& plan) {
+void AssignOptions(const Candidate& candidate, LayerIdx start, Plan& plan) {
   LayerIdx l = start;
   for (const RunPart& part : candidate.parts) {
     for (std::size_t o = 0; o < part.option_count.size(); ++o) {
       for (int i = 0; i < part.option_count[o]; ++i) plan.option[l++] = static_cast<OptionIdx>(o);
     }
   }
-  (void)candidates;
 }
 
 Bytes RankPeakMemory(const Problem& problem, const Candidates& candidates, RankIdx r,

@@ -67,7 +67,7 @@ Candidates GenerateCandidates(const Problem& problem, const Schedule& schedule);
 
 // Layer options of a candidate placed at `start`, in layer order: within each run part the
 // options are given in the order of the layer's option list (lowest index first).
-void AssignOptions(const Candidates& candidates, const Candidate& candidate, LayerIdx start, Plan& plan);
+void AssignOptions(const Candidate& candidate, LayerIdx start, Plan& plan);
 
 // Peak memory of rank r when stage s uses stage_candidates[s] (a vector over all stages; only
 // the rank's stages are read), by the memory rows.

@@ -184,11 +184,6 @@ std::vector<double> LpSolver::solution() const {
   return std::vector<double>(x, x + Clp_getNumCols(impl_->clp));
 }
 
-std::vector<double> LpSolver::row_duals() const {
-  const double* y = Clp_getRowPrice(impl_->clp);
-  return std::vector<double>(y, y + Clp_getNumRows(impl_->clp));
-}
-
 int LpSolver::num_rows() const { return Clp_getNumRows(impl_->clp); }
 
 }  // namespace bmpipe

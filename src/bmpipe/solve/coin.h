@@ -54,7 +54,6 @@ class LpSolver {
   Status Solve();
   double objective() const;
   std::vector<double> solution() const;
-  std::vector<double> row_duals() const;
   int num_rows() const;
 
  private:

@@ -23,20 +23,6 @@ void AddStageTerms(const Formulation& f, const Candidates& c, StageIdx s, double
   }
 }
 
-// Merges repeated columns of a row.
-void Compact(std::vector<LinearTerm>& terms) {
-  std::sort(terms.begin(), terms.end(), [](const LinearTerm& a, const LinearTerm& b) { return a.column < b.column; });
-  std::vector<LinearTerm> out;
-  for (const LinearTerm& t : terms) {
-    if (!out.empty() && out.back().column == t.column) {
-      out.back().coefficient += t.coefficient;
-    } else {
-      out.push_back(t);
-    }
-  }
-  terms.swap(out);
-}
-
 }  // namespace
 
 double ChooseTimeUnit(const Candidates& candidates) {
@@ -92,7 +78,6 @@ Formulation BuildFormulation(const Problem& problem, const Candidates& candidate
   for (LinearRow& row : update_rows) m.AddRow(std::move(row));
 
   for (StageIdx s = 0; s < stages; ++s) {
-    const auto& cands = candidates.per_stage[s];
     LinearRow one{Name("one", s), 1, 1, {}};
     AddStageTerms(f, candidates, s, 1, [](const Candidate&) { return 1; }, one.terms);
     m.AddRow(std::move(one));
@@ -118,7 +103,6 @@ Formulation BuildFormulation(const Problem& problem, const Candidates& candidate
       AddStageTerms(f, candidates, s, -1, [](const Candidate& k) { return k.start_max; }, hi.terms);
       m.AddRow(std::move(hi));
     }
-    (void)cands;
   }
 
   if (!candidates.memory_exact) {
@@ -143,7 +127,7 @@ Formulation BuildFormulation(const Problem& problem, const Candidates& candidate
   return f;
 }
 
-void AddTimeIndexedRows(Formulation& f, const Problem& problem, const Candidates& candidates, const Schedule& schedule) {
+void AddTimeIndexedRows(Formulation& f, const Problem& problem, const Schedule& schedule) {
   const Pipeline& p = problem.pipeline;
   LinearModel& m = f.model;
   // tau column of each op, indexed like the simulator: kind, stage, micro-batch.
@@ -192,7 +176,6 @@ void AddTimeIndexedRows(Formulation& f, const Problem& problem, const Candidates
                 {{f.t, 1}, {column(ops.back()), -1}, {duration(ops.back()), -1}, {f.update[r], -1}}});
     }
   }
-  (void)candidates;
 }
 
 LinearRow PathCut(const Formulation& f, const PathCoefficients& path, int serial) {
@@ -229,7 +212,7 @@ Plan PlanFromSolution(const Formulation& f, const Problem& problem, const Candid
     }
     const Candidate& c = candidates.per_stage[s][chosen];
     plan.stage_begin.push_back(start);
-    AssignOptions(candidates, c, start, plan);
+    AssignOptions(c, start, plan);
     start += c.length;
   }
   plan.stage_begin.push_back(start);

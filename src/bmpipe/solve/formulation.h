@@ -59,7 +59,7 @@ struct Formulation {
 Formulation BuildFormulation(const Problem& problem, const Candidates& candidates, double time_unit_ns, bool binary);
 
 // Adds the op start columns and the rows (e1).
-void AddTimeIndexedRows(Formulation& f, const Problem& problem, const Candidates& candidates, const Schedule& schedule);
+void AddTimeIndexedRows(Formulation& f, const Problem& problem, const Schedule& schedule);
 
 // The row (e2) of a path.
 LinearRow PathCut(const Formulation& f, const PathCoefficients& path, int serial);

@@ -50,7 +50,7 @@ Plan PlanBuilder::ToPlan(const CandidatePlan& plan) const {
   LayerIdx start = 0;
   for (std::size_t s = 0; s < plan.choice.size(); ++s) {
     out.stage_begin.push_back(start);
-    AssignOptions(candidates_, candidates_.per_stage[s][plan.choice[s]], start, out);
+    AssignOptions(candidates_.per_stage[s][plan.choice[s]], start, out);
     start = plan.end[s];
   }
   out.stage_begin.push_back(start);

@@ -31,7 +31,7 @@ PlannerResult RunCbc(const Problem& problem, const Candidates& candidates, const
   PlannerResult r;
   r.solver = "cbc";
   Formulation f = BuildFormulation(problem, candidates, ChooseTimeUnit(candidates), /*binary=*/true);
-  AddTimeIndexedRows(f, problem, candidates, schedule);
+  AddTimeIndexedRows(f, problem, schedule);
   MipOptions mip;
   mip.time_limit_s = options.time_limit_s;
   mip.relative_gap = kOptimalityTolerance;
