@@ -27,6 +27,10 @@ enum class SolveStatus { kOptimal, kFeasible, kInfeasible };
 std::string_view SolveStatusName(SolveStatus status);  // "optimal", "feasible", "infeasible"
 
 struct SolverInfo {
+  SolverInfo() = default;
+  SolverInfo(std::string solver_name, SolveStatus solver_status, double solver_seconds)
+      : name(std::move(solver_name)), status(solver_status), seconds(solver_seconds) {}
+
   std::string name;
   SolveStatus status = SolveStatus::kFeasible;
   double seconds = 0;

@@ -8,6 +8,7 @@
 
 #include "bmpipe/sim/simulator.h"
 #include "bmpipe/solve/coin.h"
+#include "bmpipe/solve/diagnose.h"
 #include "bmpipe/solve/formulation.h"
 #include "bmpipe/solve/local_search.h"
 
@@ -49,7 +50,7 @@ class Search {
     const int stages = problem_.pipeline.stages();
     // First incumbents: the even split and the memory-balanced split, improved by local search.
     for (const std::vector<int>& end : {EvenBoundaries(problem_.num_layers(), stages),
-                                        MemoryBalancedBoundaries(problem_, candidates_)}) {
+                                        MemoryBalancedBoundaries(problem_, candidates_.memory_rows)}) {
       if (std::optional<CandidatePlan> start = builder_.Complete(end, nullptr, /*allow_over=*/true)) {
         OfferCandidatePlan(ImproveLocally(builder_, *start, LocalSearchBudget()));
       }

@@ -12,67 +12,78 @@
 
 namespace bmpipe {
 
-MemoryShortfall DiagnoseMemory(const Problem& problem) {
-  const Pipeline& p = problem.pipeline;
-  const int n = problem.num_layers();
-  const int stages = p.stages();
-  MemoryShortfall out;
-  out.capacity_bytes = problem.memory_bytes;
-  Plan& plan = out.plan;
-  plan.option.assign(n, 0);
-  for (LayerIdx l = 0; l < n; ++l) {
+std::vector<OptionIdx> MostMemorySavingOptions(const Problem& problem) {
+  std::vector<OptionIdx> chosen(problem.num_layers(), 0);
+  for (LayerIdx l = 0; l < problem.num_layers(); ++l) {
     const auto& options = problem.layers[l].options;
     for (OptionIdx o = 1; o < static_cast<OptionIdx>(options.size()); ++o) {
       const LayerOption& a = options[o];
-      const LayerOption& b = options[plan.option[l]];
+      const LayerOption& b = options[chosen[l]];
       if (a.saved_bytes < b.saved_bytes || (a.saved_bytes == b.saved_bytes && a.peak_extra_bytes < b.peak_extra_bytes)) {
-        plan.option[l] = o;
+        chosen[l] = o;
       }
     }
   }
-  // Per stage, the most micro-batches its chunk holds at once on its rank.
-  const std::vector<std::vector<MemoryRow>> rows = PeakMemoryRows(BuildSchedule(p));
-  auto stage_memory = [&](StageIdx s, LayerIdx begin, LayerIdx end) {
+  return chosen;
+}
+
+std::vector<int> MemoryBalancedBoundaries(const Problem& problem, const std::vector<std::vector<MemoryRow>>& rows) {
+  const Pipeline& p = problem.pipeline;
+  const int n = problem.num_layers();
+  const int stages = p.stages();
+  std::vector<int> end(stages);
+  if (static_cast<double>(n) * n * stages > 5e7) {
+    for (StageIdx s = 0; s < stages; ++s) end[s] = EvenPlan(problem).stage_begin[s + 1];
+    return end;
+  }
+  const std::vector<OptionIdx> option = MostMemorySavingOptions(problem);
+  auto stage_memory = [&](StageIdx s, LayerIdx begin, LayerIdx stop) {
     Bytes static_bytes = problem.reserved_bytes, saved = 0, transient = 0;
-    for (LayerIdx l = begin; l < end; ++l) {
-      const LayerOption& o = problem.layers[l].options[plan.option[l]];
+    for (LayerIdx l = begin; l < stop; ++l) {
+      const LayerOption& o = problem.layers[l].options[option[l]];
       static_bytes += problem.layers[l].static_bytes;
       saved += o.saved_bytes;
       transient = std::max(transient, o.peak_extra_bytes);
     }
     Bytes worst = 0;
+    const int c = p.ChunkOf(s);
     for (const MemoryRow& row : rows[p.RankOf(s)]) {
-      const int c = p.ChunkOf(s);
       worst = std::max(worst, static_bytes + row.in_flight[c] * saved + (row.transient_chunk == c ? transient : 0));
     }
     return worst;
   };
-  // Bottleneck split: best[s][e] = least possible max stage memory of stages 0..s covering [0, e).
-  if (static_cast<double>(n) * n * stages <= 5e7) {
-    const Bytes kNone = std::numeric_limits<Bytes>::max();
-    std::vector<std::vector<Bytes>> best(stages, std::vector<Bytes>(n + 1, kNone));
-    std::vector<std::vector<LayerIdx>> from(stages, std::vector<LayerIdx>(n + 1, 0));
-    for (LayerIdx e = 1; e <= n; ++e) best[0][e] = stage_memory(0, 0, e);
-    for (StageIdx s = 1; s < stages; ++s) {
-      for (LayerIdx e = s + 1; e <= n; ++e) {
-        for (LayerIdx b = s; b < e; ++b) {
-          if (best[s - 1][b] == kNone) continue;
-          const Bytes v = std::max(best[s - 1][b], stage_memory(s, b, e));
-          if (v < best[s][e]) {
-            best[s][e] = v;
-            from[s][e] = b;
-          }
+  // best[s][e]: least possible largest stage memory of stages 0..s covering [0, e).
+  const Bytes kNone = std::numeric_limits<Bytes>::max();
+  std::vector<std::vector<Bytes>> best(stages, std::vector<Bytes>(n + 1, kNone));
+  std::vector<std::vector<LayerIdx>> from(stages, std::vector<LayerIdx>(n + 1, 0));
+  for (LayerIdx e = 1; e <= n; ++e) best[0][e] = stage_memory(0, 0, e);
+  for (StageIdx s = 1; s < stages; ++s) {
+    for (LayerIdx e = s + 1; e <= n; ++e) {
+      for (LayerIdx b = s; b < e; ++b) {
+        if (best[s - 1][b] == kNone) continue;
+        const Bytes v = std::max(best[s - 1][b], stage_memory(s, b, e));
+        if (v < best[s][e]) {
+          best[s][e] = v;
+          from[s][e] = b;
         }
       }
     }
-    plan.stage_begin.assign(stages + 1, 0);
-    plan.stage_begin[stages] = n;
-    for (StageIdx s = stages - 1; s > 0; --s) plan.stage_begin[s] = from[s][plan.stage_begin[s + 1]];
-  } else {
-    plan.stage_begin = EvenPlan(problem).stage_begin;
   }
-  const SimResult sim = SimulatePlan(problem, plan).value();
-  for (RankIdx r = 0; r < p.ranks; ++r) {
+  end[stages - 1] = n;
+  for (StageIdx s = stages - 1; s > 0; --s) end[s - 1] = from[s][end[s]];
+  return end;
+}
+
+MemoryShortfall DiagnoseMemory(const Problem& problem) {
+  MemoryShortfall out;
+  out.capacity_bytes = problem.memory_bytes;
+  out.plan.option = MostMemorySavingOptions(problem);
+  out.plan.stage_begin = {0};
+  for (int e : MemoryBalancedBoundaries(problem, PeakMemoryRows(BuildSchedule(problem.pipeline)))) {
+    out.plan.stage_begin.push_back(e);
+  }
+  const SimResult sim = SimulatePlan(problem, out.plan).value();
+  for (RankIdx r = 0; r < problem.pipeline.ranks; ++r) {
     if (sim.ranks[r].peak_memory_bytes > sim.ranks[out.rank].peak_memory_bytes) out.rank = r;
   }
   out.peak_bytes = sim.ranks[out.rank].peak_memory_bytes;

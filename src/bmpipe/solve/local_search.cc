@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <limits>
 
 #include "bmpipe/sim/simulator.h"
 #include "bmpipe/solve/linear_model.h"
@@ -130,48 +129,6 @@ PlanBuilder::Score PlanBuilder::Evaluate(const CandidatePlan& plan) const {
   // Plans over capacity are compared by their excess alone: no need to time them.
   if (score.excess == 0) score.iteration_ns = SimulatePlan(problem_, ToPlan(plan)).value().iteration_ns;
   return score;
-}
-
-std::vector<int> MemoryBalancedBoundaries(const Problem& problem, const Candidates& candidates) {
-  const Pipeline& p = problem.pipeline;
-  const int n = problem.num_layers();
-  const int stages = p.stages();
-  std::vector<Bytes> static_prefix(n + 1, 0), saved_prefix(n + 1, 0);
-  for (LayerIdx l = 0; l < n; ++l) {
-    Bytes saved = problem.layers[l].options[0].saved_bytes;
-    for (const LayerOption& o : problem.layers[l].options) saved = std::min(saved, o.saved_bytes);
-    static_prefix[l + 1] = static_prefix[l] + problem.layers[l].static_bytes;
-    saved_prefix[l + 1] = saved_prefix[l] + saved;
-  }
-  std::vector<int> held(stages, 0);
-  for (StageIdx s = 0; s < stages; ++s) {
-    for (const MemoryRow& row : candidates.memory_rows[p.RankOf(s)]) held[s] = std::max(held[s], row.in_flight[p.ChunkOf(s)]);
-  }
-  auto cost = [&](StageIdx s, LayerIdx b, LayerIdx e) {
-    return static_prefix[e] - static_prefix[b] + held[s] * (saved_prefix[e] - saved_prefix[b]);
-  };
-  if (static_cast<double>(n) * n * stages > 5e7) return EvenBoundaries(n, stages);
-  const Bytes kNone = std::numeric_limits<Bytes>::max();
-  // best[s][e]: least largest stage cost of stages 0..s covering [0, e).
-  std::vector<std::vector<Bytes>> best(stages, std::vector<Bytes>(n + 1, kNone));
-  std::vector<std::vector<int>> from(stages, std::vector<int>(n + 1, 0));
-  for (LayerIdx e = 1; e <= n; ++e) best[0][e] = cost(0, 0, e);
-  for (StageIdx s = 1; s < stages; ++s) {
-    for (LayerIdx e = s + 1; e <= n; ++e) {
-      for (LayerIdx b = s; b < e; ++b) {
-        if (best[s - 1][b] == kNone) continue;
-        const Bytes v = std::max(best[s - 1][b], cost(s, b, e));
-        if (v < best[s][e]) {
-          best[s][e] = v;
-          from[s][e] = b;
-        }
-      }
-    }
-  }
-  std::vector<int> end(stages);
-  end[stages - 1] = n;
-  for (StageIdx s = stages - 1; s > 0; --s) end[s - 1] = from[s][end[s]];
-  return end;
 }
 
 std::vector<int> EvenBoundaries(int num_layers, int stages) {

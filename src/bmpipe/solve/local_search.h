@@ -64,9 +64,4 @@ CandidatePlan ImproveLocally(const PlanBuilder& builder, CandidatePlan start, do
 // Boundaries that split the layers as evenly as possible.
 std::vector<int> EvenBoundaries(int num_layers, int stages);
 
-// Boundaries that balance memory: the split minimizing the largest per-stage activation and
-// static bytes with each layer's most memory-saving option, each stage weighted by the most
-// micro-batches its chunk holds at once.
-std::vector<int> MemoryBalancedBoundaries(const Problem& problem, const Candidates& candidates);
-
 }  // namespace bmpipe
