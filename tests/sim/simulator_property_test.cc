@@ -108,10 +108,10 @@ TEST(SimulatorProperty, RandomPlansObeyTheReferenceSemantics) {
     ASSERT_EQ(sim.iteration_ns, iteration);
     // The critical path is a real path whose length is the iteration time.
     Durations<TimeNs> durations;
-    for (const StageCost& c : stages) {
-      durations.forward.push_back(c.forward_ns);
-      durations.backward.push_back(c.backward_ns);
-      durations.p2p_out.push_back(c.p2p_out_ns);
+    for (const StageCost& stage : stages) {
+      durations.forward.push_back(stage.forward_ns);
+      durations.backward.push_back(stage.backward_ns);
+      durations.p2p_out.push_back(stage.p2p_out_ns);
     }
     for (const RankResult& r : sim.ranks) durations.rank_update.push_back(r.update_ns);
     ASSERT_EQ(PathLength(sim.critical_path, durations), sim.iteration_ns);
