@@ -9,6 +9,7 @@
 #include "bmpipe/sim/simulator.h"
 #include "bmpipe/solve/coin.h"
 #include "bmpipe/solve/diagnose.h"
+#include "bmpipe/solve/family_bound.h"
 #include "bmpipe/solve/formulation.h"
 #include "bmpipe/solve/local_search.h"
 
@@ -44,6 +45,7 @@ class Search {
         formulation_(BuildFormulation(problem, candidates, ChooseTimeUnit(candidates), /*binary=*/false)),
         lp_(formulation_.model),
         builder_(problem, candidates),
+        family_(problem, candidates, schedule),
         began_(std::chrono::steady_clock::now()) {}
 
   PlannerResult Run() {
@@ -167,13 +169,22 @@ class Search {
 
   void Evaluate(const Node& node, std::priority_queue<Node, std::vector<Node>, NodeOrder>& open) {
     if (!ApplyBounds(node)) return;
+    // The family bound is exact over the integers: try it before the relaxation, at the root and
+    // then only if at the root it was at least as strong as the relaxation (with few
+    // micro-batches per rank it is the weaker one, and its states grow).
+    double family = 0;
+    if (node.depth == 0 || use_family_) {
+      family = family_.Bound(node.b_lo, node.b_hi, node.k_lo, node.k_hi) / formulation_.time_unit_ns;
+      if (family == kInfinity || Pruned(family)) return;
+    }
     double bound = 0;
     std::vector<double> x;
     if (!SolveRelaxation(bound, x)) {
       if (lp_error_) unresolved_ = std::min(unresolved_, node.bound);  // not proven empty
       return;
     }
-    bound = std::max(bound, node.bound);
+    if (node.depth == 0) use_family_ = family >= bound;
+    bound = std::max({bound, node.bound, family});
     TryRounding(x, /*improve=*/node.depth == 0);
     if (Pruned(bound)) return;
 
@@ -319,12 +330,14 @@ class Search {
   Formulation formulation_;
   LpSolver lp_;
   PlanBuilder builder_;
+  FamilyBound family_;
   std::chrono::steady_clock::time_point began_;
   std::set<std::vector<int>> cut_keys_;
   PlannerResult result_;
   long next_id_ = 0;
   bool has_plan_ = false;
   bool lp_error_ = false;
+  bool use_family_ = false;
   double unresolved_ = kInfinity;  // lowest bound of a node closed without a proof
   double best_value_ = 0;
   double best_objective_ = 0;

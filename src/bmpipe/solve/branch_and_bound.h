@@ -6,6 +6,8 @@
 // a lower bound, whether or not the cut loop has converged. (The time-indexed rows (e1) instead
 // give the bound in one solve, but each solve is slower: 3.3 s against 0.32 s to prove the
 // MindFormers demo optimal.)
+// A second bound, exact over the integers for a family of paths (family_bound.h), is checked
+// before the relaxation at the root, and at every node if at the root it was the stronger.
 // Branching: first on a fractional stage boundary b_s (b_s <= floor | b_s >= ceil), which splits
 // the pipeline into nearly independent halves; when all boundaries are integral, on a stage whose
 // candidates are mixed, splitting its candidate index range (candidates are sorted by length).
