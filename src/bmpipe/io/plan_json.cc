@@ -14,8 +14,7 @@ namespace {
   "stage", "forward_s", "backward_s", "recompute_s", "saved_bytes", "transient_bytes"
 
 SolverInfo ReadSolver(const JsonCursor& c) {
-  c.ExpectKeys({"name", "status", "seconds", "gap", "bound_s", "objective_s", "stopped_by", "nodes", "lp_solves",
-                "cuts", "candidates"});
+  c.ExpectKeys({"name", "status", "seconds", "gap", "bound_s", "objective_s", "stopped_by"});
   SolverInfo info;
   info.name = c.Required("name", "what produced the plan").String();
   JsonCursor status = c.Required("status", "'optimal', 'feasible' or 'infeasible'");

@@ -24,6 +24,10 @@ bool Dominates(const State& a, const State& b) {
   return true;
 }
 
+// At most this many states per layer position: beyond, the rest are merged into one state that
+// takes the least of each number, which can only lower the bound (it stays valid).
+constexpr std::size_t kMaxStates = 48;
+
 // Keeps the states no other state is at least as good as in every number (the first of equals).
 void Prune(std::vector<State>& states) {
   std::sort(states.begin(), states.end(), [](const State& a, const State& b) {
@@ -45,6 +49,17 @@ void Prune(std::vector<State>& states) {
       }
     }
     if (!dominated) kept.push_back(s);
+  }
+  if (kept.size() > kMaxStates) {
+    State merged = kept[kMaxStates - 1];
+    for (std::size_t i = kMaxStates; i < kept.size(); ++i) {
+      for (int g = 0; g < kGroups; ++g) {
+        merged.pi[g] = std::min(merged.pi[g], kept[i].pi[g]);
+        merged.worst[g] = std::min(merged.worst[g], kept[i].worst[g]);
+      }
+    }
+    kept.resize(kMaxStates - 1);
+    kept.push_back(merged);
   }
   states.swap(kept);
 }

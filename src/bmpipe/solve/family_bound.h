@@ -12,7 +12,8 @@
 //
 // The bound, min over plans of max over members, is computed exactly by a dynamic program over
 // stages whose state holds, per weight, the sum of pi so far and the largest member so far (with
-// the sigma of later stages added as they come); dominated states are dropped. Plans are
+// the sigma of later stages added as they come); dominated states are dropped, and beyond 48
+// states per position the rest are merged into their componentwise minimum (a relaxation). Plans are
 // restricted to a branch-and-bound node's box of boundaries and candidates.
 #pragma once
 
