@@ -28,7 +28,9 @@ bool Dominates(const State& a, const State& b) {
 // takes the least of each number, which can only lower the bound (it stays valid).
 constexpr std::size_t kMaxStates = 48;
 
-// Keeps the states no other state is at least as good as in every number (the first of equals).
+// Keeps the states no kept state is at least as good as in every number, in sorted order, up to
+// kMaxStates - 1; everything after that is merged into one state taking the least of each number.
+// The cost is at most kMaxStates dominance checks per state.
 void Prune(std::vector<State>& states) {
   std::sort(states.begin(), states.end(), [](const State& a, const State& b) {
     for (int g = 0; g < kGroups; ++g) {
@@ -40,7 +42,16 @@ void Prune(std::vector<State>& states) {
     return false;
   });
   std::vector<State> kept;
+  bool merging = false;
+  State merged{};
   for (const State& s : states) {
+    if (merging) {
+      for (int g = 0; g < kGroups; ++g) {
+        merged.pi[g] = std::min(merged.pi[g], s.pi[g]);
+        merged.worst[g] = std::min(merged.worst[g], s.worst[g]);
+      }
+      continue;
+    }
     bool dominated = false;
     for (const State& k : kept) {
       if (Dominates(k, s)) {
@@ -48,19 +59,15 @@ void Prune(std::vector<State>& states) {
         break;
       }
     }
-    if (!dominated) kept.push_back(s);
-  }
-  if (kept.size() > kMaxStates) {
-    State merged = kept[kMaxStates - 1];
-    for (std::size_t i = kMaxStates; i < kept.size(); ++i) {
-      for (int g = 0; g < kGroups; ++g) {
-        merged.pi[g] = std::min(merged.pi[g], kept[i].pi[g]);
-        merged.worst[g] = std::min(merged.worst[g], kept[i].worst[g]);
-      }
+    if (dominated) continue;
+    if (kept.size() + 1 < kMaxStates) {
+      kept.push_back(s);
+    } else {
+      merging = true;
+      merged = s;
     }
-    kept.resize(kMaxStates - 1);
-    kept.push_back(merged);
   }
+  if (merging) kept.push_back(merged);
   states.swap(kept);
 }
 
