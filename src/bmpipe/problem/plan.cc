@@ -84,6 +84,10 @@ std::vector<RankCost> ComputeRankCosts(const Problem& problem, const Plan& plan)
   return ranks;
 }
 
+std::vector<LayerIdx> StageEnds(const Plan& plan) {
+  return std::vector<LayerIdx>(plan.stage_begin.begin() + 1, plan.stage_begin.end());
+}
+
 Plan EvenPlan(const Problem& problem) {
   const int stages = problem.pipeline.stages();
   const int n = problem.num_layers();

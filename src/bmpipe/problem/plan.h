@@ -69,4 +69,7 @@ std::vector<RankCost> ComputeRankCosts(const Problem& problem, const Plan& plan)
 // everywhere. For examples and tests; requires N >= stages.
 Plan EvenPlan(const Problem& problem);
 
+// stage_begin without its leading 0: end[s] is the first layer after stage s.
+std::vector<LayerIdx> StageEnds(const Plan& plan);
+
 }  // namespace bmpipe

@@ -22,6 +22,17 @@ struct Schedule {
   std::vector<std::vector<Op>> rank_ops;  // rank_ops[r]: the ops rank r runs, in order
 };
 
+// The op an op waits for (DESIGN §2): F(s,j) waits for F(s-1,j); B(S-1,j) for F(S-1,j); B(s,j)
+// for B(s+1,j). p2p time applies when the two stages sit on different ranks; it is the p2p time
+// of the output of stage `boundary` (the upstream one of the two).
+struct Dependency {
+  bool exists = false;  // false for F(0, j)
+  Op op{0, 0, OpKind::kForward};
+  StageIdx boundary = 0;
+  bool crosses_ranks = false;
+};
+Dependency DependencyOf(const Pipeline& pipeline, const Op& op);
+
 // Number of forwards rank r runs before its first backward.
 int WarmupForwards(const Pipeline& pipeline, RankIdx r);
 

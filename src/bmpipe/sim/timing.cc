@@ -15,30 +15,6 @@ struct OpIndex {
   }
 };
 
-// The op `op` waits for, and whether that op ran on another rank (so p2p time applies).
-struct Dependency {
-  bool exists = false;
-  OpKind kind = OpKind::kForward;
-  StageIdx stage = 0;
-  StageIdx boundary = 0;  // the stage whose output crosses: min of the two stages
-  bool crosses_ranks = false;
-};
-
-Dependency DependencyOf(const Pipeline& p, const Op& op) {
-  Dependency d;
-  const StageIdx s = op.stage;
-  const int num_stages = p.stages();
-  if (op.kind == OpKind::kForward) {
-    if (s == 0) return d;
-    d = {true, OpKind::kForward, s - 1, s - 1, p.RankOf(s - 1) != p.RankOf(s)};
-  } else if (s == num_stages - 1) {
-    d = {true, OpKind::kForward, s, s, false};
-  } else {
-    d = {true, OpKind::kBackward, s + 1, s, p.RankOf(s + 1) != p.RankOf(s)};
-  }
-  return d;
-}
-
 }  // namespace
 
 template <typename Time>
@@ -72,7 +48,7 @@ Timing<Time> TimeSchedule(const Schedule& schedule, const Durations<Time>& durat
       const Dependency dep = DependencyOf(p, op);
       Time ready = 0;
       if (dep.exists) {
-        const std::int64_t k = index(dep.kind, dep.stage, op.micro_batch);
+        const std::int64_t k = index(dep.op.kind, dep.op.stage, dep.op.micro_batch);
         if (end[k] == kNotYet) {
           waiting_for[r] = k;
           break;
@@ -149,8 +125,8 @@ PathCoefficients CriticalPath(const Schedule& schedule, const Durations<Time>& d
     if (timing.bound_by_dependency[r][i]) {
       const Dependency dep = DependencyOf(p, op);
       if (dep.crosses_ranks) path.hops[dep.boundary] += 1;
-      r = p.RankOf(dep.stage);
-      i = position[index(dep.kind, dep.stage, op.micro_batch)];
+      r = p.RankOf(dep.op.stage);
+      i = position[index(dep.op.kind, dep.op.stage, dep.op.micro_batch)];
     } else if (i > 0) {
       --i;
     } else {

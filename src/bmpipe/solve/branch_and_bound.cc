@@ -6,6 +6,8 @@
 #include <queue>
 #include <set>
 
+#include <fmt/format.h>
+
 #include "bmpipe/sim/simulator.h"
 #include "bmpipe/solve/coin.h"
 #include "bmpipe/solve/diagnose.h"
@@ -51,7 +53,7 @@ class Search {
   PlannerResult Run() {
     const int stages = problem_.pipeline.stages();
     // First incumbents: the even split and the memory-balanced split, improved by local search.
-    for (const std::vector<int>& end : {EvenBoundaries(problem_.num_layers(), stages),
+    for (const std::vector<int>& end : {StageEnds(EvenPlan(problem_)),
                                         MemoryBalancedBoundaries(problem_, candidates_.memory_rows)}) {
       if (std::optional<CandidatePlan> start = builder_.Complete(end, nullptr, /*allow_over=*/true)) {
         OfferCandidatePlan(ImproveLocally(builder_, *start, LocalSearchBudget()));
@@ -68,7 +70,7 @@ class Search {
     open.push(root);
     while (!open.empty()) {
       if (Elapsed() > options_.time_limit_s) {
-        result_.stopped_by = "time limit " + FormatLimit(options_.time_limit_s) + " s";
+        result_.stopped_by = fmt::format("time limit {:g} s", options_.time_limit_s);
         break;
       }
       if (options_.node_limit >= 0 && result_.nodes >= options_.node_limit) {
@@ -91,12 +93,6 @@ class Search {
  private:
   double Elapsed() const {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - began_).count();
-  }
-  static std::string FormatLimit(double s) {
-    std::string text = std::to_string(s);
-    while (text.back() == '0') text.pop_back();
-    if (text.back() == '.') text.pop_back();
-    return text;
   }
   bool Pruned(double bound) const {
     return has_plan_ && bound >= best_value_ * (1 - kOptimalityTolerance);

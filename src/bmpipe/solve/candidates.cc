@@ -30,6 +30,24 @@ struct Mix {
   Bytes saved = 0, transient = 0;
 
   auto Key() const { return std::tie(forward, backward, saved, transient, option_count); }
+
+  // Adds another mix's costs (transient is a maximum, the rest add up).
+  void AddCosts(const Mix& other) {
+    forward += other.forward;
+    backward += other.backward;
+    recompute += other.recompute;
+    saved += other.saved;
+    transient = std::max(transient, other.transient);
+  }
+  static Mix OfOption(const LayerOption& o) {
+    Mix m;
+    m.forward = o.forward_ns;
+    m.backward = o.backward_ns + o.recompute_ns;
+    m.recompute = o.recompute_ns;
+    m.saved = o.saved_bytes;
+    m.transient = o.peak_extra_bytes;
+    return m;
+  }
 };
 
 bool Dominates(const Mix& a, const Mix& b, bool with_memory) {
@@ -75,11 +93,7 @@ class RunFronts {
         for (std::size_t o = 0; o < options.size(); ++o) {
           Mix n = m;
           n.option_count[0][o] += 1;
-          n.forward += options[o].forward_ns;
-          n.backward += options[o].backward_ns + options[o].recompute_ns;
-          n.recompute += options[o].recompute_ns;
-          n.saved += options[o].saved_bytes;
-          n.transient = std::max(n.transient, options[o].peak_extra_bytes);
+          n.AddCosts(Mix::OfOption(options[o]));
           next.push_back(std::move(n));
         }
       }
@@ -105,11 +119,7 @@ std::vector<Mix> ShapeMixes(RunFronts& fronts, const std::vector<std::pair<int, 
       for (const Mix& b : fronts.Get(run, count)) {
         Mix n = a;
         n.option_count.push_back(b.option_count[0]);
-        n.forward += b.forward;
-        n.backward += b.backward;
-        n.recompute += b.recompute;
-        n.saved += b.saved;
-        n.transient = std::max(n.transient, b.transient);
+        n.AddCosts(b);
         next.push_back(std::move(n));
       }
     }

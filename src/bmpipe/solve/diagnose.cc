@@ -31,11 +31,8 @@ std::vector<int> MemoryBalancedBoundaries(const Problem& problem, const std::vec
   const Pipeline& p = problem.pipeline;
   const int n = problem.num_layers();
   const int stages = p.stages();
+  if (static_cast<double>(n) * n * stages > 5e7) return StageEnds(EvenPlan(problem));
   std::vector<int> end(stages);
-  if (static_cast<double>(n) * n * stages > 5e7) {
-    for (StageIdx s = 0; s < stages; ++s) end[s] = EvenPlan(problem).stage_begin[s + 1];
-    return end;
-  }
   const std::vector<OptionIdx> option = MostMemorySavingOptions(problem);
   auto stage_memory = [&](StageIdx s, LayerIdx begin, LayerIdx stop) {
     Bytes static_bytes = problem.reserved_bytes, saved = 0, transient = 0;

@@ -155,20 +155,11 @@ void AddTimeIndexedRows(Formulation& f, const Problem& problem, const Schedule& 
                   {{column(op), 1}, {column(ops[i - 1]), -1}, {duration(ops[i - 1]), -1}}});
       }
       // After the dependency, plus p2p when it ran on another rank.
-      if (op.kind == OpKind::kForward && op.stage == 0) continue;
-      Op dep{};
-      StageIdx boundary = -1;
-      if (op.kind == OpKind::kForward) {
-        dep = {op.stage - 1, op.micro_batch, OpKind::kForward};
-        boundary = op.stage - 1;
-      } else if (op.stage == p.stages() - 1) {
-        dep = {op.stage, op.micro_batch, OpKind::kForward};
-      } else {
-        dep = {op.stage + 1, op.micro_batch, OpKind::kBackward};
-        boundary = op.stage;
-      }
-      LinearRow row{Name("dep", serial++), 0, kInfinity, {{column(op), 1}, {column(dep), -1}, {duration(dep), -1}}};
-      if (boundary >= 0 && p.RankOf(dep.stage) != r) row.terms.push_back({f.p2p[boundary], -1});
+      const Dependency dep = DependencyOf(p, op);
+      if (!dep.exists) continue;
+      LinearRow row{Name("dep", serial++), 0, kInfinity,
+                    {{column(op), 1}, {column(dep.op), -1}, {duration(dep.op), -1}}};
+      if (dep.crosses_ranks) row.terms.push_back({f.p2p[dep.boundary], -1});
       m.AddRow(std::move(row));
     }
     if (!ops.empty()) {

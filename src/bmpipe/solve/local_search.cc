@@ -131,12 +131,6 @@ PlanBuilder::Score PlanBuilder::Evaluate(const CandidatePlan& plan) const {
   return score;
 }
 
-std::vector<int> EvenBoundaries(int num_layers, int stages) {
-  std::vector<int> end(stages);
-  for (int s = 0; s < stages; ++s) end[s] = (s + 1) * (num_layers / stages) + std::min(s + 1, num_layers % stages);
-  return end;
-}
-
 CandidatePlan ImproveLocally(const PlanBuilder& builder, CandidatePlan current, double time_budget_s) {
   const auto began = std::chrono::steady_clock::now();
   auto out_of_time = [&] {

@@ -61,7 +61,4 @@ class PlanBuilder {
 // `time_budget_s` runs out.
 CandidatePlan ImproveLocally(const PlanBuilder& builder, CandidatePlan start, double time_budget_s);
 
-// Boundaries that split the layers as evenly as possible.
-std::vector<int> EvenBoundaries(int num_layers, int stages);
-
 }  // namespace bmpipe
