@@ -44,7 +44,7 @@ class Search {
         candidates_(candidates),
         schedule_(schedule),
         options_(options),
-        formulation_(BuildFormulation(problem, candidates, ChooseTimeUnit(candidates), /*binary=*/false)),
+        formulation_(BuildFormulation(problem, candidates, schedule, /*binary=*/false)),
         lp_(formulation_.model),
         builder_(problem, candidates),
         family_(problem, candidates, schedule),

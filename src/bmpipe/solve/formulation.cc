@@ -4,6 +4,8 @@
 #include <cmath>
 #include <string>
 
+#include "bmpipe/solve/load_bound.h"
+
 namespace bmpipe {
 namespace {
 
@@ -34,11 +36,13 @@ double ChooseTimeUnit(const Candidates& candidates) {
   return std::pow(10.0, std::max(0.0, std::floor(std::log10(static_cast<double>(largest))) - 1));
 }
 
-Formulation BuildFormulation(const Problem& problem, const Candidates& candidates, double time_unit_ns, bool binary) {
+Formulation BuildFormulation(const Problem& problem, const Candidates& candidates, const Schedule& schedule,
+                             bool binary) {
   const Pipeline& p = problem.pipeline;
   const int stages = p.stages();
   const int n = problem.num_layers();
   Formulation f;
+  const double time_unit_ns = ChooseTimeUnit(candidates);
   f.time_unit_ns = time_unit_ns;
   LinearModel& m = f.model;
   f.x.resize(stages);
@@ -56,7 +60,8 @@ Formulation BuildFormulation(const Problem& problem, const Candidates& candidate
     f.p2p.push_back(m.AddColumn(Name("P", s), 0, kInfinity, 0, false));
   }
   for (RankIdx r = 0; r < p.ranks; ++r) f.update.push_back(m.AddColumn(Name("U", r), 0, kInfinity, 0, false));
-  f.t = m.AddColumn("T", 0, kInfinity, 1, false);
+  // (g) T's lower bound.
+  f.t = m.AddColumn("T", static_cast<double>(RankLoadBound(problem, schedule)) / time_unit_ns, kInfinity, 1, false);
 
   // (f) the stage and rank durations, in time units.
   const double unit = 1.0 / time_unit_ns;

@@ -31,6 +31,8 @@
 //        with f_s forward and g_s backward ops of stage s, h_s transfers over boundary s, ending
 //        on rank r*; added lazily: after each solve, the critical path under the relaxation's
 //        durations if it is longer than T, until none is.
+//  (g) T >= the rank-load bound (load_bound.h): integral layer counts per rank, which the
+//      relaxation of (b) loses.
 // For integer x the durations are the plan's, so T = the simulated iteration time in either
 // form. Time is in units of time_unit_ns to keep the coefficients near 1.
 #pragma once
@@ -55,8 +57,10 @@ struct Formulation {
   double time_unit_ns = 1;
 };
 
-// Rows (a)-(d) and columns x, b, T. `binary` makes x integer (for CBC).
-Formulation BuildFormulation(const Problem& problem, const Candidates& candidates, double time_unit_ns, bool binary);
+// Rows (a)-(d) and columns x, b, T (with the bound (g)), in the time unit ChooseTimeUnit picks.
+// `binary` makes x integer (for CBC).
+Formulation BuildFormulation(const Problem& problem, const Candidates& candidates, const Schedule& schedule,
+                             bool binary);
 
 // Adds the op start columns and the rows (e1).
 void AddTimeIndexedRows(Formulation& f, const Problem& problem, const Schedule& schedule);

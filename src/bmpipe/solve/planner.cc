@@ -30,7 +30,7 @@ PlannerResult RunCbc(const Problem& problem, const Candidates& candidates, const
                      const PlannerOptions& options) {
   PlannerResult r;
   r.solver = "cbc";
-  Formulation f = BuildFormulation(problem, candidates, ChooseTimeUnit(candidates), /*binary=*/true);
+  Formulation f = BuildFormulation(problem, candidates, schedule, /*binary=*/true);
   AddTimeIndexedRows(f, problem, schedule);
   MipOptions mip;
   mip.time_limit_s = options.time_limit_s;

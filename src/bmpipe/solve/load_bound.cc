@@ -1,0 +1,116 @@
+#include "bmpipe/solve/load_bound.h"
+
+#include <algorithm>
+#include <limits>
+#include <vector>
+
+namespace bmpipe {
+namespace {
+
+// Ops and transfers on a dependency chain, by kind.
+struct Chain {
+  int forwards = 0, backwards = 0, transfers = 0;
+};
+
+// The chain that must finish before `op` can start.
+Chain ChainBefore(const Pipeline& pipeline, Op op) {
+  Chain chain;
+  for (Dependency d = DependencyOf(pipeline, op); d.exists; d = DependencyOf(pipeline, d.op)) {
+    (d.op.kind == OpKind::kForward ? chain.forwards : chain.backwards) += 1;
+    chain.transfers += d.crosses_ranks ? 1 : 0;
+  }
+  return chain;
+}
+
+// The chain that cannot start before backward `op` ends: the backwards of the same micro-batch
+// on the stages before it (DependencyOf read the other way).
+Chain ChainAfter(const Pipeline& pipeline, const Op& op) {
+  Chain chain;
+  if (op.kind != OpKind::kBackward) return chain;
+  for (StageIdx s = op.stage; s > 0; --s) {
+    chain.backwards += 1;
+    chain.transfers += pipeline.RankOf(s - 1) != pipeline.RankOf(s) ? 1 : 0;
+  }
+  return chain;
+}
+
+// The least T such that the free layers (costs sorted ascending, prefix sums `smallest`) can be
+// dealt to ranks with rank r taking k_r of them, base[r] + smallest[k_r] <= T, sum k_r = free and
+// k_r >= need[r].
+TimeNs LeastFeasible(const std::vector<TimeNs>& base, const std::vector<int>& need,
+                     const std::vector<TimeNs>& smallest) {
+  const int free = static_cast<int>(smallest.size()) - 1;
+  auto feasible = [&](TimeNs t) {
+    long dealt = 0;
+    for (std::size_t r = 0; r < base.size(); ++r) {
+      if (base[r] + smallest[need[r]] > t) return false;
+      const auto fits = std::upper_bound(smallest.begin(), smallest.end(), t - base[r]) - smallest.begin() - 1;
+      dealt += fits;
+    }
+    return dealt >= free;
+  };
+  std::vector<TimeNs> values;
+  for (TimeNs b : base) {
+    for (TimeNs s : smallest) values.push_back(b + s);
+  }
+  std::sort(values.begin(), values.end());
+  values.erase(std::unique(values.begin(), values.end()), values.end());
+  // The largest value is feasible: every rank may take every free layer.
+  const auto it = std::partition_point(values.begin(), values.end(), [&](TimeNs t) { return !feasible(t); });
+  return it == values.end() ? values.back() : *it;
+}
+
+}  // namespace
+
+TimeNs RankLoadBound(const Problem& problem, const Schedule& schedule) {
+  const Pipeline& pipeline = problem.pipeline;
+  const int n = problem.num_layers();
+  const TimeNs m = pipeline.micro_batches;
+  TimeNs min_forward = std::numeric_limits<TimeNs>::max(), min_backward = min_forward, min_p2p = min_forward;
+  std::vector<TimeNs> work(n);  // m * c_l
+  for (LayerIdx l = 0; l < n; ++l) {
+    const Layer& layer = problem.layers[l];
+    TimeNs c = std::numeric_limits<TimeNs>::max();
+    for (const LayerOption& o : layer.options) {
+      c = std::min(c, o.forward_ns + o.backward_ns + o.recompute_ns);
+      min_forward = std::min(min_forward, o.forward_ns);
+      min_backward = std::min(min_backward, o.backward_ns + o.recompute_ns);
+    }
+    min_p2p = std::min(min_p2p, layer.p2p_ns);
+    work[l] = m * c;
+  }
+  auto length = [&](const Chain& c) {
+    return c.forwards * min_forward + c.backwards * min_backward + c.transfers * min_p2p;
+  };
+  // Layer 0 sits on stage 0 (rank 0), the last layer on the last stage.
+  std::vector<LayerIdx> fixed_rank(n, -1);
+  fixed_rank[0] = pipeline.RankOf(0);
+  fixed_rank[n - 1] = pipeline.RankOf(pipeline.stages() - 1);
+  // Two forms: with the chain after the rank's last op, or with its update time.
+  TimeNs best = 0;
+  for (bool with_update : {false, true}) {
+    std::vector<TimeNs> base(pipeline.ranks, 0), free_costs;
+    std::vector<int> need(pipeline.ranks, pipeline.chunks);
+    for (RankIdx r = 0; r < pipeline.ranks; ++r) {
+      const std::vector<Op>& ops = schedule.rank_ops[r];
+      base[r] = length(ChainBefore(pipeline, ops.front())) + (with_update ? 0 : length(ChainAfter(pipeline, ops.back())));
+    }
+    for (LayerIdx l = 0; l < n; ++l) {
+      const TimeNs cost = work[l] + (with_update ? problem.layers[l].update_ns : 0);
+      if (fixed_rank[l] >= 0) {
+        base[fixed_rank[l]] += cost;
+        need[fixed_rank[l]] = std::max(0, need[fixed_rank[l]] - 1);
+      } else {
+        free_costs.push_back(cost);
+      }
+    }
+    std::sort(free_costs.begin(), free_costs.end());
+    std::vector<TimeNs> smallest(1, 0);
+    for (TimeNs c : free_costs) smallest.push_back(smallest.back() + c);
+    for (int& k : need) k = std::min(k, static_cast<int>(free_costs.size()));
+    best = std::max(best, LeastFeasible(base, need, smallest));
+  }
+  return best;
+}
+
+}  // namespace bmpipe

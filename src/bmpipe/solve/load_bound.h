@@ -1,0 +1,25 @@
+// A lower bound on the iteration time from how many whole layers each rank must carry.
+//
+// Every rank runs all its ops one after another, so for each rank r
+//   T >= pre_r + m * sum_{l on r} c_l + max(suf_r, sum_{l on r} u_l)
+// where c_l = min over l's options of (F + B + recomputation), u_l its update time, pre_r the
+// dependency chain that must finish before r's first op and suf_r the chain that must follow r's
+// last op (counted in ops and transfers from the schedule, each op at least the cheapest layer's,
+// each transfer at least the cheapest p2p). The bound is the least T for which the layers can be
+// dealt to ranks at all: layer 0 on rank 0, the last layer on the last stage's rank, at least v
+// layers per rank, and any k other layers on a rank costing at least the k cheapest. Contiguity
+// and memory are relaxed, so it is valid for every plan; what it keeps is integrality, which the
+// linear relaxation loses: with 128 equal layers on 32 ranks and a heavy LM head on the last one,
+// some rank carries 5 layers, while the relaxation spreads 130 layers' work evenly.
+#pragma once
+
+#include "bmpipe/core/units.h"
+#include "bmpipe/problem/problem.h"
+#include "bmpipe/schedule/schedule.h"
+
+namespace bmpipe {
+
+// The bound in nanoseconds, for a validated problem and its schedule.
+TimeNs RankLoadBound(const Problem& problem, const Schedule& schedule);
+
+}  // namespace bmpipe
