@@ -1,0 +1,436 @@
+#include "bmpipe/cost/layer_ops.h"
+
+#include <algorithm>
+#include <set>
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include "bmpipe/core/json_cursor.h"
+
+namespace bmpipe {
+namespace {
+
+constexpr double kActivationBytes = 2;  // 16-bit activations
+constexpr double kMaskBytes = 1;        // dropout masks
+
+// Sizes every op of a layer shares.
+struct Shape {
+  const ModelSpec& model;
+  const DeviceSpec& device;
+  const TrainingSetup& setup;
+  double tokens;     // T = s x b
+  double seq;        // s
+  int t;             // tensor-parallel size
+  double sp;         // t with sequence parallelism, else 1: the division of the non-TP regions
+  double tp_bandwidth, tp_latency;
+
+  Shape(const ModelSpec& m, const DeviceSpec& d, const TrainingSetup& s)
+      : model(m), device(d), setup(s), tokens(static_cast<double>(s.seq) * s.micro_batch_size), seq(s.seq), t(s.tp),
+        sp(s.sequence_parallel ? s.tp : 1) {
+    const bool inside_node = s.tp <= d.devices_per_node;
+    tp_bandwidth = (inside_node ? d.intra_node_bandwidth_bytes_per_s : d.inter_node_bandwidth_bytes_per_s) *
+                   d.efficiency.link;
+    tp_latency = inside_node ? d.intra_node_latency_s : d.inter_node_latency_s;
+  }
+  // A full activation of width `width` (T x width x 2 bytes): in the tensor-parallel region when
+  // `sharded`, otherwise in the sequence-parallel one.
+  double Activation(double width, bool sharded) const {
+    return tokens * width * kActivationBytes / (sharded ? t : sp);
+  }
+  // The collectives that enter and leave a tensor-parallel region, on a T x h activation: an
+  // all-gather in and a reduce-scatter out with sequence parallelism, else nothing in and an
+  // all-reduce out. Forward enters at a column-parallel GEMM and leaves at a row-parallel one; the
+  // backward runs the opposite collectives.
+  double Enter() const {
+    if (t == 1 || !setup.sequence_parallel) return 0;
+    return AllGatherSeconds(tokens * model.hidden * kActivationBytes, t, tp_bandwidth, tp_latency);
+  }
+  double Leave() const {
+    if (t == 1) return 0;
+    const double bytes = tokens * model.hidden * kActivationBytes;
+    // A reduce-scatter costs what an all-gather does.
+    return setup.sequence_parallel ? AllGatherSeconds(bytes, t, tp_bandwidth, tp_latency)
+                                   : AllReduceSeconds(bytes, t, tp_bandwidth, tp_latency);
+  }
+};
+
+class GraphBuilder {
+ public:
+  GraphBuilder(const Shape& shape, std::string name) : shape_(shape) { graph_.name = std::move(name); }
+
+  int Input(const std::string& name, double bytes) { return AddTensor(name, bytes, -1); }
+
+  // Adds an op; `outputs` are (name, bytes) of new tensors; returns the op's index.
+  struct Out {
+    std::string name;
+    double bytes;
+  };
+  int Op(const std::string& name, OpKind kind, std::vector<std::string> groups, std::vector<int> inputs,
+         const std::vector<Out>& outputs, std::vector<int> saved) {
+    LayerOp op;
+    op.name = name;
+    op.kind = kind;
+    op.groups = std::move(groups);
+    op.inputs = std::move(inputs);
+    op.saved = std::move(saved);
+    const int index = static_cast<int>(graph_.ops.size());
+    for (const Out& o : outputs) op.outputs.push_back(AddTensor(o.name, o.bytes, index));
+    graph_.ops.push_back(std::move(op));
+    return index;
+  }
+  LayerOp& op(int i) { return graph_.ops[i]; }
+  int output(int op_index, int k = 0) const { return graph_.ops[op_index].outputs[k]; }
+  double bytes(int tensor) const { return graph_.tensors[tensor].bytes; }
+
+  // A GEMM: FLOPs forward, twice that backward (input and weight gradients); traffic: inputs,
+  // outputs and `weight_bytes` once per pass.
+  int Gemm(const std::string& name, std::vector<std::string> groups, std::vector<int> inputs, const std::vector<Out>& outputs,
+           std::vector<int> saved, double flops, double weight_bytes) {
+    const int i = Op(name, OpKind::kGemm, std::move(groups), inputs, outputs, std::move(saved));
+    double traffic = weight_bytes;
+    for (int in : graph_.ops[i].inputs) traffic += bytes(in);
+    for (int out : graph_.ops[i].outputs) traffic += bytes(out);
+    LayerOp& op = graph_.ops[i];
+    op.forward_flops = flops;
+    op.backward_flops = 2 * flops;
+    op.forward_bytes = traffic;
+    op.backward_bytes = 2 * traffic;
+    return i;
+  }
+  // An elementwise (memory-bound) op: forward reads its inputs and writes its outputs; backward
+  // moves `backward_factor` times that.
+  int Elementwise(const std::string& name, std::vector<std::string> groups, std::vector<int> inputs,
+                  const std::vector<Out>& outputs, std::vector<int> saved, double backward_factor = 1.5) {
+    const int i = Op(name, OpKind::kElementwise, std::move(groups), inputs, outputs, std::move(saved));
+    double traffic = 0;
+    for (int in : graph_.ops[i].inputs) traffic += bytes(in);
+    for (int out : graph_.ops[i].outputs) traffic += bytes(out);
+    graph_.ops[i].forward_bytes = traffic;
+    graph_.ops[i].backward_bytes = backward_factor * traffic;
+    return i;
+  }
+
+  LayerGraph Finish() {
+    const DeviceSpec& d = shape_.device;
+    for (LayerOp& op : graph_.ops) {
+      const double efficiency = op.kind == OpKind::kFusedAttention ? d.efficiency.attention : d.efficiency.gemm;
+      const double flops_per_s = d.peak_flops * efficiency;
+      const double bytes_per_s = d.memory_bandwidth_bytes_per_s * d.efficiency.memory;
+      op.forward_s = std::max(op.forward_flops / flops_per_s, op.forward_bytes / bytes_per_s) + op.forward_comm_s;
+      op.backward_s = std::max(op.backward_flops / flops_per_s, op.backward_bytes / bytes_per_s) + op.backward_comm_s;
+    }
+    return std::move(graph_);
+  }
+
+ private:
+  int AddTensor(const std::string& name, double bytes, int producer) {
+    graph_.tensors.push_back({name, bytes, producer});
+    return static_cast<int>(graph_.tensors.size()) - 1;
+  }
+  const Shape& shape_;
+  LayerGraph graph_;
+};
+
+using Groups = std::vector<std::string>;
+
+// Dropout (GPT-style models): saves a 1-byte mask; returns the tensor after it.
+int Dropout(GraphBuilder& g, const std::string& name, const Groups& groups, int in, double elements) {
+  const int op = g.Op(name, OpKind::kElementwise, groups, {in},
+                      {{name + ".out", elements * kActivationBytes}, {name + ".mask", elements * kMaskBytes}}, {});
+  g.op(op).saved = {g.output(op, 1)};
+  g.op(op).forward_bytes = g.bytes(in) + elements * (kActivationBytes + kMaskBytes);
+  g.op(op).backward_bytes = g.op(op).forward_bytes;
+  return g.output(op, 0);
+}
+
+// The norm of a residual stream: saves its input.
+int Norm(GraphBuilder& g, const Shape& s, const std::string& name, const Groups& groups, int in) {
+  const int op = g.Elementwise(name, groups, {in}, {{name + ".out", s.Activation(s.model.hidden, false)}}, {in}, 1.5);
+  return g.output(op);
+}
+
+// Attention from the normed input `x` (in the sequence-parallel region) to the row-parallel
+// projection's output.
+int Attention(GraphBuilder& g, const Shape& s, int x) {
+  const ModelSpec& m = s.model;
+  const Groups attn = {"attn"}, core = {"attn", "core_attn"};
+  const double T = s.tokens, h = m.hidden, a = m.heads;
+  const double dh = m.head_dim, dv = m.v_head_dim;
+  const double kv = m.latent.enabled() ? m.heads : m.kv_heads;
+  const double weight = kActivationBytes / s.t;
+  int q = -1, k = -1, v = -1;
+  if (!m.latent.enabled()) {
+    const int qkv = g.Gemm("qkv", attn, {x},
+                           {{"q", s.Activation(a * dh, true)}, {"k", s.Activation(kv * dh, true)},
+                            {"v", s.Activation(kv * dv, true)}},
+                           {x}, 2 * T * h * (a * dh + kv * dh + kv * dv) / s.t, h * (a * dh + kv * (dh + dv)) * weight);
+    g.op(qkv).forward_comm_s = s.Enter();
+    g.op(qkv).backward_comm_s = s.Leave();
+    q = g.output(qkv, 0);
+    k = g.output(qkv, 1);
+    v = g.output(qkv, 2);
+  } else {
+    // Latent attention: replicated down-projections to the low-rank latents, then
+    // column-parallel up-projections to per-head queries, keys and values.
+    const LatentAttention& l = m.latent;
+    int q_in = x;
+    double q_in_width = h;
+    const int kv_down = g.Gemm("kv_down", attn, {x}, {{"kv_latent", T * (l.kv_lora_rank + l.qk_rope_head_dim) * kActivationBytes}},
+                               {x}, 2 * T * h * (l.kv_lora_rank + l.qk_rope_head_dim),
+                               h * (l.kv_lora_rank + l.qk_rope_head_dim) * kActivationBytes);
+    g.op(kv_down).forward_comm_s = s.Enter();
+    g.op(kv_down).backward_comm_s = s.Leave();
+    if (l.q_lora_rank > 0) {
+      const int q_down = g.Gemm("q_down", attn, {x}, {{"q_latent", T * l.q_lora_rank * kActivationBytes}}, {x},
+                                2 * T * h * l.q_lora_rank, h * l.q_lora_rank * kActivationBytes);
+      q_in = g.output(q_down);
+      q_in_width = l.q_lora_rank;
+    }
+    const int q_up = g.Gemm("q_up", attn, {q_in}, {{"q", s.Activation(a * dh, true)}}, {q_in},
+                            2 * T * q_in_width * a * dh / s.t, q_in_width * a * dh * weight);
+    const int kv_latent = g.output(kv_down);
+    const int kv_up = g.Gemm("kv_up", attn, {kv_latent}, {{"k", s.Activation(a * dh, true)}, {"v", s.Activation(a * dv, true)}},
+                             {kv_latent}, 2 * T * l.kv_lora_rank * a * (l.qk_nope_head_dim + dv) / s.t,
+                             l.kv_lora_rank * a * (l.qk_nope_head_dim + dv) * weight);
+    q = g.output(q_up);
+    k = g.output(kv_up, 0);
+    v = g.output(kv_up, 1);
+  }
+  if (m.qk_norm) {
+    const int qn = g.Elementwise("qk_norm", attn, {q, k}, {{"q_normed", g.bytes(q)}, {"k_normed", g.bytes(k)}}, {q, k});
+    q = g.output(qn, 0);
+    k = g.output(qn, 1);
+  }
+  int context = -1;
+  if (s.setup.flash_attention) {
+    // One fused kernel; causal masking skips half the score blocks; its backward recomputes the
+    // scores (2.5x the forward FLOPs). Saves the inputs, the output and the row log-sum-exp.
+    const int fa = g.Op("flash_attention", OpKind::kFusedAttention, core, {q, k, v},
+                        {{"context", s.Activation(a * dv, true)}, {"logsumexp", T * a * 4 / s.t}}, {q, k, v});
+    LayerOp& op = g.op(fa);
+    op.saved.push_back(op.outputs[0]);
+    op.saved.push_back(op.outputs[1]);
+    op.forward_flops = 0.5 * 2 * T * s.seq * a * (dh + dv) / s.t;
+    op.backward_flops = 2.5 * op.forward_flops;
+    op.forward_bytes = g.bytes(q) + g.bytes(k) + g.bytes(v) + g.bytes(op.outputs[0]);
+    op.backward_bytes = 2 * op.forward_bytes;
+    context = op.outputs[0];
+  } else {
+    // Megatron's unfused path computes the full s x s scores and masks them.
+    const double scores = T * s.seq * a / s.t;  // elements per device
+    const int qk = g.Gemm("attention_scores", core, {q, k}, {{"scores", scores * kActivationBytes}}, {q, k},
+                          2 * T * s.seq * a * dh / s.t, 0);
+    const int softmax = g.Elementwise("softmax", core, {g.output(qk)}, {{"probs", scores * kActivationBytes}}, {}, 1.5);
+    int probs = g.output(softmax);
+    g.op(softmax).saved = {probs};
+    if (m.dropout) probs = Dropout(g, "attention_dropout", core, probs, scores);
+    const int pv = g.Gemm("attention_values", core, {probs, v}, {{"context", s.Activation(a * dv, true)}}, {probs, v},
+                          2 * T * s.seq * a * dv / s.t, 0);
+    context = g.output(pv);
+  }
+  const int out = g.Gemm("out_proj", attn, {context}, {{"attention_out", s.Activation(h, false)}}, {context},
+                         2 * T * a * dv * h / s.t, a * dv * h * weight);
+  g.op(out).forward_comm_s = s.Leave();
+  g.op(out).backward_comm_s = s.Enter();
+  return g.output(out);
+}
+
+// A (column-parallel, row-parallel) MLP pair of width `ffn` on `tokens_factor` x T tokens, from
+// `x` to its output.
+int Mlp(GraphBuilder& g, const Shape& s, const std::string& prefix, int x, double ffn, double tokens_factor) {
+  const ModelSpec& m = s.model;
+  const Groups mlp = {"mlp"};
+  const double T = s.tokens * tokens_factor, h = m.hidden;
+  const double weight = kActivationBytes / s.t;
+  const bool gated = m.mlp == MlpKind::kSwiGlu;
+  const double up_width = gated ? 2 * ffn : ffn;
+  const int fc1 = g.Gemm(prefix + "fc1", mlp, {x}, {{prefix + "fc1.out", T * up_width * kActivationBytes / s.t}}, {x},
+                         2 * T * h * up_width / s.t, h * up_width * weight);
+  g.op(fc1).forward_comm_s = tokens_factor * s.Enter();
+  g.op(fc1).backward_comm_s = tokens_factor * s.Leave();
+  const int act = g.Elementwise(prefix + (gated ? "swiglu" : "gelu"), mlp, {g.output(fc1)},
+                                {{prefix + "act.out", T * ffn * kActivationBytes / s.t}}, {g.output(fc1)}, 1.5);
+  const int fc2 = g.Gemm(prefix + "fc2", mlp, {g.output(act)}, {{prefix + "fc2.out", T * h * kActivationBytes / s.sp}},
+                         {g.output(act)}, 2 * T * ffn * h / s.t, ffn * h * weight);
+  g.op(fc2).forward_comm_s = tokens_factor * s.Leave();
+  g.op(fc2).backward_comm_s = tokens_factor * s.Enter();
+  return g.output(fc2);
+}
+
+// The residual add: no saved tensors.
+int Residual(GraphBuilder& g, const Shape& s, const std::string& name, const Groups& groups, int a, int b) {
+  const int op = g.Elementwise(name, groups, {a, b}, {{name + ".out", s.Activation(s.model.hidden, false)}}, {}, 0.5);
+  return g.output(op);
+}
+
+struct OptionSpec {
+  std::set<std::string> groups;  // empty: none; "*": every op
+};
+
+Result<OptionSpec> ParseOption(const std::string& option) {
+  OptionSpec spec;
+  std::stringstream ss(option);
+  std::string part;
+  const std::vector<std::string> names = RecomputeOptionNames();
+  while (std::getline(ss, part, '+')) {
+    if (part == "none") continue;
+    if (part == "full") {
+      spec.groups.insert("*");
+    } else if (part == "selective") {
+      spec.groups.insert("core_attn");
+    } else if (part == "attn" || part == "mlp" || part == "norm") {
+      spec.groups.insert(part);
+    } else {
+      std::string list;
+      for (const std::string& n : names) list += (list.empty() ? "" : ", ") + n;
+      return InvalidInput(fmt::format("unknown recomputation option '{}'{} in '{}'; options: {} (or several joined "
+                                      "by '+', e.g. selective+norm)",
+                                      part, DidYouMean(part, names), option, list));
+    }
+  }
+  return spec;
+}
+
+}  // namespace
+
+double AllReduceSeconds(double bytes, int n, double bandwidth, double latency) {
+  return 2 * AllGatherSeconds(bytes, n, bandwidth, latency);
+}
+
+double AllGatherSeconds(double bytes, int n, double bandwidth, double latency) {
+  if (n <= 1) return 0;
+  return (n - 1) * (bytes / n / bandwidth + latency);
+}
+
+int PaddedVocab(int vocab, int tp) {
+  const int multiple = 128 * tp;
+  return (vocab + multiple - 1) / multiple * multiple;
+}
+
+LayerGraph DecoderLayerGraph(const ModelSpec& m, const DeviceSpec& d, const TrainingSetup& setup, bool moe) {
+  const Shape s(m, d, setup);
+  GraphBuilder g(s, moe ? "decoder (MoE)" : "decoder");
+  const Groups attn = {"attn"}, mlp = {"mlp"};
+  const int x = g.Input("input", s.Activation(m.hidden, false));
+  const int n1 = Norm(g, s, "norm1", {"attn", "norm"}, x);
+  int attention = Attention(g, s, n1);
+  if (m.dropout) attention = Dropout(g, "attention_out_dropout", attn, attention, s.tokens * m.hidden / s.sp);
+  const int h1 = Residual(g, s, "residual1", attn, x, attention);
+  const int n2 = Norm(g, s, "norm2", {"mlp", "norm"}, h1);
+  int out = -1;
+  if (!moe) {
+    out = Mlp(g, s, "", n2, m.ffn, 1);
+  } else {
+    // Router (replicated), token dispatch to top_k experts, the routed experts as one MLP over
+    // T x top_k tokens, the shared experts over T, and the weighted combine.
+    const double experts = m.moe.experts, k = m.moe.top_k;
+    const int router = g.Gemm("router", mlp, {n2}, {{"router_probs", s.tokens * experts * 4 / s.sp}}, {n2},
+                              2 * s.tokens * m.hidden * experts / s.sp, m.hidden * experts * kActivationBytes);
+    const int dispatch = g.Elementwise("dispatch", mlp, {n2, g.output(router)},
+                                       {{"dispatched", k * s.Activation(m.hidden, false)}}, {g.output(router)}, 1);
+    const int routed = Mlp(g, s, "experts.", g.output(dispatch), m.moe.ffn, k);
+    int combined_inputs = routed;
+    if (m.moe.shared_experts > 0) {
+      const int shared = Mlp(g, s, "shared.", n2, static_cast<double>(m.moe.shared_experts) * m.moe.ffn, 1);
+      const int sum = g.Elementwise("combine", mlp, {routed, shared}, {{"moe_out", s.Activation(m.hidden, false)}},
+                                    {g.output(router)}, 1);
+      combined_inputs = g.output(sum);
+    } else {
+      const int combine = g.Elementwise("combine", mlp, {routed}, {{"moe_out", s.Activation(m.hidden, false)}},
+                                        {g.output(router)}, 1);
+      combined_inputs = g.output(combine);
+    }
+    out = combined_inputs;
+  }
+  if (m.dropout) out = Dropout(g, "mlp_dropout", mlp, out, s.tokens * m.hidden / s.sp);
+  Residual(g, s, "residual2", mlp, h1, out);
+  return g.Finish();
+}
+
+LayerGraph EmbeddingGraph(const ModelSpec& m, const DeviceSpec& d, const TrainingSetup& setup) {
+  const Shape s(m, d, setup);
+  GraphBuilder g(s, "embedding");
+  // Token ids (int64) in; a vocabulary-parallel lookup, summed over the tensor-parallel ranks.
+  const int ids = g.Input("token_ids", s.tokens * 8);
+  const int lookup = g.Elementwise("token_embedding", {}, {ids}, {{"embedded", s.Activation(m.hidden, false)}}, {ids}, 1);
+  g.op(lookup).forward_bytes = 2 * s.tokens * m.hidden * kActivationBytes;
+  g.op(lookup).backward_bytes = 2 * s.tokens * m.hidden * kActivationBytes;
+  g.op(lookup).forward_comm_s = s.Leave();
+  g.op(lookup).backward_comm_s = s.Enter();
+  int out = g.output(lookup);
+  if (m.learned_positions > 0) out = g.output(g.Elementwise("position_embedding", {}, {out}, {{"positioned", g.bytes(out)}}, {}, 1));
+  if (m.dropout) Dropout(g, "embedding_dropout", {}, out, s.tokens * m.hidden / s.sp);
+  return g.Finish();
+}
+
+LayerGraph HeadGraph(const ModelSpec& m, const DeviceSpec& d, const TrainingSetup& setup) {
+  const Shape s(m, d, setup);
+  GraphBuilder g(s, "head");
+  const double vocab = PaddedVocab(m.vocab, setup.tp);
+  const int x = g.Input("input", s.Activation(m.hidden, false));
+  const int normed = Norm(g, s, "final_norm", {}, x);
+  const int logits = g.Gemm("lm_head", {}, {normed}, {{"logits", s.tokens * vocab * kActivationBytes / s.t}}, {normed},
+                            2 * s.tokens * m.hidden * vocab / s.t, m.hidden * vocab * kActivationBytes / s.t);
+  g.op(logits).forward_comm_s = s.Enter();
+  g.op(logits).backward_comm_s = s.Leave();
+  // Vocabulary-parallel cross-entropy: the softmax in fp32 is saved; three small all-reduces
+  // (max, sum, target logit) over the tensor-parallel ranks.
+  const int ce = g.Elementwise("cross_entropy", {}, {g.output(logits)}, {{"softmax", s.tokens * vocab * 4 / s.t}}, {}, 1);
+  g.op(ce).saved = {g.output(ce)};
+  g.op(ce).forward_comm_s = 3 * AllReduceSeconds(s.tokens * 4, s.t, s.tp_bandwidth, s.tp_latency);
+  return g.Finish();
+}
+
+std::vector<std::string> RecomputeOptionNames() { return {"none", "selective", "attn", "mlp", "norm", "full"}; }
+
+Status CheckRecomputeOption(const std::string& option) {
+  Result<OptionSpec> spec = ParseOption(option);
+  if (!spec.ok()) return spec.error();
+  return {};
+}
+
+OptionCost EvaluateOption(const LayerGraph& graph, const std::string& option) {
+  const OptionSpec spec = ParseOption(option).value();
+  const int ops = static_cast<int>(graph.ops.size());
+  // in_r[o]: op o is recomputed; discards[o]: and does not keep its outputs.
+  std::vector<bool> in_r(ops, false), discards(ops, false);
+  for (int o = 0; o < ops; ++o) {
+    for (const std::string& group : graph.ops[o].groups) {
+      if (spec.groups.count(group)) in_r[o] = true;
+      if (group == "norm" && spec.groups.count("norm")) discards[o] = true;
+    }
+    if (spec.groups.count("*")) in_r[o] = true;
+  }
+  const int tensors = static_cast<int>(graph.tensors.size());
+  std::vector<bool> saved_any(tensors, false), saved_outside(tensors, false), read_by_r(tensors, false);
+  OptionCost cost;
+  for (int o = 0; o < ops; ++o) {
+    const LayerOp& op = graph.ops[o];
+    cost.forward_s += op.forward_s;
+    cost.backward_s += op.backward_s;
+    if (in_r[o]) cost.recompute_s += op.forward_s;
+    for (int t : op.saved) {
+      saved_any[t] = true;
+      if (!in_r[o]) saved_outside[t] = true;
+    }
+    if (in_r[o]) {
+      for (int t : op.inputs) read_by_r[t] = true;
+    }
+  }
+  double dropped = 0, largest_unsaved = 0;
+  for (int t = 0; t < tensors; ++t) {
+    const OpTensor& tensor = graph.tensors[t];
+    const int p = tensor.producer;
+    const bool produced_in_r = p >= 0 && in_r[p];
+    const bool kept = (!produced_in_r && (saved_any[t] || read_by_r[t])) ||
+                      (produced_in_r && !discards[p] && saved_outside[t]);
+    if (kept) cost.saved_bytes += tensor.bytes;
+    if (saved_any[t] && !kept) dropped += tensor.bytes;
+    if (!saved_any[t] && p >= 0) largest_unsaved = std::max(largest_unsaved, tensor.bytes);
+  }
+  cost.peak_extra_bytes = dropped + largest_unsaved;
+  return cost;
+}
+
+}  // namespace bmpipe

@@ -1,0 +1,82 @@
+// A layer as a graph of ops, and recomputation options as subsets of those ops.
+//
+// Each op has forward and backward FLOPs, the memory traffic of each pass, the tensor-parallel
+// collectives it waits for, and names the tensors it reads, writes and saves for its backward.
+// Its time on the device is a roofline: max(FLOPs / (peak x efficiency), bytes / (HBM bandwidth x
+// efficiency)) plus its collectives. All sizes are per micro-batch on one device (tensor-parallel
+// shards divided by t; with sequence parallelism the norm, dropout and residual regions too).
+//
+// A recomputation option is a set R of ops rerun during the backward. A tensor stays in memory
+// from forward to backward iff
+//   - it is not produced by an op in R, and some op saves it or an op in R reads it (R's inputs
+//     are its checkpoint), or
+//   - it is produced by an op in R that keeps its outputs, and an op outside R saves it
+// (an op selected through the `norm` group discards its output: Megatron recomputes the norm
+// output without keeping it). The option's recomputation time is R's forward time. So options
+// need no formulas of their own: `selective` is the core-attention group, `full` every op, and
+// any '+'-joined union of groups is an option too.
+//
+// Without recomputation this reproduces Korthikanti et al. (2022) Table 2 exactly for a GPT
+// layer: 34 sbh + 5 a s^2 b bytes, with the tensor- and sequence-parallel divisions.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "bmpipe/cost/training_setup.h"
+
+namespace bmpipe {
+
+enum class OpKind { kGemm, kFusedAttention, kElementwise };
+
+struct OpTensor {
+  std::string name;
+  double bytes = 0;   // per micro-batch, on one device
+  int producer = -1;  // op index; -1 for the layer's input
+};
+
+struct LayerOp {
+  std::string name;
+  std::vector<std::string> groups;  // recomputation groups this op belongs to
+  OpKind kind = OpKind::kElementwise;
+  double forward_flops = 0, backward_flops = 0;
+  double forward_bytes = 0, backward_bytes = 0;  // memory traffic
+  double forward_comm_s = 0, backward_comm_s = 0;  // tensor-parallel collectives
+  std::vector<int> inputs, outputs, saved;        // tensor indices
+  double forward_s = 0, backward_s = 0;           // roofline time + collectives
+};
+
+struct LayerGraph {
+  std::string name;
+  std::vector<OpTensor> tensors;
+  std::vector<LayerOp> ops;
+};
+
+// The ops of one decoder layer (with the MoE MLP when `moe`), of the embedding and of the head
+// (final norm, LM head, cross-entropy loss).
+LayerGraph DecoderLayerGraph(const ModelSpec& model, const DeviceSpec& device, const TrainingSetup& setup, bool moe);
+LayerGraph EmbeddingGraph(const ModelSpec& model, const DeviceSpec& device, const TrainingSetup& setup);
+LayerGraph HeadGraph(const ModelSpec& model, const DeviceSpec& device, const TrainingSetup& setup);
+
+// The vocabulary as Megatron pads it: a multiple of 128 x tp.
+int PaddedVocab(int vocab, int tp);
+
+// Recomputation groups usable in option names: none, selective (= core_attn), attn, mlp, norm, full.
+std::vector<std::string> RecomputeOptionNames();
+// OK for a known name or a '+'-joined union of known names ("selective+norm").
+Status CheckRecomputeOption(const std::string& option);
+
+struct OptionCost {
+  double forward_s = 0, backward_s = 0, recompute_s = 0;
+  double saved_bytes = 0, peak_extra_bytes = 0;
+};
+// The option's costs on `graph` (CheckRecomputeOption must accept `option`). peak_extra is what
+// the recomputed tensors occupy during the backward plus the largest tensor never saved (the
+// workspace of the op that makes it).
+OptionCost EvaluateOption(const LayerGraph& graph, const std::string& option);
+
+// Collective times over n devices on a link (ring algorithms).
+double AllReduceSeconds(double bytes, int n, double bandwidth_bytes_per_s, double latency_s);
+double AllGatherSeconds(double bytes, int n, double bandwidth_bytes_per_s, double latency_s);
+
+}  // namespace bmpipe

@@ -1,0 +1,28 @@
+// The analytic cost model's output: a Problem (DESIGN §4.1) for a model, a device and a training
+// setup. Layers: the embedding, every decoder layer (options from setup.recompute), and the head
+// (final norm, LM head, loss), each with
+//  - times from its op graph (layer_ops.h) on the device;
+//  - static bytes = parameters on one device x bytes per parameter (mixed-precision Adam: 18, or
+//    6 + 12/dp with the distributed optimizer; Megatron's theoretical_memory_usage.py);
+//  - update time = the data-parallel gradient sync not hidden behind compute (ring reduce-scatter
+//    of fp32 gradients and all-gather of 16-bit parameters with the distributed optimizer, else a
+//    ring all-reduce) plus the optimizer step (memory-bound, 30 bytes per parameter it updates);
+//  - p2p time = one activation (T x h x 2 bytes, divided by t with sequence parallelism) over the
+//    link between neighbouring pipeline ranks (tp x dp devices apart, as Megatron orders ranks).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "bmpipe/cost/training_setup.h"
+#include "bmpipe/problem/problem.h"
+
+namespace bmpipe {
+
+// Validates the model and the setup, then builds the problem.
+Result<Problem> BuildProblem(const ModelSpec& model, const DeviceSpec& device, const TrainingSetup& setup);
+
+// Bytes of training state per parameter on one device.
+double BytesPerParameter(const TrainingSetup& setup);
+
+}  // namespace bmpipe

@@ -1,0 +1,49 @@
+// An accelerator and the links around it, as the cost model sees them: peak dense 16-bit FLOP/s,
+// memory and its bandwidth, the links inside and between nodes, and the fractions of those peaks
+// that real kernels and collectives reach. Built-in presets, or a JSON/YAML file.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "bmpipe/core/error.h"
+#include "bmpipe/core/units.h"
+
+namespace bmpipe {
+
+// Achievable fractions of the peaks (0 < e <= 1).
+struct Efficiencies {
+  double gemm = 0.70;       // large matrix multiplies (FACTS: A100 reaches ~70-80 %)
+  double attention = 0.50;  // fused (flash) attention kernels
+  double memory = 0.80;     // streaming elementwise kernels, of the HBM bandwidth
+  double link = 0.80;       // collectives and p2p, of the link bandwidth
+};
+
+struct DeviceSpec {
+  std::string name;
+  bool approximate = false;  // figures from secondary sources; say so in reports
+  double peak_flops = 0;     // dense BF16/FP16 FLOP/s
+  Bytes memory_bytes = 0;    // device memory the framework can see
+  double memory_bandwidth_bytes_per_s = 0;
+  int devices_per_node = 8;
+  double intra_node_bandwidth_bytes_per_s = 0;  // per device, one direction
+  double intra_node_latency_s = 0;
+  double inter_node_bandwidth_bytes_per_s = 0;  // per device, one direction
+  double inter_node_latency_s = 0;
+  Efficiencies efficiency;
+};
+
+// The names of the built-in presets, in a fixed order.
+std::vector<std::string> DevicePresetNames();
+
+// A built-in preset by name ("h100-80gb"), or an error listing the presets.
+Result<DeviceSpec> DevicePreset(const std::string& name);
+
+// Reads a device file (JSON or YAML; docs/cost-model.md lists the keys). `based_on` names a
+// preset whose values the file's keys override; without it every figure is required.
+Result<DeviceSpec> LoadDeviceFile(const std::string& path);
+
+// A preset name, or else a path to a device file.
+Result<DeviceSpec> LoadDevice(const std::string& name_or_path);
+
+}  // namespace bmpipe
