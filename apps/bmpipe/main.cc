@@ -7,9 +7,12 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include "bmpipe/cost/layer_ops.h"
+#include "bmpipe/cost/problem_builder.h"
 #include "bmpipe/io/builtin_example.h"
 #include "bmpipe/io/output_file.h"
 #include "bmpipe/io/plan_json.h"
+#include "bmpipe/io/problem_json.h"
 #include "bmpipe/io/report.h"
 #include "bmpipe/problem/problem_reader.h"
 #include "bmpipe/sim/simulator.h"
@@ -90,8 +93,19 @@ int RunSimulate(const SimulateArgs& args) {
   return code;
 }
 
+// The cost-model form of a problem: a model, a device and a training setup.
+struct ModelArgs {
+  std::string model;
+  std::string device;
+  TrainingSetup setup;
+  std::string schedule = "1f1b";
+  double reserved_gb = -1;  // < 0: the default
+  std::string dump_problem;
+};
+
 struct PlanArgs {
   std::string problem;
+  ModelArgs model;
   std::string out;
   bool json = false;
   double time_limit_s = 60;
@@ -111,11 +125,40 @@ Result<Problem> LoadProblemOrExample(const std::string& path, std::string& shown
   return ReadProblem(doc.value(), BuiltinExampleName());
 }
 
+// Builds the problem from --model, --device and the setup; `lines` gets what the report says
+// about where the costs came from.
+Result<Problem> BuildModelProblem(const ModelArgs& args, std::vector<std::pair<std::string, std::string>>& lines) {
+  Result<ModelSpec> model = LoadModel(args.model);
+  if (!model.ok()) return model.error();
+  Result<DeviceSpec> device = LoadDevice(args.device);
+  if (!device.ok()) return device.error();
+  TrainingSetup setup = args.setup;
+  setup.gpipe = args.schedule == "gpipe";
+  if (args.reserved_gb >= 0) setup.reserved_bytes = static_cast<Bytes>(args.reserved_gb * 1e9);
+  Result<Problem> problem = BuildProblem(model.value(), device.value(), setup);
+  if (!problem.ok()) return problem.error();
+  const ParameterCounts counts = CountParameters(model.value());
+  lines.push_back({"model", fmt::format("{} ({}, {:.2f} B parameters, {} layers)", args.model, model.value().family,
+                                        static_cast<double>(counts.total) / 1e9, model.value().layers)});
+  lines.push_back({"costs", fmt::format("analytic model on {}{}", device.value().name,
+                                        device.value().approximate ? " (approximate device figures)" : "")});
+  for (const std::string& note : model.value().not_modeled) lines.push_back({"not modeled", note});
+  if (!args.dump_problem.empty()) {
+    Status written = WriteFileAtomically(args.dump_problem, ProblemJsonText(problem.value(), ""));
+    if (!written.ok()) return written.error();
+    lines.push_back({"problem", "written to " + args.dump_problem});
+  }
+  return problem;
+}
+
 int RunPlan(const PlanArgs& args) {
   std::string shown;
-  Result<Problem> problem = LoadProblemOrExample(args.problem, shown);
+  std::vector<std::pair<std::string, std::string>> origin;
+  Result<Problem> problem = args.model.model.empty() ? LoadProblemOrExample(args.problem, shown)
+                                                     : BuildModelProblem(args.model, origin);
   if (!problem.ok()) return Fail(problem.error());
   const Problem& pb = problem.value();
+  if (origin.empty()) origin.push_back({"problem", shown + (pb.name.empty() ? "" : " (" + pb.name + ")")});
   PlannerOptions options;
   options.kind = args.solver == "cbc"           ? PlannerKind::kCbc
                  : args.solver == "brute-force" ? PlannerKind::kBruteForce
@@ -142,9 +185,62 @@ int RunPlan(const PlanArgs& args) {
   solver.bound_s = r.bound_ns / 1e9;
   solver.objective_s = r.objective_ns / 1e9;
   solver.stopped_by = r.stopped_by;
-  ReportHeader header{"bmpipe plan", {{"problem", shown + (pb.name.empty() ? "" : " (" + pb.name + ")")}}};
+  ReportHeader header{"bmpipe plan", origin};
   for (auto& line : PlannerLines(r)) header.lines.push_back(line);
   return Emit(args.out, args.json, PlanJsonText(pb, r.plan, sim, solver), FormatReport(header, pb, r.plan, sim));
+}
+
+std::string Joined(const std::vector<std::string>& names) {
+  std::string out;
+  for (const std::string& n : names) out += (out.empty() ? "" : ", ") + n;
+  return out;
+}
+
+// --model, --device and the training setup: the problem from the analytic cost model.
+void AddModelOptions(CLI::App& cmd, ModelArgs& m, CLI::Option* problem_opt) {
+  const std::string group = "Cost model (instead of --problem)";
+  CLI::Option* model = cmd.add_option("--model", m.model,
+                                      "Model preset (" + Joined(ModelPresetNames()) +
+                                          ") or a Hugging Face config.json")
+                           ->group(group)
+                           ->excludes(problem_opt);
+  auto needs_model = [&](CLI::Option* o) { return o->group(group)->needs(model); };
+  model->needs(needs_model(cmd.add_option("--device", m.device,
+                                          "Device preset (" + Joined(DevicePresetNames()) +
+                                              ") or a device file (JSON/YAML, docs/cost-model.md)")));
+  needs_model(cmd.add_option("--tp", m.setup.tp, "Tensor-parallel size")->capture_default_str());
+  needs_model(cmd.add_option("--pp", m.setup.pp, "Pipeline-parallel size (pipeline ranks)")->capture_default_str());
+  needs_model(cmd.add_option("--dp", m.setup.dp, "Data-parallel size")->capture_default_str());
+  needs_model(cmd.add_option("--vpp", m.setup.vpp, "Model chunks per pipeline rank; > 1 runs interleaved 1F1B")
+                  ->capture_default_str());
+  needs_model(cmd.add_option("--mbs", m.setup.micro_batch_size, "Micro-batch size (sequences)")->capture_default_str());
+  model->needs(needs_model(cmd.add_option("--gbs", m.setup.global_batch_size,
+                                          "Global batch size (sequences per iteration); micro-batches = gbs / (mbs x dp)")));
+  model->needs(needs_model(cmd.add_option("--seq", m.setup.seq, "Sequence length (tokens)")));
+  needs_model(cmd.add_flag("--sequence-parallel", m.setup.sequence_parallel,
+                           "Megatron sequence parallelism (norm, dropout and residual activations split over TP)"));
+  needs_model(cmd.add_flag("--flash-attn", m.setup.flash_attention, "Fused (flash) attention: no s x s activations"));
+  needs_model(cmd.add_flag("--distributed-optimizer", m.setup.distributed_optimizer,
+                           "Shard optimizer state over data parallel (ZeRO-1): 6 + 12/dp bytes per parameter, not 18"));
+  needs_model(cmd.add_option("--recompute", m.setup.recompute,
+                             "Recomputation options offered for every decoder layer (comma-separated): " +
+                                 Joined(RecomputeOptionNames()) + ", or unions such as selective+norm")
+                  ->delimiter(',')
+                  ->capture_default_str());
+  needs_model(cmd.add_option("--schedule", m.schedule, "1f1b (interleaved when --vpp > 1) or gpipe")
+                  ->check(CLI::IsMember({"1f1b", "gpipe"}))
+                  ->capture_default_str());
+  needs_model(cmd.add_option("--reserved-gb", m.reserved_gb,
+                             "Memory reserved on every device for the framework, in GB (default: 1 GiB + 5 % of the "
+                             "device memory)")
+                  ->check(CLI::NonNegativeNumber));
+  needs_model(cmd.add_option("--dp-overlap", m.setup.dp_overlap,
+                             "Fraction of the data-parallel gradient sync hidden behind the backward (0..1)")
+                  ->capture_default_str());
+  needs_model(cmd.add_option("--devices", m.setup.devices, "Total devices; checked against tp x pp x dp"));
+  needs_model(cmd.add_option("--dump-problem", m.dump_problem,
+                             "Write the problem the cost model built (DESIGN.md §4.1) to this file, to re-run with "
+                             "--problem, share or edit"));
 }
 
 int Main(int argc, char** argv) {
@@ -174,7 +270,7 @@ int Main(int argc, char** argv) {
       "Choose the stage partition and each layer's recomputation option that minimize the simulated iteration time "
       "with every rank within memory, prove it optimal (or report the gap), and print the plan. Without --problem, "
       "plans the built-in example (the MindFormers pipeline-balance tool's demo).");
-  plan_cmd->add_option("--problem", plan.problem, "Problem file (JSON or YAML, DESIGN.md §4.1)");
+  CLI::Option* problem_opt = plan_cmd->add_option("--problem", plan.problem, "Problem file (JSON or YAML, DESIGN.md §4.1)");
   plan_cmd->add_option("--out", plan.out, "Also write the plan JSON (DESIGN.md §4.2, with metrics) to this file");
   plan_cmd->add_flag("--json", plan.json, "Print the plan JSON instead of the report");
   plan_cmd->add_option("--time-limit", plan.time_limit_s,
@@ -189,6 +285,7 @@ int Main(int argc, char** argv) {
   plan_cmd->add_option("--node-limit", plan.node_limit, "Stop branch and bound after this many nodes (default: none)")
       ->check(CLI::NonNegativeNumber);
   plan_cmd->add_option("--lp-file", plan.lp_file, "With --solver cbc: write the integer program in LP format here");
+  AddModelOptions(*plan_cmd, plan.model, problem_opt);
 
   try {
     app.parse(argc, argv);

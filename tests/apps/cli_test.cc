@@ -188,5 +188,45 @@ TEST(CliPlan, BadSolverNameIsAUsageError) {
   EXPECT_NE(r.err.find("gurobi"), std::string::npos);
 }
 
+// The cost-model form: a preset model and device, a setup; the problem it built re-plans to the
+// same plan from the written file.
+TEST(CliModel, PlansAPresetAndDumpsTheProblem) {
+  const std::string dir = testing::MakeTempDir();
+  const std::string dump = dir + "/problem.json";
+  const std::string setup = "--model llama3-8b --device h100-80gb --tp 2 --pp 4 --dp 2 --gbs 32 --seq 4096 "
+                            "--sequence-parallel --flash-attn --json";
+  testing::CommandResult a = RunBmpipe("plan " + setup + " --dump-problem '" + dump + "'");
+  ASSERT_EQ(a.exit_code, 0) << a.err;
+  const Json plan = Json::parse(a.out);
+  EXPECT_EQ(plan["stages"].size(), 4u);
+  EXPECT_EQ(plan["solver"]["status"], "optimal");
+  testing::CommandResult b = RunBmpipe("plan --json --problem '" + dump + "'");
+  ASSERT_EQ(b.exit_code, 0) << b.err;
+  EXPECT_EQ(WithoutSeconds(b.out), WithoutSeconds(a.out));
+  testing::CommandResult report = RunBmpipe("plan --model llama3-8b --device h100-80gb --pp 4 --gbs 16 --seq 2048");
+  EXPECT_EQ(report.exit_code, 0) << report.err;
+  EXPECT_NE(report.out.find("model      llama3-8b (llama, 8.03 B parameters, 32 layers)"), std::string::npos)
+      << report.out;
+  std::remove(dump.c_str());
+  rmdir(dir.c_str());
+}
+
+TEST(CliModel, BadSetupsExitWithTwo) {
+  testing::CommandResult r = RunBmpipe("plan --model llama3-8b --device h100-80gb --tp 3 --gbs 8 --seq 2048");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--tp 3 does not divide"), std::string::npos) << r.err;
+  r = RunBmpipe("plan --model llama3-8b --device h100-80gb --gbs 8");  // no --seq
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--seq"), std::string::npos) << r.err;
+  r = RunBmpipe("plan --tp 2");  // setup flags need --model
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--model"), std::string::npos) << r.err;
+  r = RunBmpipe("plan --problem examples/tiny/problem.json --model llama3-8b --device h100-80gb --gbs 8 --seq 8");
+  EXPECT_EQ(r.exit_code, 2);
+  r = RunBmpipe("plan --model llama9-8b --device h100-80gb --gbs 8 --seq 2048");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("llama"), std::string::npos) << r.err;
+}
+
 }  // namespace
 }  // namespace bmpipe

@@ -66,7 +66,7 @@ class GraphBuilder {
     std::string name;
     double bytes;
   };
-  int Op(const std::string& name, OpKind kind, std::vector<std::string> groups, std::vector<int> inputs,
+  int Op(const std::string& name, OpClass kind, std::vector<std::string> groups, std::vector<int> inputs,
          const std::vector<Out>& outputs, std::vector<int> saved) {
     LayerOp op;
     op.name = name;
@@ -87,7 +87,7 @@ class GraphBuilder {
   // outputs and `weight_bytes` once per pass.
   int Gemm(const std::string& name, std::vector<std::string> groups, std::vector<int> inputs, const std::vector<Out>& outputs,
            std::vector<int> saved, double flops, double weight_bytes) {
-    const int i = Op(name, OpKind::kGemm, std::move(groups), inputs, outputs, std::move(saved));
+    const int i = Op(name, OpClass::kGemm, std::move(groups), inputs, outputs, std::move(saved));
     double traffic = weight_bytes;
     for (int in : graph_.ops[i].inputs) traffic += bytes(in);
     for (int out : graph_.ops[i].outputs) traffic += bytes(out);
@@ -102,7 +102,7 @@ class GraphBuilder {
   // moves `backward_factor` times that.
   int Elementwise(const std::string& name, std::vector<std::string> groups, std::vector<int> inputs,
                   const std::vector<Out>& outputs, std::vector<int> saved, double backward_factor = 1.5) {
-    const int i = Op(name, OpKind::kElementwise, std::move(groups), inputs, outputs, std::move(saved));
+    const int i = Op(name, OpClass::kElementwise, std::move(groups), inputs, outputs, std::move(saved));
     double traffic = 0;
     for (int in : graph_.ops[i].inputs) traffic += bytes(in);
     for (int out : graph_.ops[i].outputs) traffic += bytes(out);
@@ -114,7 +114,7 @@ class GraphBuilder {
   LayerGraph Finish() {
     const DeviceSpec& d = shape_.device;
     for (LayerOp& op : graph_.ops) {
-      const double efficiency = op.kind == OpKind::kFusedAttention ? d.efficiency.attention : d.efficiency.gemm;
+      const double efficiency = op.kind == OpClass::kFusedAttention ? d.efficiency.attention : d.efficiency.gemm;
       const double flops_per_s = d.peak_flops * efficiency;
       const double bytes_per_s = d.memory_bandwidth_bytes_per_s * d.efficiency.memory;
       op.forward_s = std::max(op.forward_flops / flops_per_s, op.forward_bytes / bytes_per_s) + op.forward_comm_s;
@@ -136,7 +136,7 @@ using Groups = std::vector<std::string>;
 
 // Dropout (GPT-style models): saves a 1-byte mask; returns the tensor after it.
 int Dropout(GraphBuilder& g, const std::string& name, const Groups& groups, int in, double elements) {
-  const int op = g.Op(name, OpKind::kElementwise, groups, {in},
+  const int op = g.Op(name, OpClass::kElementwise, groups, {in},
                       {{name + ".out", elements * kActivationBytes}, {name + ".mask", elements * kMaskBytes}}, {});
   g.op(op).saved = {g.output(op, 1)};
   g.op(op).forward_bytes = g.bytes(in) + elements * (kActivationBytes + kMaskBytes);
@@ -206,7 +206,7 @@ int Attention(GraphBuilder& g, const Shape& s, int x) {
   if (s.setup.flash_attention) {
     // One fused kernel; causal masking skips half the score blocks; its backward recomputes the
     // scores (2.5x the forward FLOPs). Saves the inputs, the output and the row log-sum-exp.
-    const int fa = g.Op("flash_attention", OpKind::kFusedAttention, core, {q, k, v},
+    const int fa = g.Op("flash_attention", OpClass::kFusedAttention, core, {q, k, v},
                         {{"context", s.Activation(a * dv, true)}, {"logsumexp", T * a * 4 / s.t}}, {q, k, v});
     LayerOp& op = g.op(fa);
     op.saved.push_back(op.outputs[0]);

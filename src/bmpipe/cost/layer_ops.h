@@ -27,7 +27,7 @@
 
 namespace bmpipe {
 
-enum class OpKind { kGemm, kFusedAttention, kElementwise };
+enum class OpClass { kGemm, kFusedAttention, kElementwise };
 
 struct OpTensor {
   std::string name;
@@ -38,7 +38,7 @@ struct OpTensor {
 struct LayerOp {
   std::string name;
   std::vector<std::string> groups;  // recomputation groups this op belongs to
-  OpKind kind = OpKind::kElementwise;
+  OpClass kind = OpClass::kElementwise;
   double forward_flops = 0, backward_flops = 0;
   double forward_bytes = 0, backward_bytes = 0;  // memory traffic
   double forward_comm_s = 0, backward_comm_s = 0;  // tensor-parallel collectives

@@ -1,0 +1,81 @@
+#include "bmpipe/io/problem_json.h"
+
+namespace bmpipe {
+namespace {
+
+double Seconds(TimeNs t) { return static_cast<double>(t) / 1e9; }
+
+bool SameLayer(const Layer& a, const Layer& b) {
+  if (a.name != b.name || a.static_bytes != b.static_bytes || a.update_ns != b.update_ns || a.p2p_ns != b.p2p_ns ||
+      a.options.size() != b.options.size()) {
+    return false;
+  }
+  for (std::size_t k = 0; k < a.options.size(); ++k) {
+    const LayerOption& x = a.options[k];
+    const LayerOption& y = b.options[k];
+    if (x.name != y.name || x.forward_ns != y.forward_ns || x.backward_ns != y.backward_ns ||
+        x.recompute_ns != y.recompute_ns || x.saved_bytes != y.saved_bytes || x.peak_extra_bytes != y.peak_extra_bytes) {
+      return false;
+    }
+  }
+  return true;
+}
+
+std::string ScheduleName(const Pipeline& p) {
+  switch (p.schedule) {
+    case ScheduleKind::kGPipe:
+      return "gpipe";
+    case ScheduleKind::kOneFOneB:
+      return "1f1b";
+    case ScheduleKind::kInterleavedOneFOneB:
+      return "interleaved-1f1b";
+  }
+  return "1f1b";
+}
+
+}  // namespace
+
+Json ProblemToJson(const Problem& problem, const std::string& description) {
+  Json out = Json::object();
+  if (!problem.name.empty()) out["name"] = problem.name;
+  if (!description.empty()) out["description"] = description;
+  const Pipeline& p = problem.pipeline;
+  out["pipeline"] = {{"stages", p.ranks},
+                     {"virtual_stages", p.chunks},
+                     {"micro_batches", p.micro_batches},
+                     {"schedule", ScheduleName(p)}};
+  out["device"] = {{"memory_bytes", problem.memory_bytes}, {"reserved_bytes", problem.reserved_bytes}};
+  out["p2p_s"] = Seconds(problem.p2p_ns);
+  Json layers = Json::array();
+  for (std::size_t i = 0; i < problem.layers.size();) {
+    std::size_t j = i + 1;
+    while (j < problem.layers.size() && SameLayer(problem.layers[i], problem.layers[j])) ++j;
+    const Layer& l = problem.layers[i];
+    Json entry = Json::object();
+    entry["name"] = l.name;
+    if (j - i > 1) entry["repeat"] = j - i;
+    entry["static_bytes"] = l.static_bytes;
+    if (l.update_ns != 0) entry["update_s"] = Seconds(l.update_ns);
+    if (l.p2p_ns != problem.p2p_ns) entry["p2p_s"] = Seconds(l.p2p_ns);
+    Json options = Json::array();
+    for (const LayerOption& o : l.options) {
+      options.push_back({{"name", o.name},
+                         {"forward_s", Seconds(o.forward_ns)},
+                         {"backward_s", Seconds(o.backward_ns)},
+                         {"recompute_s", Seconds(o.recompute_ns)},
+                         {"saved_bytes", o.saved_bytes},
+                         {"peak_extra_bytes", o.peak_extra_bytes}});
+    }
+    entry["options"] = std::move(options);
+    layers.push_back(std::move(entry));
+    i = j;
+  }
+  out["layers"] = std::move(layers);
+  return out;
+}
+
+std::string ProblemJsonText(const Problem& problem, const std::string& description) {
+  return ProblemToJson(problem, description).dump(2) + "\n";
+}
+
+}  // namespace bmpipe
