@@ -21,18 +21,6 @@ bool SameLayer(const Layer& a, const Layer& b) {
   return true;
 }
 
-std::string ScheduleName(const Pipeline& p) {
-  switch (p.schedule) {
-    case ScheduleKind::kGPipe:
-      return "gpipe";
-    case ScheduleKind::kOneFOneB:
-      return "1f1b";
-    case ScheduleKind::kInterleavedOneFOneB:
-      return "interleaved-1f1b";
-  }
-  return "1f1b";
-}
-
 }  // namespace
 
 Json ProblemToJson(const Problem& problem, const std::string& description) {
@@ -43,7 +31,7 @@ Json ProblemToJson(const Problem& problem, const std::string& description) {
   out["pipeline"] = {{"stages", p.ranks},
                      {"virtual_stages", p.chunks},
                      {"micro_batches", p.micro_batches},
-                     {"schedule", ScheduleName(p)}};
+                     {"schedule", std::string(ScheduleName(p.schedule))}};
   out["device"] = {{"memory_bytes", problem.memory_bytes}, {"reserved_bytes", problem.reserved_bytes}};
   out["p2p_s"] = Seconds(problem.p2p_ns);
   Json layers = Json::array();
