@@ -211,6 +211,15 @@ TEST(CliModel, PlansAPresetAndDumpsTheProblem) {
   rmdir(dir.c_str());
 }
 
+// A Hugging Face config.json is a model too.
+TEST(CliModel, PlansAHuggingFaceConfig) {
+  testing::CommandResult r = RunBmpipe(
+      "plan --model tests/data/hf/qwen3-8b.json --device a100-80gb --tp 4 --pp 2 --gbs 16 --seq 4096 --flash-attn");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("model      tests/data/hf/qwen3-8b.json (qwen3,"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("solver     bmpipe-bnb: proven optimal"), std::string::npos) << r.out;
+}
+
 TEST(CliModel, BadSetupsExitWithTwo) {
   testing::CommandResult r = RunBmpipe("plan --model llama3-8b --device h100-80gb --tp 3 --gbs 8 --seq 2048");
   EXPECT_EQ(r.exit_code, 2);

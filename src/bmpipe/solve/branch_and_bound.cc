@@ -86,7 +86,7 @@ class Search {
     // The lowest bound among nodes still open (the incumbent when none are), and of nodes
     // closed without a proof.
     double bound = open.empty() ? kInfinity : open.top().bound;
-    bound = std::min(bound, unresolved_);
+    bound = std::max(std::min(bound, unresolved_), formulation_.t_floor);
     return Finish(bound);
   }
 
@@ -94,8 +94,10 @@ class Search {
   double Elapsed() const {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - began_).count();
   }
+  // Node bounds order the search (lowest first); the rank-load floor (g) only prunes and
+  // reports: as a node's bound it would tie most nodes and turn best-first into depth-first.
   bool Pruned(double bound) const {
-    return has_plan_ && bound >= best_value_ * (1 - kOptimalityTolerance);
+    return has_plan_ && std::max(bound, formulation_.t_floor) >= best_value_ * (1 - kOptimalityTolerance);
   }
 
   // Sets the LP's column bounds to the node's box; false when some stage has no candidate left.

@@ -54,10 +54,12 @@ struct Formulation {
   std::vector<int> forward, backward, p2p;  // F_s, B_s, P_s per stage
   std::vector<int> update;          // U_r per rank
   int t = -1;                       // column of T
+  double t_floor = 0;               // the bound (g) on T, in time units
   double time_unit_ns = 1;
 };
 
-// Rows (a)-(d) and columns x, b, T (with the bound (g)), in the time unit ChooseTimeUnit picks.
+// Rows (a)-(d), columns x, b, T and the bound (g) (kept out of the rows: see t_floor), in the
+// time unit ChooseTimeUnit picks.
 // `binary` makes x integer (for CBC).
 Formulation BuildFormulation(const Problem& problem, const Candidates& candidates, const Schedule& schedule,
                              bool binary);

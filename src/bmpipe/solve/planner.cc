@@ -32,6 +32,7 @@ PlannerResult RunCbc(const Problem& problem, const Candidates& candidates, const
   r.solver = "cbc";
   Formulation f = BuildFormulation(problem, candidates, schedule, /*binary=*/true);
   AddTimeIndexedRows(f, problem, schedule);
+  f.model.column_lower[f.t] = f.t_floor;  // (g); CBC orders its search by its own bounds
   MipOptions mip;
   mip.time_limit_s = options.time_limit_s;
   mip.relative_gap = kOptimalityTolerance;
