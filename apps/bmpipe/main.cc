@@ -7,9 +7,11 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include "bmpipe/core/json_cursor.h"
 #include "bmpipe/cost/layer_ops.h"
 #include "bmpipe/cost/problem_builder.h"
 #include "bmpipe/io/builtin_example.h"
+#include "bmpipe/io/compare_report.h"
 #include "bmpipe/io/output_file.h"
 #include "bmpipe/io/plan_json.h"
 #include "bmpipe/io/problem_json.h"
@@ -190,6 +192,53 @@ int RunPlan(const PlanArgs& args) {
   return Emit(args.out, args.json, PlanJsonText(pb, r.plan, sim, solver), FormatReport(header, pb, r.plan, sim));
 }
 
+struct CompareArgs {
+  std::string problem;
+  ModelArgs model;
+  double time_limit_s = 60;
+  bool json = false;
+  std::string out;
+  std::vector<std::string> baselines;
+};
+
+int RunCompare(const CompareArgs& args) {
+  std::string shown;
+  std::vector<std::pair<std::string, std::string>> origin;
+  Result<Problem> problem = args.model.model.empty() ? LoadProblemOrExample(args.problem, shown)
+                                                     : BuildModelProblem(args.model, origin);
+  if (!problem.ok()) return Fail(problem.error());
+  const Problem& pb = problem.value();
+  if (origin.empty()) origin.push_back({"problem", shown + (pb.name.empty() ? "" : " (" + pb.name + ")")});
+  CompareOptions options;
+  options.time_limit_s = args.time_limit_s;
+  if (!args.baselines.empty()) {
+    options.baselines.clear();
+    for (const std::string& name : args.baselines) {
+      bool found = false;
+      for (BaselineKind kind : AllBaselines()) {
+        if (BaselineName(kind) == name) {
+          options.baselines.push_back(kind);
+          found = true;
+        }
+      }
+      if (!found) {
+        std::vector<std::string> names;
+        for (BaselineKind kind : AllBaselines()) names.push_back(BaselineName(kind));
+        std::string list;
+        for (const std::string& n : names) list += (list.empty() ? "" : ", ") + n;
+        return Fail(InvalidInput(fmt::format("--baselines: unknown planner '{}'{}; planners: {}", name,
+                                             DidYouMean(name, names), list)));
+      }
+    }
+  }
+  Result<std::vector<CompareRow>> rows = Compare(pb, options);
+  if (!rows.ok()) return Fail(rows.error());
+  std::string title = "bmpipe compare";
+  for (const auto& [label, value] : origin) title += fmt::format("\n  {:<10} {}", label, value);
+  return Emit(args.out, args.json, CompareToJson(pb, rows.value()).dump(2) + "\n",
+              FormatCompare(title, pb, rows.value()));
+}
+
 std::string Joined(const std::vector<std::string>& names) {
   std::string out;
   for (const std::string& n : names) out += (out.empty() ? "" : ", ") + n;
@@ -287,6 +336,27 @@ int Main(int argc, char** argv) {
   plan_cmd->add_option("--lp-file", plan.lp_file, "With --solver cbc: write the integer program in LP format here");
   AddModelOptions(*plan_cmd, plan.model, problem_opt);
 
+  CompareArgs cmp;
+  CLI::App* compare = app.add_subcommand(
+      "compare",
+      "Plan the same problem with bmpipe and with every planner people use today (Megatron-LM's best flags, "
+      "PipeDream, Merak, AdaPipe, Mist, the MindFormers pipeline-balance tool), judge every plan with the same "
+      "simulator, and print one row per planner: iteration time, speed-up over Megatron's best, bubble breakdown, "
+      "peak memory per rank, memory use, planning time. Without --problem or --model, compares on the built-in "
+      "example.");
+  CLI::Option* cmp_problem = compare->add_option("--problem", cmp.problem, "Problem file (JSON or YAML, DESIGN.md §4.1)");
+  compare->add_option("--time-limit", cmp.time_limit_s,
+                      "Seconds for bmpipe's search, and for each baseline that runs CBC (the MindFormers tool at most 90)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  compare->add_flag("--json", cmp.json, "Print the rows as JSON (each with its plan) instead of the table");
+  compare->add_option("--out", cmp.out, "Also write the JSON rows to this file");
+  compare->add_option("--baselines", cmp.baselines,
+                      "Comma-separated planners to compare with (default all): megatron, pipedream, merak, adapipe, "
+                      "mist, mindformers-tool")
+      ->delimiter(',');
+  AddModelOptions(*compare, cmp.model, cmp_problem);
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -295,6 +365,7 @@ int Main(int argc, char** argv) {
   }
   if (simulate->parsed()) return RunSimulate(sim);
   if (plan_cmd->parsed()) return RunPlan(plan);
+  if (compare->parsed()) return RunCompare(cmp);
   return kExitBadInput;
 }
 

@@ -5,22 +5,6 @@ namespace {
 
 double Seconds(TimeNs t) { return static_cast<double>(t) / 1e9; }
 
-bool SameLayer(const Layer& a, const Layer& b) {
-  if (a.name != b.name || a.static_bytes != b.static_bytes || a.update_ns != b.update_ns || a.p2p_ns != b.p2p_ns ||
-      a.options.size() != b.options.size()) {
-    return false;
-  }
-  for (std::size_t k = 0; k < a.options.size(); ++k) {
-    const LayerOption& x = a.options[k];
-    const LayerOption& y = b.options[k];
-    if (x.name != y.name || x.forward_ns != y.forward_ns || x.backward_ns != y.backward_ns ||
-        x.recompute_ns != y.recompute_ns || x.saved_bytes != y.saved_bytes || x.peak_extra_bytes != y.peak_extra_bytes) {
-      return false;
-    }
-  }
-  return true;
-}
-
 }  // namespace
 
 Json ProblemToJson(const Problem& problem, const std::string& description) {
@@ -37,7 +21,7 @@ Json ProblemToJson(const Problem& problem, const std::string& description) {
   Json layers = Json::array();
   for (std::size_t i = 0; i < problem.layers.size();) {
     std::size_t j = i + 1;
-    while (j < problem.layers.size() && SameLayer(problem.layers[i], problem.layers[j])) ++j;
+    while (j < problem.layers.size() && problem.layers[i].name == problem.layers[j].name && SameCosts(problem.layers[i], problem.layers[j])) ++j;
     const Layer& l = problem.layers[i];
     Json entry = Json::object();
     entry["name"] = l.name;

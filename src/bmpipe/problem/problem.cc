@@ -16,6 +16,22 @@ std::string_view ScheduleName(ScheduleKind kind) {
   return "?";
 }
 
+bool SameCosts(const Layer& a, const Layer& b) {
+  if (a.static_bytes != b.static_bytes || a.update_ns != b.update_ns || a.p2p_ns != b.p2p_ns ||
+      a.options.size() != b.options.size()) {
+    return false;
+  }
+  for (std::size_t o = 0; o < a.options.size(); ++o) {
+    const LayerOption& x = a.options[o];
+    const LayerOption& y = b.options[o];
+    if (x.name != y.name || x.forward_ns != y.forward_ns || x.backward_ns != y.backward_ns ||
+        x.recompute_ns != y.recompute_ns || x.saved_bytes != y.saved_bytes || x.peak_extra_bytes != y.peak_extra_bytes) {
+      return false;
+    }
+  }
+  return true;
+}
+
 Status ValidatePipeline(const Pipeline& p, int num_layers) {
   if (p.ranks < 1) return InvalidInput(fmt::format("pipeline.stages = {}: must be at least 1", p.ranks));
   if (p.chunks < 1) {

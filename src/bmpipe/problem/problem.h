@@ -72,6 +72,10 @@ struct Problem {
 // Checks the pipeline shape against the number of layers. Messages name the §4.1 keys.
 Status ValidatePipeline(const Pipeline& pipeline, int num_layers);
 
+// Whether two layers cost the same: static bytes, update and p2p time, and every option (names
+// included); the layers' own names may differ.
+bool SameCosts(const Layer& a, const Layer& b);
+
 // Checks everything a Problem built in code (not read from a file) must satisfy: the pipeline,
 // non-negative costs, at least one option per layer, unique option names per layer.
 Status ValidateProblem(const Problem& problem);

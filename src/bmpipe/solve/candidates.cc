@@ -7,22 +7,6 @@
 namespace bmpipe {
 namespace {
 
-bool SameOption(const LayerOption& a, const LayerOption& b) {
-  return a.name == b.name && a.forward_ns == b.forward_ns && a.backward_ns == b.backward_ns &&
-         a.recompute_ns == b.recompute_ns && a.saved_bytes == b.saved_bytes && a.peak_extra_bytes == b.peak_extra_bytes;
-}
-
-bool SameCosts(const Layer& a, const Layer& b) {
-  if (a.static_bytes != b.static_bytes || a.update_ns != b.update_ns || a.p2p_ns != b.p2p_ns ||
-      a.options.size() != b.options.size()) {
-    return false;
-  }
-  for (std::size_t o = 0; o < a.options.size(); ++o) {
-    if (!SameOption(a.options[o], b.options[o])) return false;
-  }
-  return true;
-}
-
 // An option mix over one or more run parts, with its aggregated costs.
 struct Mix {
   std::vector<std::vector<int>> option_count;  // per part, per option

@@ -1,0 +1,106 @@
+// AdaPipe (Sun et al., ASPLOS 2024): two nested dynamic programs. Inner: for every stage and
+// layer range, the recomputation mix that makes the stage fastest while its memory, with the
+// micro-batches 1F1B keeps in flight at that position, fits (a knapsack over the layers'
+// options; here the stage's exact Pareto candidates, candidates.h). Outer: the partition
+// minimizing the surrogate sum_s T_s + (m-1) max_s T_s, found exactly by bounding max T by each
+// distinct stage time in turn (ascending, until the bound alone exceeds the best).
+#include <algorithm>
+#include <limits>
+
+#include <fmt/format.h>
+
+#include "bmpipe/baselines/common.h"
+
+namespace bmpipe {
+
+BaselineResult RunAdaPipe(const Problem& problem) {
+  BaselineResult result;
+  const Pipeline& pipeline = problem.pipeline;
+  if (pipeline.chunks > 1) {
+    result.applicable = false;
+    result.not_applicable = "AdaPipe plans 1F1B without interleaving";
+    return result;
+  }
+  const int n = problem.num_layers();
+  const int stages = pipeline.stages();
+  const Candidates candidates = GenerateCandidates(problem, BuildSchedule(pipeline));
+  constexpr double kNone = std::numeric_limits<double>::infinity();
+  // time[s][b][e - b], pick[s][b][e - b]: the fastest fitting candidate of stage s on [b, e).
+  std::vector<std::vector<std::vector<double>>> time(stages, std::vector<std::vector<double>>(n + 1));
+  std::vector<std::vector<std::vector<int>>> pick(stages, std::vector<std::vector<int>>(n + 1));
+  std::vector<double> values;
+  for (StageIdx s = 0; s < stages; ++s) {
+    for (LayerIdx b = 0; b <= n; ++b) {
+      time[s][b].assign(n - b + 1, kNone);
+      pick[s][b].assign(n - b + 1, -1);
+    }
+    for (int k = 0; k < static_cast<int>(candidates.per_stage[s].size()); ++k) {
+      const Candidate& c = candidates.per_stage[s][k];
+      const double t = static_cast<double>(c.cost.forward_ns + c.cost.backward_ns);
+      for (LayerIdx b = c.start_min; b <= c.start_max && b + c.length <= n; ++b) {
+        if (t < time[s][b][c.length]) {
+          time[s][b][c.length] = t;
+          pick[s][b][c.length] = k;
+        }
+      }
+    }
+    for (LayerIdx b = 0; b <= n; ++b) {
+      for (double t : time[s][b]) {
+        if (t != kNone) values.push_back(t);
+      }
+    }
+  }
+  std::sort(values.begin(), values.end());
+  values.erase(std::unique(values.begin(), values.end()), values.end());
+  // The least sum of stage times with every stage at most `cap`; fills `from` for the plan.
+  std::vector<std::vector<LayerIdx>> from(stages, std::vector<LayerIdx>(n + 1, -1));
+  auto least_sum = [&](double cap) {
+    std::vector<std::vector<double>> sum(stages, std::vector<double>(n + 1, kNone));
+    for (LayerIdx e = 1; e <= n; ++e) {
+      if (time[0][0][e] <= cap) sum[0][e] = time[0][0][e];
+    }
+    for (StageIdx s = 1; s < stages; ++s) {
+      for (LayerIdx e = s + 1; e <= n; ++e) {
+        for (LayerIdx b = s; b < e; ++b) {
+          const double t = time[s][b][e - b];
+          if (sum[s - 1][b] == kNone || t > cap) continue;
+          if (sum[s - 1][b] + t < sum[s][e]) {
+            sum[s][e] = sum[s - 1][b] + t;
+            from[s][e] = b;
+          }
+        }
+      }
+    }
+    return sum[stages - 1][n];
+  };
+  const double m1 = pipeline.micro_batches - 1;
+  const double lowest_sum = least_sum(kNone);
+  double best = kNone, best_cap = kNone;
+  for (double cap : values) {
+    if (best != kNone && m1 * cap + lowest_sum >= best) break;
+    const double sum = least_sum(cap);
+    if (sum != kNone && sum + m1 * cap < best) {
+      best = sum + m1 * cap;
+      best_cap = cap;
+    }
+  }
+  PlanPicker picker(problem);
+  if (best != kNone) {
+    least_sum(best_cap);
+    std::vector<LayerIdx> end(stages);
+    end[stages - 1] = n;
+    for (StageIdx s = stages - 1; s > 0; --s) end[s - 1] = from[s][end[s]];
+    Plan plan = PlanWithEnds(problem, end);
+    for (StageIdx s = 0; s < stages; ++s) {
+      const LayerIdx b = plan.begin(s);
+      AssignOptions(candidates.per_stage[s][pick[s][b][plan.end(s) - b]], b, plan);
+    }
+    picker.Offer(plan, fmt::format("layers per stage {}, per-stage recomputation by knapsack; surrogate {:.3f} s",
+                                   StageSizes(end), best / 1e9));
+  }
+  picker.Fill(result);
+  if (!result.has_plan) result.config = "no stage range fits even with the most recomputation";
+  return result;
+}
+
+}  // namespace bmpipe

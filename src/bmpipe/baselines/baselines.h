@@ -1,0 +1,55 @@
+// The planners users would otherwise pick, each re-implemented faithfully and producing a Plan for
+// the same Problem, so that one simulator (DESIGN §2) judges them all against bmpipe:
+//  - megatron: equal layers per stage by Megatron-LM's rules (even split, embedding and loss
+//    counted as layers, uneven first/last stage) with its global recomputation (none,
+//    selective, full uniform, full block N); the best configuration that fits, as a user tuning
+//    flags by hand would reach.
+//  - pipedream: PipeDream's planner: the contiguous partition minimizing the slowest stage under
+//    memory, without recomputation.
+//  - merak: a time-balanced partition plus Merak's stage-aware recomputation rule (stage i < S-1
+//    checkpoints a fraction max(0, 1 - (1-r0)(S-1)/(S-1-i)) of its layers, the last stage none),
+//    with the best r0 that fits.
+//  - adapipe: AdaPipe's two-level dynamic program: per stage and layer range the fastest
+//    recomputation mix that fits (a knapsack over the layers' options), inside a partition DP
+//    minimizing sum + (m-1) max of stage times.
+//  - mist: Mist's inter-stage MILP over per-stage Pareto candidates (layer counts within the
+//    average +- 2, checkpointed layers), objective (m-1) max + sum + max delta, solved by CBC.
+//  - mindformers-tool: the MindFormers pipeline-balance tool's ILP (its default -O 1): integer
+//    counts of each recompute type per stage (and chunk), min-max stage time, memory with its
+//    in-flight counts, solved by CBC.
+// Where a planner cannot express the problem (interleaving for the 1F1B-only ones, unequal
+// decoder layers for the ones that assume one layer type), it says so instead of guessing.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "bmpipe/problem/plan.h"
+#include "bmpipe/problem/problem.h"
+
+namespace bmpipe {
+
+enum class BaselineKind { kMegatron, kPipeDream, kMerak, kAdaPipe, kMist, kMindFormersTool };
+
+// In the order `compare` prints them.
+std::vector<BaselineKind> AllBaselines();
+std::string BaselineName(BaselineKind kind);  // "megatron", "pipedream", ...
+
+struct BaselineOptions {
+  double time_limit_s = 60;  // for the ones that run CBC
+};
+
+struct BaselineResult {
+  std::string name;
+  bool applicable = true;
+  std::string not_applicable;  // why, when not applicable
+  bool has_plan = false;       // a plan, which may still not fit (then the least-over one)
+  bool fits = false;           // the plan fits in memory (by the simulator)
+  Plan plan;
+  std::string config;          // the configuration it chose, in the planner's own terms
+  double seconds = 0;
+};
+
+BaselineResult RunBaseline(BaselineKind kind, const Problem& problem, const BaselineOptions& options);
+
+}  // namespace bmpipe

@@ -1,0 +1,165 @@
+#include "bmpipe/baselines/common.h"
+
+#include <algorithm>
+#include <limits>
+
+#include "bmpipe/sim/simulator.h"
+
+namespace bmpipe {
+
+ModelShape ShapeOf(const Problem& problem) {
+  const int n = problem.num_layers();
+  auto occurrences = [&](const std::string& name) {
+    return std::count_if(problem.layers.begin(), problem.layers.end(), [&](const Layer& l) { return l.name == name; });
+  };
+  ModelShape shape;
+  shape.body_end = n;
+  if (n >= 3 && occurrences(problem.layers.front().name) == 1) shape.body_begin = 1;
+  if (n >= 3 && occurrences(problem.layers.back().name) == 1) shape.body_end = n - 1;
+  for (LayerIdx l = shape.body_begin + 1; l < shape.body_end; ++l) {
+    if (!SameCosts(problem.layers[shape.body_begin], problem.layers[l])) shape.body_uniform = false;
+  }
+  return shape;
+}
+
+OptionIdx NoneOption(const Layer& layer) {
+  OptionIdx best = 0;
+  for (OptionIdx o = 0; o < static_cast<OptionIdx>(layer.options.size()); ++o) {
+    if (layer.options[o].name == "none") return o;
+    const LayerOption& a = layer.options[o];
+    const LayerOption& b = layer.options[best];
+    if (a.backward_ns + a.recompute_ns < b.backward_ns + b.recompute_ns) best = o;
+  }
+  return best;
+}
+
+OptionIdx SelectiveOption(const Layer& layer) {
+  for (OptionIdx o = 0; o < static_cast<OptionIdx>(layer.options.size()); ++o) {
+    if (layer.options[o].name == "selective" || layer.options[o].name == "select") return o;
+  }
+  return -1;
+}
+
+OptionIdx FullOption(const Layer& layer) {
+  OptionIdx best = 0;
+  for (OptionIdx o = 0; o < static_cast<OptionIdx>(layer.options.size()); ++o) {
+    if (layer.options[o].name == "full") return o;
+    if (layer.options[o].saved_bytes < layer.options[best].saved_bytes) best = o;
+  }
+  return best;
+}
+
+std::vector<OptionIdx> NoneOptions(const Problem& problem) {
+  std::vector<OptionIdx> option;
+  for (const Layer& layer : problem.layers) option.push_back(NoneOption(layer));
+  return option;
+}
+
+Plan PlanWithEnds(const Problem& problem, const std::vector<LayerIdx>& end) {
+  Plan plan;
+  plan.stage_begin.push_back(0);
+  for (LayerIdx e : end) plan.stage_begin.push_back(e);
+  plan.option = NoneOptions(problem);
+  return plan;
+}
+
+std::string StageSizes(const std::vector<LayerIdx>& end) {
+  std::string sizes;
+  LayerIdx begin = 0;
+  for (LayerIdx e : end) {
+    sizes += (sizes.empty() ? "" : ", ") + std::to_string(e - begin);
+    begin = e;
+  }
+  return "[" + sizes + "]";
+}
+
+double ComputeNs(const Problem& problem, LayerIdx begin, LayerIdx end, const std::vector<OptionIdx>& option) {
+  double t = 0;
+  for (LayerIdx l = begin; l < end; ++l) {
+    const LayerOption& o = problem.layers[l].options[option[l]];
+    t += static_cast<double>(o.forward_ns + o.backward_ns + o.recompute_ns);
+  }
+  return t;
+}
+
+void PlanPicker::Offer(const Plan& plan, const std::string& config) {
+  Result<SimResult> sim = SimulatePlan(problem_, plan);
+  if (!sim.ok()) return;
+  const SimResult& r = sim.value();
+  Bytes over = 0;
+  for (const RankResult& rank : r.ranks) over = std::max(over, rank.peak_memory_bytes - problem_.memory_bytes);
+  const bool better = !has_ || (r.fits && !fits_) ||
+                      (r.fits == fits_ && (r.fits ? r.iteration_ns < best_time_ : over < best_over_));
+  if (!better) return;
+  has_ = true;
+  fits_ = r.fits;
+  best_time_ = r.iteration_ns;
+  best_over_ = over;
+  plan_ = plan;
+  config_ = config;
+}
+
+void PlanPicker::Fill(BaselineResult& result) const {
+  result.has_plan = has_;
+  result.fits = fits_;
+  if (has_) {
+    result.plan = plan_;
+    result.config = config_;
+  }
+}
+
+std::vector<double> MerakCheckpointRatios(int stages, double r0) {
+  std::vector<double> ratio(stages, 0.0);
+  for (StageIdx i = 0; i + 1 < stages; ++i) {
+    ratio[i] = std::max(0.0, 1 - (1 - r0) * (stages - 1) / (stages - 1 - i));
+  }
+  return ratio;
+}
+
+StageMemory::StageMemory(const Problem& problem)
+    : problem_(problem), rows_(PeakMemoryRows(BuildSchedule(problem.pipeline))) {}
+
+Bytes StageMemory::Peak(StageIdx s, LayerIdx begin, LayerIdx end, const std::vector<OptionIdx>& option) const {
+  Bytes fixed = problem_.reserved_bytes, saved = 0, transient = 0;
+  for (LayerIdx l = begin; l < end; ++l) {
+    const Layer& layer = problem_.layers[l];
+    const LayerOption& o = layer.options[option[l]];
+    fixed += layer.static_bytes;
+    saved += o.saved_bytes;
+    transient = std::max(transient, o.peak_extra_bytes);
+  }
+  Bytes peak = 0;
+  for (const MemoryRow& row : rows_[problem_.pipeline.RankOf(s)]) {
+    peak = std::max(peak, row.in_flight[0] * saved + (row.transient_chunk == 0 ? transient : 0));
+  }
+  return fixed + peak;
+}
+
+std::vector<LayerIdx> MinMaxPartition(const Problem& problem, int stages,
+                                      const std::function<double(StageIdx, LayerIdx, LayerIdx)>& cost) {
+  const int n = problem.num_layers();
+  constexpr double kNone = std::numeric_limits<double>::infinity();
+  // best[s][e]: the least largest cost of stages 0..s covering layers [0, e).
+  std::vector<std::vector<double>> best(stages, std::vector<double>(n + 1, kNone));
+  std::vector<std::vector<LayerIdx>> from(stages, std::vector<LayerIdx>(n + 1, -1));
+  for (LayerIdx e = 1; e <= n - stages + 1; ++e) best[0][e] = cost(0, 0, e);
+  for (StageIdx s = 1; s < stages; ++s) {
+    for (LayerIdx e = s + 1; e <= n - stages + s + 1; ++e) {
+      for (LayerIdx b = s; b < e; ++b) {
+        if (best[s - 1][b] == kNone) continue;
+        const double c = std::max(best[s - 1][b], cost(s, b, e));
+        if (c < best[s][e]) {
+          best[s][e] = c;
+          from[s][e] = b;
+        }
+      }
+    }
+  }
+  if (best[stages - 1][n] == kNone) return {};
+  std::vector<LayerIdx> end(stages);
+  end[stages - 1] = n;
+  for (StageIdx s = stages - 1; s > 0; --s) end[s - 1] = from[s][end[s]];
+  return end;
+}
+
+}  // namespace bmpipe

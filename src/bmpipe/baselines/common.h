@@ -1,0 +1,86 @@
+// Pieces the baselines share: how a Problem looks to a framework (embedding, decoder layers,
+// head), which option plays which role, and judging candidate plans with the simulator.
+#pragma once
+
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "bmpipe/baselines/baselines.h"
+#include "bmpipe/solve/candidates.h"
+
+namespace bmpipe {
+
+// Frameworks count "layers" as the decoder layers: the first layer is the embedding (pre) and
+// the last the head (post) when their names occur once; the rest is the body.
+struct ModelShape {
+  LayerIdx body_begin = 0;
+  LayerIdx body_end = 0;
+  bool body_uniform = true;  // every body layer has the same costs and options
+  int body() const { return body_end - body_begin; }
+};
+ModelShape ShapeOf(const Problem& problem);
+
+// The option of `layer` a framework setting means: none (no recomputation), selective (an option
+// named selective or select; -1 if none), full (named full, else the one saving the most memory).
+OptionIdx NoneOption(const Layer& layer);
+OptionIdx SelectiveOption(const Layer& layer);
+OptionIdx FullOption(const Layer& layer);
+
+// NoneOption of every layer.
+std::vector<OptionIdx> NoneOptions(const Problem& problem);
+
+// A plan with the given stage ends (end[s] = first layer after stage s) and every layer at its
+// NoneOption.
+Plan PlanWithEnds(const Problem& problem, const std::vector<LayerIdx>& end);
+
+// "[3, 4, 4, 3]": the layers per stage of stage ends `end`.
+std::string StageSizes(const std::vector<LayerIdx>& end);
+
+// Forward + backward + recomputation time of layers [begin, end) at `option`.
+double ComputeNs(const Problem& problem, LayerIdx begin, LayerIdx end, const std::vector<OptionIdx>& option);
+
+// Keeps the best of the plans offered: among those that fit, the fastest; if none fits, the one
+// whose worst rank is least over capacity. Ties keep the first offered.
+class PlanPicker {
+ public:
+  explicit PlanPicker(const Problem& problem) : problem_(problem) {}
+  void Offer(const Plan& plan, const std::string& config);
+  void Fill(BaselineResult& result) const;
+
+ private:
+  const Problem& problem_;
+  bool has_ = false, fits_ = false;
+  TimeNs best_time_ = 0;
+  Bytes best_over_ = 0;
+  Plan plan_;
+  std::string config_;
+};
+
+// With one chunk per rank: the peak memory of stage s holding layers [begin, end) with the
+// options in `option` (indexed by layer), by the schedule's memory rows (candidates.h).
+class StageMemory {
+ public:
+  explicit StageMemory(const Problem& problem);
+  Bytes Peak(StageIdx s, LayerIdx begin, LayerIdx end, const std::vector<OptionIdx>& option) const;
+  bool Fits(StageIdx s, LayerIdx begin, LayerIdx end, const std::vector<OptionIdx>& option) const {
+    return Peak(s, begin, end, option) <= problem_.memory_bytes;
+  }
+
+ private:
+  const Problem& problem_;
+  std::vector<std::vector<MemoryRow>> rows_;
+};
+
+// Merak's stage-aware rule: the fraction of its layers stage i checkpoints, from the first
+// stage's ratio r0: 1 - (1 - r0)(S-1)/(S-1-i) for i < S-1 (0 when that is negative), 0 for the last.
+std::vector<double> MerakCheckpointRatios(int stages, double r0);
+
+// Stage boundaries minimizing the largest stage cost, cost(s, begin, end) for stage s holding
+// layers [begin, end) (infinite = not allowed); ties prefer the earliest boundaries. Empty when
+// no partition has a finite cost.
+std::vector<LayerIdx> MinMaxPartition(const Problem& problem, int stages,
+                                      const std::function<double(StageIdx, LayerIdx, LayerIdx)>& cost);
+
+}  // namespace bmpipe

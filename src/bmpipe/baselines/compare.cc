@@ -1,0 +1,68 @@
+#include "bmpipe/baselines/compare.h"
+
+#include <fmt/format.h>
+
+#include "bmpipe/solve/planner.h"
+
+namespace bmpipe {
+
+Result<std::vector<CompareRow>> Compare(const Problem& problem, const CompareOptions& options) {
+  std::vector<CompareRow> rows;
+  PlannerOptions planner;
+  planner.time_limit_s = options.time_limit_s;
+  Result<PlannerResult> planned = PlanPipeline(problem, planner);
+  if (!planned.ok()) return planned.error();
+  const PlannerResult& p = planned.value();
+  CompareRow bmpipe;
+  bmpipe.name = "bmpipe";
+  bmpipe.seconds = p.seconds;
+  switch (p.status) {
+    case PlanStatus::kOptimal:
+    case PlanStatus::kFeasible:
+      bmpipe.has_plan = bmpipe.fits = true;
+      bmpipe.plan = p.plan;
+      bmpipe.status = p.status == PlanStatus::kOptimal ? "optimal" : fmt::format("gap {:.2f}%", 100 * p.gap);
+      bmpipe.note = p.status == PlanStatus::kOptimal ? "proven optimal"
+                                                     : fmt::format("best found, within {:.2f}% of the optimum ({})",
+                                                                   100 * p.gap, p.stopped_by);
+      break;
+    case PlanStatus::kInfeasible:
+      bmpipe.note = "proven: no plan fits in memory";
+      break;
+    case PlanStatus::kNoPlan:
+      bmpipe.note = "no plan found before " + p.stopped_by;
+      break;
+  }
+  rows.push_back(bmpipe);
+  BaselineOptions baseline_options;
+  baseline_options.time_limit_s = options.time_limit_s;
+  for (BaselineKind kind : options.baselines) {
+    const BaselineResult b = RunBaseline(kind, problem, baseline_options);
+    CompareRow row;
+    row.name = b.name;
+    row.applicable = b.applicable;
+    row.note = b.applicable ? b.config : b.not_applicable;
+    row.has_plan = b.has_plan;
+    row.fits = b.fits;
+    row.plan = b.plan;
+    row.seconds = b.seconds;
+    rows.push_back(row);
+  }
+  for (CompareRow& row : rows) {
+    if (!row.has_plan) continue;
+    Result<SimResult> sim = SimulatePlan(problem, row.plan);
+    if (!sim.ok()) return InternalError(row.name + " produced an invalid plan: " + sim.error().message);
+    row.sim = sim.value();
+    row.fits = row.sim.fits;
+  }
+  return rows;
+}
+
+const CompareRow* MegatronRow(const std::vector<CompareRow>& rows) {
+  for (const CompareRow& row : rows) {
+    if (row.name == "megatron" && row.has_plan && row.fits) return &row;
+  }
+  return nullptr;
+}
+
+}  // namespace bmpipe
