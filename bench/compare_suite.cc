@@ -1,0 +1,190 @@
+// The benchmark suite of `bmpipe compare`: bmpipe against every baseline on large cases, judged by
+// one simulator. Prints docs/benchmarks.md (scripts/benchmarks.sh regenerates it).
+//
+//   build/bench/compare_suite [--time-limit S] [--only NAME]
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "bmpipe/baselines/compare.h"
+#include "bmpipe/core/text.h"
+#include "bmpipe/cost/problem_builder.h"
+#include "bmpipe/io/compare_report.h"
+#include "bmpipe/problem/problem_reader.h"
+
+namespace bmpipe {
+namespace {
+
+struct Case {
+  std::string name;
+  std::string what;  // one line: why the case is here
+  Problem problem;
+};
+
+TrainingSetup Setup(int tp, int pp, int dp, int vpp, int gbs, int seq, bool sp_fa_distopt) {
+  TrainingSetup s;
+  s.tp = tp;
+  s.pp = pp;
+  s.dp = dp;
+  s.vpp = vpp;
+  s.global_batch_size = gbs;
+  s.seq = seq;
+  s.sequence_parallel = s.flash_attention = s.distributed_optimizer = sp_fa_distopt;
+  return s;
+}
+
+Problem FromModel(const ModelSpec& model, const std::string& device, const TrainingSetup& setup) {
+  Result<Problem> p = BuildProblem(model, DevicePreset(device).value(), setup);
+  if (!p.ok()) {
+    std::fprintf(stderr, "%s\n", p.error().message.c_str());
+    std::exit(1);
+  }
+  return p.value();
+}
+
+// A vision encoder (ViT-H/14 shape: 32 layers, h 1280, 16 heads, GELU 5120, 1024 patch tokens)
+// feeding a Llama-3-8B decoder (4096 tokens): two layer types with very different costs in one
+// pipeline.
+Problem VisionLanguage(const std::string& device, const TrainingSetup& setup) {
+  ModelSpec vit;
+  vit.name = "vit-h";
+  vit.family = "gpt";
+  vit.layers = 32;
+  vit.hidden = 1280;
+  vit.ffn = 5120;
+  vit.vocab = 1024;  // the patch embedding stands in for the token embedding
+  vit.heads = vit.kv_heads = 16;
+  vit.head_dim = vit.v_head_dim = 80;
+  vit.mlp = MlpKind::kGelu;
+  vit.norm = NormKind::kLayerNorm;
+  vit.qkv_bias = vit.linear_bias = true;
+  TrainingSetup vit_setup = setup;
+  vit_setup.seq = 1024;
+  const Problem encoder = FromModel(vit, device, vit_setup);
+  Problem p = FromModel(ModelPreset("llama3-8b").value(), device, setup);
+  std::vector<Layer> layers;
+  for (std::size_t i = 0; i + 1 < encoder.layers.size(); ++i) {  // patch embedding and encoder layers
+    Layer l = encoder.layers[i];
+    l.name = i == 0 ? "patch-embedding" : "vision-encoder";
+    layers.push_back(l);
+  }
+  for (const Layer& l : p.layers) layers.push_back(l);
+  p.layers = layers;
+  p.name = "vit-h encoder + llama3-8b decoder on " + device;
+  return p;
+}
+
+std::vector<Case> Cases() {
+  std::vector<Case> cases;
+  const ModelSpec gpt3 = ModelPreset("gpt3-175b").value();
+  const ModelSpec llama70 = ModelPreset("llama3-70b").value();
+  const ModelSpec llama405 = ModelPreset("llama3-405b").value();
+  cases.push_back({"gpt3-175b, 1024 A100-40GB, memory-tight",
+                   "TP 8, PP 16, DP 8, seq 2048, global batch 1536 (m = 192); no sequence parallelism or flash attention",
+                   FromModel(gpt3, "a100-40gb", Setup(8, 16, 8, 1, 1536, 2048, false))});
+  cases.push_back({"gpt3-175b, 1024 A100-80GB, memory-loose",
+                   "as above with sequence parallelism, flash attention and the distributed optimizer",
+                   FromModel(gpt3, "a100-80gb", Setup(8, 16, 8, 1, 1536, 2048, true))});
+  cases.push_back({"llama3-70b, 512 H100, memory-tight", "TP 8, PP 4, DP 16, seq 8192, global batch 512 (m = 32); no SP/FA",
+                   FromModel(llama70, "h100-80gb", Setup(8, 4, 16, 1, 512, 8192, false))});
+  cases.push_back({"llama3-70b, 512 H100, memory-loose", "TP 8, PP 8, DP 8, seq 8192, global batch 512 (m = 64); SP, FA, distributed optimizer",
+                   FromModel(llama70, "h100-80gb", Setup(8, 8, 8, 1, 512, 8192, true))});
+  cases.push_back({"llama3-405b, 16384 H100, m = p", "TP 8, PP 16, DP 128, seq 8192, global batch 2048 (m = 16); SP, FA, distributed optimizer",
+                   FromModel(llama405, "h100-80gb", Setup(8, 16, 128, 1, 2048, 8192, true))});
+  cases.push_back({"llama3-405b, 16384 H100, m = p, interleaved", "as above with 2 chunks per rank (32 stages)",
+                   FromModel(llama405, "h100-80gb", Setup(8, 16, 128, 2, 2048, 8192, true))});
+  Problem demo = LoadProblem(std::string(BMPIPE_SOURCE_DIR) + "/examples/mindformers-demo/problem.yaml").value();
+  cases.push_back({"MindFormers tool demo", "the tool's own demo: 16 stages, 16 micro-batches, 56 GB", demo});
+  Problem demo3 = LoadProblem(std::string(BMPIPE_SOURCE_DIR) + "/examples/mindformers-demo/problem-vpp3.yaml").value();
+  cases.push_back({"MindFormers tool demo, 3 chunks", "the same with 3 chunks per rank and 62 GB", demo3});
+  const ModelSpec qwen = LoadModel(std::string(BMPIPE_SOURCE_DIR) + "/tests/data/hf/qwen2-7b.json").value();
+  cases.push_back({"qwen2-7b (152k vocabulary), 8 A100-40GB", "TP 1, PP 8, seq 4096, global batch 64: embedding and head weigh as much as several layers",
+                   FromModel(qwen, "a100-40gb", Setup(1, 8, 1, 1, 64, 4096, true))});
+  cases.push_back({"vision encoder + language decoder, 16 A100-80GB", "ViT-H (32 layers, 1024 patches) + Llama-3-8B (32 layers, 4096 tokens); TP 2, PP 8, global batch 64",
+                   VisionLanguage("a100-80gb", Setup(2, 8, 1, 1, 64, 4096, true))});
+  return cases;
+}
+
+int Main(int argc, char** argv) {
+  double time_limit = 30;
+  std::string only;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--time-limit" && i + 1 < argc) {
+      time_limit = std::atof(argv[++i]);
+    } else if (a == "--only" && i + 1 < argc) {
+      only = argv[++i];
+    } else {
+      std::fprintf(stderr, "unknown argument %s\n", argv[i]);
+      return 2;
+    }
+  }
+  CompareOptions options;
+  options.time_limit_s = time_limit;
+  // Per baseline: bmpipe's speed-ups over it (cases where both fit); memory-use gain over Megatron.
+  std::map<std::string, std::vector<double>> speedups;
+  std::vector<double> memory_gain;
+  std::string details;
+  std::printf("| case | bmpipe | status | megatron | pipedream | merak | adapipe | mist | mindformers-tool |\n");
+  std::printf("|---|---|---|---|---|---|---|---|---|\n");
+  for (const Case& c : Cases()) {
+    if (!only.empty() && c.name.find(only) == std::string::npos) continue;
+    const std::vector<CompareRow> rows = Compare(c.problem, options).value();
+    const CompareRow& b = rows.front();
+    std::string line = fmt::format("| {} | {} | {} |", c.name, b.has_plan ? FormatDuration(b.sim.iteration_ns) : "no plan",
+                                   b.status.empty() ? b.note : b.status);
+    for (std::size_t i = 1; i < rows.size(); ++i) {
+      const CompareRow& r = rows[i];
+      if (!r.applicable) {
+        line += " n/a |";
+      } else if (!r.has_plan || !r.fits) {
+        line += " does not fit |";
+      } else {
+        const double s = b.has_plan ? static_cast<double>(r.sim.iteration_ns) / static_cast<double>(b.sim.iteration_ns) : 0;
+        line += fmt::format(" {} ({:.3f}x) |", FormatDuration(r.sim.iteration_ns), s);
+        if (s > 0) speedups[r.name].push_back(s);
+        if (r.name == "megatron" && b.has_plan) memory_gain.push_back(MeanMemoryUtilization(b.sim) / MeanMemoryUtilization(r.sim));
+      }
+    }
+    std::printf("%s\n", line.c_str());
+    std::fflush(stdout);
+    details += fmt::format("\n### {}\n\n{}. `{}`\n\n```\n{}```\n", c.name, c.what, c.problem.name,
+                           FormatCompare("bmpipe compare", c.problem, rows));
+  }
+  std::printf("\nbmpipe's speed-up over each planner (cases where both plans fit; iteration time of the planner / bmpipe's):\n\n");
+  std::printf("| planner | cases | geometric mean | max |\n|---|---|---|---|\n");
+  for (const std::string name : {"megatron", "pipedream", "merak", "adapipe", "mist", "mindformers-tool"}) {
+    const std::vector<double>& v = speedups[name];
+    if (v.empty()) {
+      std::printf("| %s | 0 | - | - |\n", name.c_str());
+      continue;
+    }
+    double log_sum = 0, most = 0;
+    for (double s : v) {
+      log_sum += std::log(s);
+      most = std::max(most, s);
+    }
+    std::printf("| %s | %zu | %.3fx | %.3fx |\n", name.c_str(), v.size(), std::exp(log_sum / static_cast<double>(v.size())), most);
+  }
+  if (!memory_gain.empty()) {
+    double log_sum = 0, most = 0;
+    for (double g : memory_gain) {
+      log_sum += std::log(g);
+      most = std::max(most, g);
+    }
+    std::printf("\nMemory use (mean over ranks of peak / capacity), bmpipe over Megatron's best: geometric mean %.3fx, max %.3fx (%zu cases).\n",
+                std::exp(log_sum / static_cast<double>(memory_gain.size())), most, memory_gain.size());
+  }
+  std::printf("\n## Each case\n%s", details.c_str());
+  return 0;
+}
+
+}  // namespace
+}  // namespace bmpipe
+
+int main(int argc, char** argv) { return bmpipe::Main(argc, argv); }
