@@ -237,5 +237,32 @@ TEST(CliModel, BadSetupsExitWithTwo) {
   EXPECT_NE(r.err.find("llama"), std::string::npos) << r.err;
 }
 
+// compare: one row per planner, bmpipe first, every row judged by the simulator.
+TEST(CliCompare, JsonRowsForEveryPlanner) {
+  testing::CommandResult r = RunBmpipe("compare --problem examples/tiny/problem.json --json --time-limit 5");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const Json rows = Json::parse(r.out);
+  ASSERT_EQ(rows.size(), 7u);
+  const std::vector<std::string> names = {"bmpipe", "megatron", "pipedream", "merak", "adapipe", "mist", "mindformers-tool"};
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    EXPECT_EQ(rows[i]["name"], names[i]);
+    EXPECT_TRUE(rows[i].contains("feasible"));
+    EXPECT_TRUE(rows[i].contains("planning_time_s"));
+    if (rows[i]["feasible"].get<bool>()) {
+      EXPECT_EQ(rows[i]["peak_memory_bytes"].size(), 4u);
+      EXPECT_LE(rows[0]["iteration_time_s"].get<double>(), rows[i]["iteration_time_s"].get<double>() * (1 + 1e-12));
+      EXPECT_EQ(rows[i]["plan"]["iteration_time_s"], rows[i]["iteration_time_s"]);
+    }
+  }
+  testing::CommandResult table = RunBmpipe("compare --problem examples/tiny/problem.json --time-limit 5 --baselines megatron,merak");
+  ASSERT_EQ(table.exit_code, 0) << table.err;
+  EXPECT_NE(table.out.find("bmpipe "), std::string::npos) << table.out;
+  EXPECT_NE(table.out.find("megatron "), std::string::npos);
+  EXPECT_EQ(table.out.find("pipedream "), std::string::npos);
+  testing::CommandResult bad = RunBmpipe("compare --problem examples/tiny/problem.json --baselines megatorn");
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.err.find("did you mean 'megatron'"), std::string::npos) << bad.err;
+}
+
 }  // namespace
 }  // namespace bmpipe
