@@ -12,6 +12,7 @@
 #include "bmpipe/cost/problem_builder.h"
 #include "bmpipe/io/builtin_example.h"
 #include "bmpipe/io/compare_report.h"
+#include "bmpipe/io/export.h"
 #include "bmpipe/io/output_file.h"
 #include "bmpipe/io/plan_json.h"
 #include "bmpipe/io/problem_json.h"
@@ -108,6 +109,8 @@ struct ModelArgs {
 struct PlanArgs {
   std::string problem;
   ModelArgs model;
+  std::string export_format;
+  std::string export_out;
   std::string out;
   bool json = false;
   double time_limit_s = 60;
@@ -189,7 +192,49 @@ int RunPlan(const PlanArgs& args) {
   solver.stopped_by = r.stopped_by;
   ReportHeader header{"bmpipe plan", origin};
   for (auto& line : PlannerLines(r)) header.lines.push_back(line);
-  return Emit(args.out, args.json, PlanJsonText(pb, r.plan, sim, solver), FormatReport(header, pb, r.plan, sim));
+  std::string exported;
+  if (!args.export_format.empty()) {
+    Result<ExportFormat> format = ParseExportFormat(args.export_format);
+    if (!format.ok()) return Fail(format.error());
+    Result<std::string> text = ExportPlan(pb, r.plan, format.value());
+    if (!text.ok()) return Fail(text.error());
+    exported = text.value();
+    if (!args.export_out.empty()) {
+      Status written = WriteFileAtomically(args.export_out, exported);
+      if (!written.ok()) return Fail(written.error());
+      header.lines.push_back({"export", args.export_format + " written to " + args.export_out});
+      exported.clear();
+    }
+  }
+  const int code =
+      Emit(args.out, args.json, PlanJsonText(pb, r.plan, sim, solver), FormatReport(header, pb, r.plan, sim));
+  if (code == kExitOk && !exported.empty()) std::cout << "\n" << exported;
+  return code;
+}
+
+struct ExportArgs {
+  std::string problem;
+  std::string plan;
+  std::string to;
+  std::string out;
+};
+
+int RunExport(const ExportArgs& args) {
+  Result<Problem> problem = LoadProblem(args.problem);
+  if (!problem.ok()) return Fail(problem.error());
+  Result<PlanDocument> plan = LoadPlan(args.plan, problem.value());
+  if (!plan.ok()) return Fail(plan.error());
+  Result<ExportFormat> format = ParseExportFormat(args.to);
+  if (!format.ok()) return Fail(format.error());
+  Result<std::string> text = ExportPlan(problem.value(), plan.value().plan, format.value());
+  if (!text.ok()) return Fail(text.error());
+  if (!args.out.empty()) {
+    Status written = WriteFileAtomically(args.out, text.value());
+    if (!written.ok()) return Fail(written.error());
+    return kExitOk;
+  }
+  std::cout << text.value();
+  return kExitOk;
 }
 
 struct CompareArgs {
@@ -336,6 +381,24 @@ int Main(int argc, char** argv) {
   plan_cmd->add_option("--lp-file", plan.lp_file, "With --solver cbc: write the integer program in LP format here");
   AddModelOptions(*plan_cmd, plan.model, problem_opt);
 
+  plan_cmd->add_option("--export", plan.export_format,
+                       "Also write the plan for a launcher: megatron, mindformers, deepspeed, torchtitan, csv (after the "
+                       "report, or to --export-out)");
+  plan_cmd->add_option("--export-out", plan.export_out, "Write the --export text to this file");
+
+  ExportArgs exp;
+  CLI::App* export_cmd = app.add_subcommand(
+      "export",
+      "Write a plan as configuration for the launcher that runs it: megatron (pipeline layout and flags; the "
+      "closest global recomputation setting and the per-layer list), mindformers (offset and recompute lists), "
+      "deepspeed (parts and checkpointing), torchtitan (module names per stage, schedule), csv (torch pipelining "
+      "schedule: one row of <stage><F|B><micro-batch> actions per rank).");
+  export_cmd->add_option("--problem", exp.problem, "Problem file (JSON or YAML)")->required();
+  export_cmd->add_option("--plan", exp.plan, "Plan file (plan JSON, or a MindFormers YAML with offset and recompute lists)")
+      ->required();
+  export_cmd->add_option("--to", exp.to, "megatron, mindformers, deepspeed, torchtitan or csv")->required();
+  export_cmd->add_option("--out", exp.out, "Write to this file instead of standard output");
+
   CompareArgs cmp;
   CLI::App* compare = app.add_subcommand(
       "compare",
@@ -366,6 +429,7 @@ int Main(int argc, char** argv) {
   if (simulate->parsed()) return RunSimulate(sim);
   if (plan_cmd->parsed()) return RunPlan(plan);
   if (compare->parsed()) return RunCompare(cmp);
+  if (export_cmd->parsed()) return RunExport(exp);
   return kExitBadInput;
 }
 

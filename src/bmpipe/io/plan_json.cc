@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "bmpipe/core/json_cursor.h"
+#include "bmpipe/io/export.h"
 
 namespace bmpipe {
 namespace {
@@ -118,7 +119,14 @@ Result<PlanDocument> ReadPlan(const Json& doc, const Problem& problem, const std
 Result<PlanDocument> LoadPlan(const std::string& path, const Problem& problem) {
   Result<Json> doc = LoadDocument(path);
   if (!doc.ok()) return doc.error();
-  return ReadPlan(doc.value(), problem, path);
+  // A MindFormers configuration (its pipeline lists) is a plan too.
+  const Json& j = doc.value();
+  if (j.is_object() && !j.contains("stages") && (j.contains("parallel_config") || j.contains("recompute_config"))) {
+    Result<Plan> plan = ReadMindFormersPlan(j, problem, path);
+    if (!plan.ok()) return plan.error();
+    return PlanDocument{plan.value(), std::nullopt};
+  }
+  return ReadPlan(j, problem, path);
 }
 
 Json PlanToJson(const Problem& problem, const Plan& plan, const SimResult& sim, const SolverInfo& solver) {

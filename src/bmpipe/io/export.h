@@ -1,0 +1,40 @@
+// A plan written for the launcher that runs it (../shared/FACTS.md, "Where plans go"):
+//  - megatron: --pipeline-model-parallel-layout (chunk-major, E / t / L) and the other flags; the
+//    first/last-stage flags when the plan fits them; Megatron takes one global recomputation
+//    setting, so the closest one that recomputes at least what the plan does everywhere, its
+//    simulated cost, what the plan wanted per stage, and the per-layer list a patched Megatron takes.
+//  - mindformers: offset (P or VxP), recompute / select_recompute / select_comm_recompute counts,
+//    pipeline_stage, micro_batch_num, pp_interleave_num; offsets sum to L mod (P*V).
+//  - deepspeed: the partition as PipelineModule `parts` and the activation-checkpoint settings,
+//    with what DeepSpeed cannot express said plainly.
+//  - torchtitan: module_fqns_per_model_part, the schedule, and the schedule CSV it points to.
+//  - csv: the torch.distributed.pipelining schedule CSV: one row per rank of <stage><F|B><mb>
+//    actions in the simulated order.
+// Layers map to framework names through the problem's shape: the first layer (when its name
+// occurs once) is the embedding, the last the head, the others decoder layers 0..L-1.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "bmpipe/core/document.h"
+#include "bmpipe/core/error.h"
+#include "bmpipe/problem/plan.h"
+#include "bmpipe/problem/problem.h"
+
+namespace bmpipe {
+
+enum class ExportFormat { kMegatron, kMindFormers, kDeepSpeed, kTorchTitan, kCsv };
+
+std::vector<std::string> ExportFormatNames();  // megatron, mindformers, deepspeed, torchtitan, csv
+Result<ExportFormat> ParseExportFormat(const std::string& name);
+
+// The export's text (deterministic). Fails when the format cannot express the plan at all (for
+// example MindFormers needs every stage to hold at least one decoder layer).
+Result<std::string> ExportPlan(const Problem& problem, const Plan& plan, ExportFormat format);
+
+// The MindFormers lists read back into a plan for `problem` (offsets and recomputation counts;
+// the embedding on the first stage, the head on the last).
+Result<Plan> ReadMindFormersPlan(const Json& doc, const Problem& problem, const std::string& source);
+
+}  // namespace bmpipe
