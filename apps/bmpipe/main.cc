@@ -17,6 +17,7 @@
 #include "bmpipe/io/plan_json.h"
 #include "bmpipe/io/problem_json.h"
 #include "bmpipe/io/report.h"
+#include "bmpipe/io/svg.h"
 #include "bmpipe/problem/problem_reader.h"
 #include "bmpipe/sim/simulator.h"
 #include "bmpipe/solve/diagnose.h"
@@ -57,11 +58,26 @@ int Emit(const std::string& out, bool json, const std::string& json_text, const 
   return kExitOk;
 }
 
+// Writes the timeline of `panels` (each simulated again with its memory trace) to `path`.
+Status WriteSvg(const std::string& path, const Problem& problem, const std::string& title,
+                const std::vector<std::pair<std::string, Plan>>& plans) {
+  std::vector<TimelinePanel> panels;
+  SimOptions options;
+  options.record_memory = true;
+  for (const auto& [label, plan] : plans) {
+    Result<SimResult> sim = SimulatePlan(problem, plan, options);
+    if (!sim.ok()) return sim.error();
+    panels.push_back({label, plan, sim.value()});
+  }
+  return WriteFileAtomically(path, TimelineSvg(problem, title, panels));
+}
+
 struct SimulateArgs {
   std::string problem;
   std::string plan;
   bool json = false;
   std::string out;
+  std::string svg;
 };
 
 int RunSimulate(const SimulateArgs& args) {
@@ -88,6 +104,12 @@ int RunSimulate(const SimulateArgs& args) {
 
   ReportHeader header{"bmpipe simulate", {{"problem", args.problem + (pb.name.empty() ? "" : " (" + pb.name + ")")},
                                           {"plan", plan_origin}}};
+  if (!args.svg.empty()) {
+    Status written = WriteSvg(args.svg, pb, "bmpipe simulate: " + (pb.name.empty() ? args.problem : pb.name),
+                              {{plan_origin, plan}});
+    if (!written.ok()) return Fail(written.error());
+    header.lines.push_back({"timeline", "written to " + args.svg});
+  }
   const int code = Emit(args.out, args.json, PlanJsonText(pb, plan, sim.value(), solver),
                         FormatReport(header, pb, plan, sim.value()));
   if (code == kExitOk && !sim.value().fits) {
@@ -111,6 +133,7 @@ struct PlanArgs {
   ModelArgs model;
   std::string export_format;
   std::string export_out;
+  std::string svg;
   std::string out;
   bool json = false;
   double time_limit_s = 60;
@@ -192,6 +215,13 @@ int RunPlan(const PlanArgs& args) {
   solver.stopped_by = r.stopped_by;
   ReportHeader header{"bmpipe plan", origin};
   for (auto& line : PlannerLines(r)) header.lines.push_back(line);
+  if (!args.svg.empty()) {
+    Status written = WriteSvg(args.svg, pb, "bmpipe plan: " + (pb.name.empty() ? shown : pb.name),
+                              {{"bmpipe (" + std::string(r.status == PlanStatus::kOptimal ? "proven optimal" : "best found") + ")",
+                                r.plan}});
+    if (!written.ok()) return Fail(written.error());
+    header.lines.push_back({"timeline", "written to " + args.svg});
+  }
   std::string exported;
   if (!args.export_format.empty()) {
     Result<ExportFormat> format = ParseExportFormat(args.export_format);
@@ -244,6 +274,7 @@ struct CompareArgs {
   bool json = false;
   std::string out;
   std::vector<std::string> baselines;
+  std::string svg;
 };
 
 int RunCompare(const CompareArgs& args) {
@@ -278,6 +309,16 @@ int RunCompare(const CompareArgs& args) {
   }
   Result<std::vector<CompareRow>> rows = Compare(pb, options);
   if (!rows.ok()) return Fail(rows.error());
+  if (!args.svg.empty()) {
+    // bmpipe's plan above Megatron's best, on one time scale.
+    std::vector<std::pair<std::string, Plan>> plans;
+    for (const CompareRow& row : rows.value()) {
+      if ((row.name == "bmpipe" || row.name == "megatron") && row.has_plan) plans.push_back({row.name + ": " + row.note, row.plan});
+    }
+    Status written = WriteSvg(args.svg, pb, "bmpipe compare: " + (pb.name.empty() ? shown : pb.name), plans);
+    if (!written.ok()) return Fail(written.error());
+    origin.push_back({"timeline", "bmpipe and megatron written to " + args.svg});
+  }
   std::string title = "bmpipe compare";
   for (const auto& [label, value] : origin) title += fmt::format("\n  {:<10} {}", label, value);
   return Emit(args.out, args.json, CompareToJson(pb, rows.value()).dump(2) + "\n",
@@ -357,6 +398,7 @@ int Main(int argc, char** argv) {
                        "every layer.");
   simulate->add_flag("--json", sim.json, "Print the plan JSON with the simulated metrics instead of the report");
   simulate->add_option("--out", sim.out, "Also write the plan JSON with the simulated metrics to this file");
+  simulate->add_option("--svg", sim.svg, "Write the timeline (ops per rank, memory over time) as SVG to this file");
 
   PlanArgs plan;
   CLI::App* plan_cmd = app.add_subcommand(
@@ -385,6 +427,7 @@ int Main(int argc, char** argv) {
                        "Also write the plan for a launcher: megatron, mindformers, deepspeed, torchtitan, csv (after the "
                        "report, or to --export-out)");
   plan_cmd->add_option("--export-out", plan.export_out, "Write the --export text to this file");
+  plan_cmd->add_option("--svg", plan.svg, "Write the plan's timeline (ops per rank, memory over time) as SVG to this file");
 
   ExportArgs exp;
   CLI::App* export_cmd = app.add_subcommand(
@@ -414,6 +457,7 @@ int Main(int argc, char** argv) {
       ->capture_default_str();
   compare->add_flag("--json", cmp.json, "Print the rows as JSON (each with its plan) instead of the table");
   compare->add_option("--out", cmp.out, "Also write the JSON rows to this file");
+  compare->add_option("--svg", cmp.svg, "Write bmpipe's and Megatron's timelines, on one time scale, as SVG to this file");
   compare->add_option("--baselines", cmp.baselines,
                       "Comma-separated planners to compare with (default all): megatron, pipedream, merak, adapipe, "
                       "mist, mindformers-tool")

@@ -264,5 +264,32 @@ TEST(CliCompare, JsonRowsForEveryPlanner) {
   EXPECT_NE(bad.err.find("did you mean 'megatron'"), std::string::npos) << bad.err;
 }
 
+TEST(CliExport, ExportAndSvgFiles) {
+  const std::string dir = testing::MakeTempDir();
+  testing::CommandResult r = RunBmpipe("export --problem examples/tiny/problem.json --plan examples/tiny/plan.json --to megatron");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("--pipeline-model-parallel-layout \"Et*2|t*3|t*3|t*2L\""), std::string::npos) << r.out;
+  r = RunBmpipe("export --problem examples/mindformers-demo/problem-vpp3.yaml --plan "
+                "examples/mindformers-demo/tool-plan-vpp3.json --to deepspeed --out '" + dir + "/ds.txt'");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("no interleaved schedule"), std::string::npos) << r.err;
+  struct stat st;
+  EXPECT_NE(stat((dir + "/ds.txt").c_str(), &st), 0);  // nothing written
+  r = RunBmpipe("export --problem examples/tiny/problem.json --plan examples/tiny/plan.json --to megatorn");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("did you mean 'megatron'"), std::string::npos) << r.err;
+  r = RunBmpipe("plan --problem examples/tiny/problem.json --svg '" + dir + "/t.svg' --export csv --export-out '" + dir +
+                "/s.csv'");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(testing::ReadFile(dir + "/t.svg").rfind("<svg ", 0), 0u);
+  EXPECT_EQ(testing::ReadFile(dir + "/s.csv").rfind("0F0,", 0), 0u);
+  r = RunBmpipe("simulate --problem examples/mindformers-demo/problem.yaml --plan "
+                "examples/mindformers-demo/tool-plan-mindformers.yaml");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("Iteration time   56.367 s"), std::string::npos) << r.out;
+  for (const char* f : {"/t.svg", "/s.csv"}) std::remove((dir + f).c_str());
+  rmdir(dir.c_str());
+}
+
 }  // namespace
 }  // namespace bmpipe

@@ -1,0 +1,24 @@
+// The plan as a picture: per rank, a lane of forward and backward boxes per micro-batch (chunks
+// shaded, the recomputation at the start of each backward hatched, idle time left blank), and
+// under it the rank's memory over time against the capacity line. Several panels (for example
+// bmpipe's plan and Megatron's best) share one time scale. Deterministic bytes.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "bmpipe/problem/plan.h"
+#include "bmpipe/problem/problem.h"
+#include "bmpipe/sim/simulator.h"
+
+namespace bmpipe {
+
+struct TimelinePanel {
+  std::string label;  // e.g. "bmpipe (proven optimal)"
+  Plan plan;
+  SimResult sim;      // simulated with SimOptions::record_memory
+};
+
+std::string TimelineSvg(const Problem& problem, const std::string& title, const std::vector<TimelinePanel>& panels);
+
+}  // namespace bmpipe
