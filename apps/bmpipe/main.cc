@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "bmpipe/core/json_cursor.h"
+#include "bmpipe/core/text.h"
 #include "bmpipe/cost/layer_ops.h"
 #include "bmpipe/cost/problem_builder.h"
 #include "bmpipe/io/builtin_example.h"
@@ -19,6 +20,7 @@
 #include "bmpipe/io/report.h"
 #include "bmpipe/io/svg.h"
 #include "bmpipe/problem/problem_reader.h"
+#include "bmpipe/problem/sapp_reader.h"
 #include "bmpipe/sim/simulator.h"
 #include "bmpipe/solve/diagnose.h"
 #include "bmpipe/solve/planner.h"
@@ -131,6 +133,8 @@ struct ModelArgs {
 struct PlanArgs {
   std::string problem;
   ModelArgs model;
+  std::string sapp;  // the MindFormers pipeline-balance tool's init YAML or layer JSON
+  SappTarget sapp_target;
   std::string export_format;
   std::string export_out;
   std::string svg;
@@ -182,10 +186,22 @@ Result<Problem> BuildModelProblem(const ModelArgs& args, std::vector<std::pair<s
 int RunPlan(const PlanArgs& args) {
   std::string shown;
   std::vector<std::pair<std::string, std::string>> origin;
-  Result<Problem> problem = args.model.model.empty() ? LoadProblemOrExample(args.problem, shown)
-                                                     : BuildModelProblem(args.model, origin);
+  if (!args.sapp.empty() &&
+      (args.sapp_target.stages < 1 || args.sapp_target.micro_batches < 1 || args.sapp_target.memory_mb <= 0)) {
+    return Fail(InvalidInput("--sapp needs the pipeline to plan: -s STAGES -mb MICRO_BATCHES -mem MEMORY_MB (as the "
+                             "MindFormers tool takes them), e.g. -s 16 -mb 16 -mem 56000"));
+  }
+  Result<Problem> problem = !args.sapp.empty()           ? LoadSappProblem(args.sapp, args.sapp_target)
+                            : args.model.model.empty() ? LoadProblemOrExample(args.problem, shown)
+                                                       : BuildModelProblem(args.model, origin);
   if (!problem.ok()) return Fail(problem.error());
   const Problem& pb = problem.value();
+  if (!args.sapp.empty()) {
+    origin.push_back({"problem", "the MindFormers pipeline-balance tool's input " + args.sapp});
+    origin.push_back({"memory", fmt::format("stage constant {} on every rank (counted once; the tool adds it again on "
+                                            "the first and last stage)",
+                                            FormatBytes(pb.reserved_bytes))});
+  }
   if (origin.empty()) origin.push_back({"problem", shown + (pb.name.empty() ? "" : " (" + pb.name + ")")});
   PlannerOptions options;
   options.kind = args.solver == "cbc"           ? PlannerKind::kCbc
@@ -223,8 +239,10 @@ int RunPlan(const PlanArgs& args) {
     header.lines.push_back({"timeline", "written to " + args.svg});
   }
   std::string exported;
-  if (!args.export_format.empty()) {
-    Result<ExportFormat> format = ParseExportFormat(args.export_format);
+  // A user of the MindFormers tool gets the lists to paste into the MindFormers configuration.
+  const std::string export_format = args.export_format.empty() && !args.sapp.empty() ? "mindformers" : args.export_format;
+  if (!export_format.empty()) {
+    Result<ExportFormat> format = ParseExportFormat(export_format);
     if (!format.ok()) return Fail(format.error());
     Result<std::string> text = ExportPlan(pb, r.plan, format.value());
     if (!text.ok()) return Fail(text.error());
@@ -232,7 +250,7 @@ int RunPlan(const PlanArgs& args) {
     if (!args.export_out.empty()) {
       Status written = WriteFileAtomically(args.export_out, exported);
       if (!written.ok()) return Fail(written.error());
-      header.lines.push_back({"export", args.export_format + " written to " + args.export_out});
+      header.lines.push_back({"export", export_format + " written to " + args.export_out});
       exported.clear();
     }
   }
@@ -409,6 +427,20 @@ int Main(int argc, char** argv) {
   CLI::Option* problem_opt = plan_cmd->add_option("--problem", plan.problem, "Problem file (JSON or YAML, DESIGN.md §4.1)");
   plan_cmd->add_option("--out", plan.out, "Also write the plan JSON (DESIGN.md §4.2, with metrics) to this file");
   plan_cmd->add_flag("--json", plan.json, "Print the plan JSON instead of the report");
+  CLI::Option* sapp = plan_cmd->add_option(
+      "--sapp", plan.sapp,
+      "Plan from the MindFormers pipeline-balance tool's input: its init YAML (dry-run memory, decomposed as the tool "
+      "does; time_config) or its layer JSON; with -s, -mb, -mem (and -i) as that tool takes them. Prints the "
+      "MindFormers lists to paste into the configuration.");
+  sapp->excludes(problem_opt);
+  plan_cmd->add_option("-s,--stages", plan.sapp_target.stages, "With --sapp: pipeline stages (the tool's -s)")->needs(sapp);
+  plan_cmd->add_option("--mb,--micro-batches", plan.sapp_target.micro_batches, "With --sapp: micro-batches (the tool's -mb)")
+      ->needs(sapp);
+  plan_cmd->add_option("--mem,--memory-mb", plan.sapp_target.memory_mb, "With --sapp: device memory in MB (the tool's -mem)")
+      ->needs(sapp);
+  plan_cmd->add_option("-i,--interleave", plan.sapp_target.interleave, "With --sapp: chunks per rank (the tool's -i)")
+      ->needs(sapp)
+      ->capture_default_str();
   plan_cmd->add_option("--time-limit", plan.time_limit_s,
                        "Seconds the search may take; when it stops early the best plan is returned with its gap")
       ->check(CLI::PositiveNumber)
@@ -464,8 +496,16 @@ int Main(int argc, char** argv) {
       ->delimiter(',');
   AddModelOptions(*compare, cmp.model, cmp_problem);
 
+  // The MindFormers tool spells two of its options with one dash: accept them as it does.
+  std::vector<std::string> words(argv, argv + argc);
+  for (std::string& w : words) {
+    if (w == "-mb") w = "--mb";
+    if (w == "-mem") w = "--mem";
+  }
+  std::vector<char*> word_ptrs;
+  for (std::string& w : words) word_ptrs.push_back(w.data());
   try {
-    app.parse(argc, argv);
+    app.parse(static_cast<int>(word_ptrs.size()), word_ptrs.data());
   } catch (const CLI::ParseError& e) {
     const int code = app.exit(e);
     return code == 0 ? kExitOk : kExitBadInput;

@@ -291,5 +291,17 @@ TEST(CliExport, ExportAndSvgFiles) {
   rmdir(dir.c_str());
 }
 
+// A user of the MindFormers tool switches in one step: its input and its options, MindFormers lists out.
+TEST(CliSapp, PlansTheToolsInputWithItsOptions) {
+  testing::CommandResult r = RunBmpipe("plan --sapp examples/mindformers-demo/init_demo.yaml -s 16 -mb 16 -mem 56000");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("solver     bmpipe-bnb: proven optimal"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("select_recompute: ["), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("offset: ["), std::string::npos);
+  r = RunBmpipe("plan --sapp examples/mindformers-demo/init_demo.yaml -s 16");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("-mb MICRO_BATCHES -mem MEMORY_MB"), std::string::npos) << r.err;
+}
+
 }  // namespace
 }  // namespace bmpipe
