@@ -3,7 +3,8 @@
 // micro-batches 1F1B keeps in flight at that position, fits (a knapsack over the layers'
 // options; here the stage's exact Pareto candidates, candidates.h). Outer: the partition
 // minimizing the surrogate sum_s T_s + (m-1) max_s T_s, found exactly by bounding max T by each
-// distinct stage time in turn (ascending, until the bound alone exceeds the best).
+// distinct stage time in turn (ascending from the least feasible bound, until the bound alone
+// exceeds the best).
 #include <algorithm>
 #include <limits>
 
@@ -76,7 +77,10 @@ BaselineResult RunAdaPipe(const Problem& problem) {
   const double m1 = pipeline.micro_batches - 1;
   const double lowest_sum = least_sum(kNone);
   double best = kNone, best_cap = kNone;
-  for (double cap : values) {
+  // Feasibility is monotone in the cap: start from the least feasible one (binary search).
+  const auto first = std::partition_point(values.begin(), values.end(), [&](double cap) { return least_sum(cap) == kNone; });
+  for (auto it = first; it != values.end(); ++it) {
+    const double cap = *it;
     if (best != kNone && m1 * cap + lowest_sum >= best) break;
     const double sum = least_sum(cap);
     if (sum != kNone && sum + m1 * cap < best) {

@@ -44,6 +44,14 @@ bool Dominates(const Mix& a, const Mix& b, bool with_memory) {
 std::vector<Mix> ParetoFront(std::vector<Mix> mixes, bool with_memory) {
   std::sort(mixes.begin(), mixes.end(), [](const Mix& a, const Mix& b) { return a.Key() < b.Key(); });
   std::vector<Mix> front;
+  if (!with_memory) {
+    // Two criteria: in (forward, backward) order a mix is dominated iff an earlier one has no
+    // larger backward.
+    for (Mix& m : mixes) {
+      if (front.empty() || m.backward < front.back().backward) front.push_back(std::move(m));
+    }
+    return front;
+  }
   for (Mix& m : mixes) {
     bool dominated = false;
     for (const Mix& f : front) {
@@ -207,8 +215,11 @@ class Generator {
       update += count * layer.update_ns;
       length += count;
     }
+    // A shape's mixes do not depend on the stage: computed once, shared by every stage.
+    auto cached = shape_mixes_.find(shape);
+    if (cached == shape_mixes_.end()) cached = shape_mixes_.emplace(shape, ShapeMixes(fronts_, shape)).first;
     std::vector<Mix> mixes;
-    for (Mix& m : ShapeMixes(fronts_, shape)) {
+    for (const Mix& m : cached->second) {
       if (FitsAlone(ctx, static_bytes, m.saved, m.transient)) mixes.push_back(std::move(m));
     }
     // With one chunk per rank the memory check above is exact: only time still matters.
@@ -232,6 +243,7 @@ class Generator {
   const Problem& problem_;
   Candidates& out_;
   RunFronts fronts_;
+  std::map<std::vector<std::pair<int, int>>, std::vector<Mix>> shape_mixes_;
   std::vector<Bytes> min_saved_;
   std::vector<Bytes> min_transient_;
 };
