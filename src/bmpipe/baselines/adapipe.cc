@@ -18,9 +18,7 @@ BaselineResult RunAdaPipe(const Problem& problem) {
   BaselineResult result;
   const Pipeline& pipeline = problem.pipeline;
   if (pipeline.chunks > 1) {
-    result.applicable = false;
-    result.not_applicable = "AdaPipe plans 1F1B without interleaving";
-    return result;
+    return NotApplicable("AdaPipe plans 1F1B without interleaving");
   }
   const int n = problem.num_layers();
   const int stages = pipeline.stages();

@@ -22,6 +22,13 @@ ModelShape ShapeOf(const Problem& problem) {
   return shape;
 }
 
+BaselineResult NotApplicable(std::string why) {
+  BaselineResult r;
+  r.applicable = false;
+  r.not_applicable = std::move(why);
+  return r;
+}
+
 OptionIdx NoneOption(const Layer& layer) {
   OptionIdx best = 0;
   for (OptionIdx o = 0; o < static_cast<OptionIdx>(layer.options.size()); ++o) {

@@ -22,6 +22,9 @@ struct ModelShape {
 };
 ModelShape ShapeOf(const Problem& problem);
 
+// A result that says the planner cannot express the problem, and why.
+BaselineResult NotApplicable(std::string why);
+
 // The option of `layer` a framework setting means: none (no recomputation), selective (an option
 // named selective or select; -1 if none), full (named full, else the one saving the most memory).
 OptionIdx NoneOption(const Layer& layer);

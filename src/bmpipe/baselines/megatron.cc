@@ -106,10 +106,8 @@ BaselineResult RunMegatron(const Problem& problem) {
     }
   }
   if (seen.empty()) {
-    result.applicable = false;
-    result.not_applicable = fmt::format("Megatron cannot split {} decoder layers over {} stages{}", shape.body(), stages,
-                                        pipeline.chunks > 1 ? " with interleaving" : "");
-    return result;
+    return NotApplicable(fmt::format("Megatron cannot split {} decoder layers over {} stages{}", shape.body(), stages,
+                                        pipeline.chunks > 1 ? " with interleaving" : ""));
   }
   picker.Fill(result);
   return result;

@@ -16,9 +16,7 @@ namespace bmpipe {
 BaselineResult RunMerak(const Problem& problem) {
   BaselineResult result;
   if (problem.pipeline.chunks > 1) {
-    result.applicable = false;
-    result.not_applicable = "Merak's schedules have no interleaving";
-    return result;
+    return NotApplicable("Merak's schedules have no interleaving");
   }
   const int stages = problem.pipeline.stages();
   const ModelShape shape = ShapeOf(problem);

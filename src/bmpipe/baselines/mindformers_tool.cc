@@ -30,9 +30,7 @@ BaselineResult RunMindFormersTool(const Problem& problem, double time_limit_s) {
   const Pipeline& pipeline = problem.pipeline;
   const ModelShape shape = ShapeOf(problem);
   if (!shape.body_uniform) {
-    result.applicable = false;
-    result.not_applicable = "the tool's ILP costs one decoder layer type (its multi-type support is not functional)";
-    return result;
+    return NotApplicable("the tool's ILP costs one decoder layer type (its multi-type support is not functional)");
   }
   const int P = pipeline.ranks, V = pipeline.chunks, M = pipeline.micro_batches;
   const int n = problem.num_layers();

@@ -23,14 +23,10 @@ BaselineResult RunMist(const Problem& problem, double time_limit_s) {
   const Pipeline& pipeline = problem.pipeline;
   const ModelShape shape = ShapeOf(problem);
   if (pipeline.chunks > 1) {
-    result.applicable = false;
-    result.not_applicable = "Mist tunes 1F1B pipelines without interleaving";
-    return result;
+    return NotApplicable("Mist tunes 1F1B pipelines without interleaving");
   }
   if (!shape.body_uniform) {
-    result.applicable = false;
-    result.not_applicable = "Mist's tuner assumes identical decoder layers (one layer type between pre and post)";
-    return result;
+    return NotApplicable("Mist's tuner assumes identical decoder layers (one layer type between pre and post)");
   }
   const int stages = pipeline.stages();
   const int body = shape.body();

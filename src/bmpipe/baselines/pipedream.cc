@@ -10,9 +10,7 @@ namespace bmpipe {
 BaselineResult RunPipeDream(const Problem& problem) {
   BaselineResult result;
   if (problem.pipeline.chunks > 1) {
-    result.applicable = false;
-    result.not_applicable = "PipeDream's planner has no interleaved schedule";
-    return result;
+    return NotApplicable("PipeDream's planner has no interleaved schedule");
   }
   const StageMemory memory(problem);
   const std::vector<OptionIdx> none = NoneOptions(problem);
