@@ -422,8 +422,9 @@ int Main(int argc, char** argv) {
   CLI::App* plan_cmd = app.add_subcommand(
       "plan",
       "Choose the stage partition and each layer's recomputation option that minimize the simulated iteration time "
-      "with every rank within memory, prove it optimal (or report the gap), and print the plan. Without --problem, "
-      "plans the built-in example (the MindFormers pipeline-balance tool's demo).");
+      "with every rank within memory, prove it optimal (or report the gap), and print the plan. The problem comes from "
+      "--problem FILE, from --model/--device and a training setup (the analytic cost model), or from --sapp (the "
+      "MindFormers pipeline-balance tool's input); with none of them, the built-in example (that tool's demo).");
   CLI::Option* problem_opt = plan_cmd->add_option("--problem", plan.problem, "Problem file (JSON or YAML, DESIGN.md §4.1)");
   plan_cmd->add_option("--out", plan.out, "Also write the plan JSON (DESIGN.md §4.2, with metrics) to this file");
   plan_cmd->add_flag("--json", plan.json, "Print the plan JSON instead of the report");
