@@ -52,7 +52,7 @@ struct StageLayers {
   std::vector<LayerIdx> body;  // decoder layers, as problem indices
 };
 
-std::vector<StageLayers> Stages(const Problem& problem, const Plan& plan, const ModelShape& shape) {
+std::vector<StageLayers> Stages(const Plan& plan, const ModelShape& shape) {
   std::vector<StageLayers> stages(plan.num_stages());
   for (StageIdx s = 0; s < plan.num_stages(); ++s) {
     for (LayerIdx l = plan.begin(s); l < plan.end(s); ++l) {
@@ -61,7 +61,6 @@ std::vector<StageLayers> Stages(const Problem& problem, const Plan& plan, const 
       else stages[s].body.push_back(l);
     }
   }
-  (void)problem;
   return stages;
 }
 
@@ -86,7 +85,7 @@ std::string Header(const Problem& problem, const Plan& plan, const std::string& 
 Result<std::string> Megatron(const Problem& problem, const Plan& plan) {
   const ModelShape shape = ShapeOf(problem);
   const Pipeline& p = problem.pipeline;
-  const std::vector<StageLayers> stages = Stages(problem, plan, shape);
+  const std::vector<StageLayers> stages = Stages(plan, shape);
   std::string layout;
   for (std::size_t s = 0; s < stages.size(); ++s) {
     std::string stage = stages[s].embedding ? "E" : "";
@@ -196,7 +195,7 @@ struct MfCounts {
 Result<std::string> MindFormers(const Problem& problem, const Plan& plan) {
   const ModelShape shape = ShapeOf(problem);
   const Pipeline& p = problem.pipeline;
-  const std::vector<StageLayers> stages = Stages(problem, plan, shape);
+  const std::vector<StageLayers> stages = Stages(plan, shape);
   const int layers = shape.body();
   const int per = layers / (p.ranks * p.chunks);
   std::vector<int> offset;
