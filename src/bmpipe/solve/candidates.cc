@@ -34,34 +34,55 @@ struct Mix {
   }
 };
 
-bool Dominates(const Mix& a, const Mix& b, bool with_memory) {
-  const bool no_worse = a.forward <= b.forward && a.backward <= b.backward &&
-                        (!with_memory || (a.saved <= b.saved && a.transient <= b.transient));
-  return no_worse;
-}
-
-// Keeps the mixes no other mix dominates; among equal ones the first in Key order.
-std::vector<Mix> ParetoFront(std::vector<Mix> mixes, bool with_memory) {
-  std::sort(mixes.begin(), mixes.end(), [](const Mix& a, const Mix& b) { return a.Key() < b.Key(); });
-  std::vector<Mix> front;
+// The indices (among `which`) of the mixes no other of them dominates, in Key order; among equal
+// ones the first in Key order. Dominance is in (forward, backward), and with `with_memory` also
+// in (saved, transient).
+std::vector<std::size_t> ParetoIndices(const std::vector<Mix>& mixes, std::vector<std::size_t> which, bool with_memory) {
+  // Ties in Key (mixes given without option counts) keep their given order.
+  std::stable_sort(which.begin(), which.end(), [&](std::size_t a, std::size_t b) { return mixes[a].Key() < mixes[b].Key(); });
+  std::vector<std::size_t> front;
   if (!with_memory) {
-    // Two criteria: in (forward, backward) order a mix is dominated iff an earlier one has no
-    // larger backward.
-    for (Mix& m : mixes) {
-      if (front.empty() || m.backward < front.back().backward) front.push_back(std::move(m));
+    // In (forward, backward) order a mix is dominated iff an earlier one has no larger backward.
+    for (std::size_t i : which) {
+      if (front.empty() || mixes[i].backward < mixes[front.back()].backward) front.push_back(i);
     }
     return front;
   }
-  for (Mix& m : mixes) {
-    bool dominated = false;
-    for (const Mix& f : front) {
-      if (Dominates(f, m, with_memory)) {
-        dominated = true;
-        break;
-      }
+  // Every mix that can dominate m comes before it, with no larger forward. Per transient level
+  // (few distinct values), a staircase of the front's (backward, saved) with transient at most
+  // that level answers "is some earlier mix no worse in backward and saved" in O(log n): the
+  // entry with the largest backward <= m's has the least saved.
+  std::vector<Bytes> levels;
+  for (std::size_t i : which) levels.push_back(mixes[i].transient);
+  std::sort(levels.begin(), levels.end());
+  levels.erase(std::unique(levels.begin(), levels.end()), levels.end());
+  std::vector<std::map<TimeNs, Bytes>> stairs(levels.size());  // backward -> least saved
+  for (std::size_t i : which) {
+    const Mix& m = mixes[i];
+    const std::size_t level = std::lower_bound(levels.begin(), levels.end(), m.transient) - levels.begin();
+    const std::map<TimeNs, Bytes>& stair = stairs[level];
+    auto it = stair.upper_bound(m.backward);
+    if (it != stair.begin() && std::prev(it)->second <= m.saved) continue;  // dominated
+    for (std::size_t l = level; l < levels.size(); ++l) {
+      std::map<TimeNs, Bytes>& s = stairs[l];
+      auto at = s.upper_bound(m.backward);
+      if (at != s.begin() && std::prev(at)->second <= m.saved) continue;  // this level already has better
+      // Drop the entries m makes redundant (backward >= m's, saved >= m's), then add m.
+      auto drop = s.lower_bound(m.backward);
+      while (drop != s.end() && drop->second >= m.saved) drop = s.erase(drop);
+      s[m.backward] = m.saved;
     }
-    if (!dominated) front.push_back(std::move(m));
+    front.push_back(i);
   }
+  return front;
+}
+
+// The mixes no other mix dominates (ParetoIndices over all of them).
+std::vector<Mix> ParetoFront(std::vector<Mix> mixes, bool with_memory) {
+  std::vector<std::size_t> all(mixes.size());
+  for (std::size_t i = 0; i < all.size(); ++i) all[i] = i;
+  std::vector<Mix> front;
+  for (std::size_t i : ParetoIndices(mixes, std::move(all), with_memory)) front.push_back(std::move(mixes[i]));
   return front;
 }
 
@@ -106,16 +127,31 @@ class RunFronts {
 std::vector<Mix> ShapeMixes(RunFronts& fronts, const std::vector<std::pair<int, int>>& shape) {
   std::vector<Mix> mixes(1);
   for (const auto& [run, count] : shape) {
-    std::vector<Mix> next;
+    // Costs of every pair first (no option counts: cheap), then only the front is built.
+    const std::vector<Mix>& part = fronts.Get(run, count);
+    std::vector<Mix> costs;
+    std::vector<std::size_t> all;
     for (const Mix& a : mixes) {
-      for (const Mix& b : fronts.Get(run, count)) {
-        Mix n = a;
-        n.option_count.push_back(b.option_count[0]);
+      for (const Mix& b : part) {
+        Mix n;
+        n.forward = a.forward;
+        n.backward = a.backward;
+        n.recompute = a.recompute;
+        n.saved = a.saved;
+        n.transient = a.transient;
         n.AddCosts(b);
-        next.push_back(std::move(n));
+        all.push_back(costs.size());
+        costs.push_back(n);
       }
     }
-    mixes = ParetoFront(std::move(next), /*with_memory=*/true);
+    std::vector<Mix> next;
+    for (std::size_t i : ParetoIndices(costs, std::move(all), /*with_memory=*/true)) {
+      Mix n = mixes[i / part.size()];
+      n.option_count.push_back(part[i % part.size()].option_count[0]);
+      n.AddCosts(part[i % part.size()]);
+      next.push_back(std::move(n));
+    }
+    mixes = std::move(next);
   }
   return mixes;
 }
@@ -218,14 +254,15 @@ class Generator {
     // A shape's mixes do not depend on the stage: computed once, shared by every stage.
     auto cached = shape_mixes_.find(shape);
     if (cached == shape_mixes_.end()) cached = shape_mixes_.emplace(shape, ShapeMixes(fronts_, shape)).first;
-    std::vector<Mix> mixes;
-    for (const Mix& m : cached->second) {
-      if (FitsAlone(ctx, static_bytes, m.saved, m.transient)) mixes.push_back(std::move(m));
+    const std::vector<Mix>& all = cached->second;
+    std::vector<std::size_t> fitting;
+    for (std::size_t i = 0; i < all.size(); ++i) {
+      if (FitsAlone(ctx, static_bytes, all[i].saved, all[i].transient)) fitting.push_back(i);
     }
     // With one chunk per rank the memory check above is exact: only time still matters.
-    mixes = ParetoFront(std::move(mixes), /*with_memory=*/!out_.memory_exact);
     const Layer& last = problem_.layers[out_.runs[shape.back().first].begin];
-    for (const Mix& m : mixes) {
+    for (std::size_t chosen : ParetoIndices(all, std::move(fitting), /*with_memory=*/!out_.memory_exact)) {
+      const Mix& m = all[chosen];
       Candidate c;
       c.length = length;
       c.start_min = start_min;
