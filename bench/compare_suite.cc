@@ -63,14 +63,10 @@ Problem VisionLanguage(const std::string& device, const TrainingSetup& setup) {
   vit.mlp = MlpKind::kGelu;
   vit.norm = NormKind::kLayerNorm;
   vit.qkv_bias = vit.linear_bias = true;
-  // Three recomputation options per layer type: with all six of both types, the Pareto fronts of
-  // stages that span the two types grow too large for candidate generation (a known limit).
-  TrainingSetup llm_setup = setup;
-  llm_setup.recompute = {"none", "selective", "full"};
-  TrainingSetup vit_setup = llm_setup;
+  TrainingSetup vit_setup = setup;
   vit_setup.seq = 1024;
   const Problem encoder = FromModel(vit, device, vit_setup);
-  Problem p = FromModel(ModelPreset("llama3-8b").value(), device, llm_setup);
+  Problem p = FromModel(ModelPreset("llama3-8b").value(), device, setup);
   std::vector<Layer> layers;
   for (std::size_t i = 0; i + 1 < encoder.layers.size(); ++i) {  // patch embedding and encoder layers
     Layer l = encoder.layers[i];
