@@ -215,6 +215,13 @@ int RunPlan(const PlanArgs& args) {
   const PlannerResult& r = planned.value();
   if (r.status == PlanStatus::kInfeasible) {
     std::cerr << "bmpipe: " << DescribeShortfall(pb, DiagnoseMemory(pb)) << "\n";
+    if (!args.model.model.empty()) {
+      std::cerr << "bmpipe: in the setup's terms: more pipeline stages (--pp) or tensor parallelism (--tp), "
+                   "--distributed-optimizer, --sequence-parallel, --flash-attn, or a smaller --mbs\n";
+    }
+    for (const auto& [label, value] : origin) {
+      if (label == "not modeled") std::cerr << "bmpipe: note: not modeled: " << value << "\n";
+    }
     return kExitNoFit;
   }
   if (r.status == PlanStatus::kNoPlan) {
