@@ -43,23 +43,23 @@ std::string FormatCompare(const std::string& title, const Problem& problem, cons
   out += fmt::format("  pipeline   {}, {} ranks x {} chunk{}, {} micro-batches, {} layers; {} per device\n\n",
                      ScheduleName(p.schedule), p.ranks, p.chunks, p.chunks == 1 ? "" : "s", p.micro_batches,
                      problem.num_layers(), FormatBytes(problem.memory_bytes));
-  out += fmt::format("{:<17} {:>11}  {:>11}  {:<30} {:>21} {:>13} {:>5} {:>10}\n", "planner", "iteration", "vs megatron",
+  out += fmt::format("{:<17} {:>11}  {:>11}  {:<30} {:>21} {:>15} {:>5} {:>10}\n", "planner", "iteration", "vs megatron",
                      "loss = ideal + imbal + recomp", "peak mem max / min", "mem use max/avg", "fits", "planning");
   for (const CompareRow& row : rows) {
     if (!row.applicable) {
-      out += fmt::format("{:<17} {:>11}  {:>11}  {:<30} {:>21} {:>13} {:>5} {:>10}\n", row.name, "n/a", "", "", "", "",
+      out += fmt::format("{:<17} {:>11}  {:>11}  {:<30} {:>21} {:>15} {:>5} {:>10}\n", row.name, "n/a", "", "", "", "",
                          "", fmt::format("{:.3f} s", row.seconds));
       continue;
     }
     if (!row.has_plan) {
-      out += fmt::format("{:<17} {:>11}  {:>11}  {:<30} {:>21} {:>13} {:>5} {:>10}\n", row.name, "no plan", "", "", "",
+      out += fmt::format("{:<17} {:>11}  {:>11}  {:<30} {:>21} {:>15} {:>5} {:>10}\n", row.name, "no plan", "", "", "",
                          "", "no", fmt::format("{:.3f} s", row.seconds));
       continue;
     }
     const Bubble& b = row.sim.bubble;
     const double speedup = Speedup(row, megatron);
     out += fmt::format(
-        "{:<17} {:>11}  {:>11}  {:<30} {:>21} {:>13} {:>5} {:>10}\n", row.name, FormatDuration(row.sim.iteration_ns),
+        "{:<17} {:>11}  {:>11}  {:<30} {:>21} {:>15} {:>5} {:>10}\n", row.name, FormatDuration(row.sim.iteration_ns),
         speedup > 0 ? fmt::format("{:.3f}x", speedup) : "-",
         fmt::format("{:.4f} = {:.4f} + {:.4f} + {:.4f}", b.real, b.ideal, b.imbalance, b.recompute),
         FormatBytes(MaxPeak(row.sim)) + " / " + FormatBytes(MinPeak(row.sim)),
