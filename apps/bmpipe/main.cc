@@ -325,10 +325,8 @@ int RunCompare(const CompareArgs& args) {
       if (!found) {
         std::vector<std::string> names;
         for (BaselineKind kind : AllBaselines()) names.push_back(BaselineName(kind));
-        std::string list;
-        for (const std::string& n : names) list += (list.empty() ? "" : ", ") + n;
         return Fail(InvalidInput(fmt::format("--baselines: unknown planner '{}'{}; planners: {}", name,
-                                             DidYouMean(name, names), list)));
+                                             DidYouMean(name, names), fmt::join(names, ", "))));
       }
     }
   }
@@ -350,11 +348,7 @@ int RunCompare(const CompareArgs& args) {
               FormatCompare(title, pb, rows.value()));
 }
 
-std::string Joined(const std::vector<std::string>& names) {
-  std::string out;
-  for (const std::string& n : names) out += (out.empty() ? "" : ", ") + n;
-  return out;
-}
+std::string Joined(const std::vector<std::string>& names) { return fmt::format("{}", fmt::join(names, ", ")); }
 
 // --model, --device and the training setup: the problem from the analytic cost model.
 void AddModelOptions(CLI::App& cmd, ModelArgs& m, CLI::Option* problem_opt) {

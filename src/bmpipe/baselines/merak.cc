@@ -45,9 +45,8 @@ BaselineResult RunMerak(const Problem& problem) {
       }
     }
     if (!seen.insert(counts).second) continue;
-    std::string list;
-    for (int c : counts) list += (list.empty() ? "" : ", ") + std::to_string(c);
-    picker.Offer(plan, fmt::format("layers per stage {}, r0 = {:.2f}: checkpointed layers [{}]", StageSizes(end), r0, list));
+    picker.Offer(plan, fmt::format("layers per stage {}, r0 = {:.2f}: checkpointed layers [{}]", StageSizes(end), r0,
+                                   fmt::join(counts, ", ")));
   }
   picker.Fill(result);
   return result;

@@ -282,11 +282,9 @@ Result<OptionSpec> ParseOption(const std::string& option) {
     } else if (part == "attn" || part == "mlp" || part == "norm") {
       spec.groups.insert(part);
     } else {
-      std::string list;
-      for (const std::string& n : names) list += (list.empty() ? "" : ", ") + n;
       return InvalidInput(fmt::format("unknown recomputation option '{}'{} in '{}'; options: {} (or several joined "
                                       "by '+', e.g. selective+norm)",
-                                      part, DidYouMean(part, names), option, list));
+                                      part, DidYouMean(part, names), option, fmt::join(names, ", ")));
     }
   }
   return spec;

@@ -43,11 +43,7 @@ std::vector<DeviceSpec> Presets() {
   return presets;
 }
 
-std::string PresetList() {
-  std::string list;
-  for (const std::string& n : DevicePresetNames()) list += (list.empty() ? "" : ", ") + n;
-  return list;
-}
+std::string PresetList() { return fmt::format("{}", fmt::join(DevicePresetNames(), ", ")); }
 
 double ReadPositive(const JsonCursor& c, const char* fix) {
   const double v = c.Number();

@@ -68,11 +68,7 @@ std::string OptionName(const Problem& problem, const Plan& plan, LayerIdx l) {
   return problem.layers[l].options[plan.option[l]].name;
 }
 
-std::string List(const std::vector<int>& v) {
-  std::string out;
-  for (int x : v) out += (out.empty() ? "" : ", ") + std::to_string(x);
-  return "[" + out + "]";
-}
+std::string List(const std::vector<int>& v) { return fmt::format("[{}]", fmt::join(v, ", ")); }
 
 std::string Header(const Problem& problem, const Plan& plan, const std::string& comment) {
   const SimResult sim = SimulatePlan(problem, plan).value();
@@ -233,10 +229,7 @@ Result<std::string> MindFormers(const Problem& problem, const Plan& plan) {
       for (int r = 0; r < p.ranks; ++r) row.push_back(value(v * p.ranks + r));
       rows.push_back(List(row));
     }
-    if (rows.size() == 1) return rows[0];
-    std::string out;
-    for (const std::string& r : rows) out += (out.empty() ? "" : ", ") + r;
-    return "[" + out + "]";
+    return rows.size() == 1 ? rows[0] : fmt::format("[{}]", fmt::join(rows, ", "));
   };
   int sum = 0;
   for (int o : offset) sum += o;
@@ -373,9 +366,8 @@ Result<ExportFormat> ParseExportFormat(const std::string& name) {
   for (std::size_t i = 0; i < names.size(); ++i) {
     if (names[i] == name) return static_cast<ExportFormat>(i);
   }
-  std::string list;
-  for (const std::string& n : names) list += (list.empty() ? "" : ", ") + n;
-  return InvalidInput(fmt::format("unknown export format '{}'{}; formats: {}", name, DidYouMean(name, names), list));
+  return InvalidInput(fmt::format("unknown export format '{}'{}; formats: {}", name, DidYouMean(name, names),
+                                  fmt::join(names, ", ")));
 }
 
 Result<std::string> ExportPlan(const Problem& problem, const Plan& plan, ExportFormat format) {

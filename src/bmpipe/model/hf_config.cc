@@ -52,12 +52,6 @@ const std::vector<std::string>& SupportedModelTypes() {
   return types;
 }
 
-std::string Join(const std::vector<std::string>& words) {
-  std::string out;
-  for (const std::string& w : words) out += (out.empty() ? "" : ", ") + w;
-  return out;
-}
-
 int ToInt(const JsonCursor& c, std::string_view what, std::int64_t min, std::int64_t max) {
   return static_cast<int>(c.Integer(min, max, fmt::format("check the value: it is {}", what)));
 }
@@ -303,12 +297,12 @@ ModelSpec ReadConfigTree(const Json& doc, const std::string& path) {
   const JsonCursor config(doc, "");
   const std::vector<std::string>& types = SupportedModelTypes();
   const JsonCursor type_cursor =
-      config.Required("model_type", fmt::format("the architecture; bmpipe reads {}", Join(types)));
+      config.Required("model_type", fmt::format("the architecture; bmpipe reads {}", fmt::join(types, ", ")));
   const std::string type = type_cursor.String();
   bool supported = false;
   for (const std::string& t : types) supported = supported || t == type;
   if (!supported) {
-    type_cursor.Fail(fmt::format("unsupported model_type; bmpipe reads {}{}", Join(types), DidYouMean(type, types)));
+    type_cursor.Fail(fmt::format("unsupported model_type; bmpipe reads {}{}", fmt::join(types, ", "), DidYouMean(type, types)));
   }
   ModelSpec m;
   if (type == "gpt2") {

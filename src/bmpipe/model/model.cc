@@ -212,8 +212,7 @@ Result<ModelSpec> LoadModel(const std::string& name_or_path) {
   Result<ModelSpec> model = ReadHuggingFaceConfig(path);
   if (model.ok() || model.error().kind != ErrorKind::kIo) return model;
 
-  std::string list;
-  for (const std::string& p : presets) list += (list.empty() ? "" : ", ") + p;
+  const std::string list = fmt::format("{}", fmt::join(presets, ", "));
   return InvalidInput(fmt::format(
       "'{}' is neither a built-in model preset nor a readable Hugging Face config.json ({}); give a preset name or "
       "the path of a config.json; presets: {}{}",

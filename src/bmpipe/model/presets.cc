@@ -100,9 +100,8 @@ Result<ModelSpec> ModelPreset(const std::string& name) {
     if (m.name == name) return std::move(m);
   }
   const std::vector<std::string> names = ModelPresetNames();
-  std::string list;
-  for (const std::string& n : names) list += (list.empty() ? "" : ", ") + n;
-  return InvalidInput(fmt::format("unknown model preset '{}'; presets: {}{}", name, list, DidYouMean(name, names)));
+  return InvalidInput(
+      fmt::format("unknown model preset '{}'; presets: {}{}", name, fmt::join(names, ", "), DidYouMean(name, names)));
 }
 
 }  // namespace bmpipe
