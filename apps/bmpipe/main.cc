@@ -1,4 +1,6 @@
 // The bmpipe command line: parsing and printing only; the work happens in the libraries.
+#include <unistd.h>
+
 #include <cstdio>
 #include <iostream>
 #include <optional>
@@ -18,6 +20,7 @@
 #include "bmpipe/io/plan_json.h"
 #include "bmpipe/io/problem_json.h"
 #include "bmpipe/io/report.h"
+#include "bmpipe/io/search_report.h"
 #include "bmpipe/io/svg.h"
 #include "bmpipe/problem/problem_reader.h"
 #include "bmpipe/problem/sapp_reader.h"
@@ -348,6 +351,119 @@ int RunCompare(const CompareArgs& args) {
               FormatCompare(title, pb, rows.value()));
 }
 
+struct SearchArgs {
+  std::string model;
+  std::string device;
+  SearchOptions options;
+  double reserved_gb = -1;
+  bool json = false;
+  bool quiet = false;
+  std::string out;
+  std::string plan_out;
+  std::string export_format = "megatron";
+  std::string export_out;
+  std::string svg;
+};
+
+// A one-line progress bar on standard error, redrawn in place.
+void DrawProgress(const SearchProgress& p) {
+  const int width = 30;
+  const int filled = p.to_plan > 0 ? std::min(width, width * p.planned / p.to_plan) : 0;
+  std::cerr << fmt::format("\rbmpipe search: [{}{}] {} planned of at most {}{}  {:.0f} s ", std::string(filled, '#'),
+                           std::string(width - filled, '.'), p.planned, p.to_plan,
+                           p.best_s > 0 ? fmt::format(", best {:.3f} s", p.best_s) : "", p.seconds)
+            << std::flush;
+}
+
+int RunSearch(SearchArgs& args) {
+  Result<ModelSpec> model = LoadModel(args.model);
+  if (!model.ok()) return Fail(model.error());
+  Result<DeviceSpec> device = LoadDevice(args.device);
+  if (!device.ok()) return Fail(device.error());
+  SearchOptions& options = args.options;
+  if (args.reserved_gb >= 0) options.base.reserved_bytes = static_cast<Bytes>(args.reserved_gb * 1e9);
+  std::optional<ExportFormat> format;
+  if (!args.export_format.empty() && args.export_format != "none") {
+    Result<ExportFormat> parsed = ParseExportFormat(args.export_format);
+    if (!parsed.ok()) return Fail(parsed.error());
+    format = parsed.value();
+  }
+  const bool progress = !args.quiet && isatty(STDERR_FILENO) != 0;
+  if (progress) options.progress = DrawProgress;
+  Result<SearchResult> searched = SearchConfigurations(model.value(), device.value(), options);
+  if (progress) std::cerr << "\r" << std::string(100, ' ') << "\r" << std::flush;
+  if (!searched.ok()) return Fail(searched.error());
+  const SearchResult& result = searched.value();
+
+  const ModelSpec& m = model.value();
+  const DeviceSpec& d = device.value();
+  std::vector<std::pair<std::string, std::string>> header;
+  header.push_back({"model", fmt::format("{} ({}, {:.2f} B parameters, {} layers)", args.model, m.family,
+                                         static_cast<double>(CountParameters(m).total) / 1e9, m.layers)});
+  header.push_back({"cluster", fmt::format("{} x {}, {} per node{}", options.devices, d.name, d.devices_per_node,
+                                           d.approximate ? " (approximate device figures)" : "")});
+  header.push_back({"batch", fmt::format("{} sequences x {} tokens = {:.2f} M tokens per iteration{}",
+                                         options.base.global_batch_size, options.base.seq,
+                                         static_cast<double>(options.base.global_batch_size) * options.base.seq / 1e6,
+                                         options.base.flash_attention ? ", flash attention" : "")});
+  header.push_back({"recompute", fmt::format("per layer, one of: {}", fmt::join(options.base.recompute, ", "))});
+  header.push_back({"planner", options.exhaustive
+                                   ? std::string("exhaustive: every valid configuration planned, no bound used")
+                                   : fmt::format("branch and bound, at most {} nodes per configuration{}",
+                                                 options.node_limit, options.node_limit < 0 ? " (no limit)" : "")});
+  for (const std::string& note : m.not_modeled) header.push_back({"not modeled", note});
+  std::string report = FormatSearch(header, options, result);
+  std::string exported;
+  Json doc = SearchToJson(options, result);
+  if (!result.ranking.empty()) {
+    const ConfigOutcome& best = result.configs[result.ranking[0]];
+    const Problem problem = BuildProblem(m, d, SetupOf(options, best.config)).value();
+    const SimResult sim = SimulatePlan(problem, best.planner.plan).value();
+    SolverInfo solver{best.planner.solver,
+                      best.planner.status == PlanStatus::kOptimal ? SolveStatus::kOptimal : SolveStatus::kFeasible,
+                      best.planner.seconds};
+    solver.gap = best.planner.gap;
+    solver.bound_s = best.planner.bound_ns / 1e9;
+    solver.objective_s = best.planner.objective_ns / 1e9;
+    solver.stopped_by = best.planner.stopped_by;
+    const std::string plan_json = PlanJsonText(problem, best.planner.plan, sim, solver);
+    ReportHeader plan_header{"The best configuration's plan",
+                             {{"setup", DescribeConfig(best.config)}, {"launch", MegatronFlags(options, best.config)}}};
+    for (auto& line : PlannerLines(best.planner)) plan_header.lines.push_back(line);
+    if (!args.plan_out.empty()) {
+      Status written = WriteFileAtomically(args.plan_out, plan_json);
+      if (!written.ok()) return Fail(written.error());
+      plan_header.lines.push_back({"plan", "written to " + args.plan_out});
+    }
+    if (!args.svg.empty()) {
+      Status written = WriteSvg(args.svg, problem, "bmpipe search: " + problem.name, {{DescribeConfig(best.config), best.planner.plan}});
+      if (!written.ok()) return Fail(written.error());
+      plan_header.lines.push_back({"timeline", "written to " + args.svg});
+    }
+    if (format) {
+      Result<std::string> text = ExportPlan(problem, best.planner.plan, *format);
+      if (!text.ok()) return Fail(text.error());
+      exported = text.value();
+      if (!args.export_out.empty()) {
+        Status written = WriteFileAtomically(args.export_out, exported);
+        if (!written.ok()) return Fail(written.error());
+        plan_header.lines.push_back({"export", args.export_format + " written to " + args.export_out});
+        exported.clear();
+      }
+    }
+    report += "\n" + FormatReport(plan_header, problem, best.planner.plan, sim);
+    doc["best_plan"] = Json::parse(plan_json);
+  }
+  const int code = Emit(args.out, args.json, doc.dump(2) + "\n", report);
+  if (code == kExitOk && !args.json && !exported.empty()) std::cout << "\n" << exported;
+  if (code == kExitOk && result.ranking.empty()) {
+    std::cerr << "bmpipe: no configuration fits in memory; more devices, a shorter --seq, a smaller --gbs or more "
+                 "recomputation options (--recompute) would help\n";
+    return kExitNoFit;
+  }
+  return code;
+}
+
 std::string Joined(const std::vector<std::string>& names) { return fmt::format("{}", fmt::join(names, ", ")); }
 
 // --model, --device and the training setup: the problem from the analytic cost model.
@@ -498,6 +614,64 @@ int Main(int argc, char** argv) {
       ->delimiter(',');
   AddModelOptions(*compare, cmp.model, cmp_problem);
 
+  SearchArgs srch;
+  srch.options.base.recompute = TrainingSetup{}.recompute;
+  CLI::App* search = app.add_subcommand(
+      "search",
+      "Find the best way to train a model on N devices: every valid tensor-parallel (within a node) x pipeline x "
+      "data-parallel split, virtual stages (interleaved 1F1B), micro-batch size, sequence parallelism and optimizer "
+      "sharding. Cheap sound bounds (dominance, memory, a time lower bound) set aside what cannot be among the "
+      "best; the rest is planned with the exact planner. Prints the top configurations with throughput, MFU, "
+      "bubble and memory, then the best one's plan and its export. The result is the same for any --threads.");
+  search->add_option("--model", srch.model, "Model preset (" + Joined(ModelPresetNames()) + ") or a Hugging Face config.json")
+      ->required();
+  search->add_option("--device", srch.device,
+                     "Device preset (" + Joined(DevicePresetNames()) + ") or a device file (docs/cost-model.md)")
+      ->required();
+  search->add_option("--devices", srch.options.devices, "Number of devices to train on")->required();
+  search->add_option("--gbs", srch.options.base.global_batch_size, "Global batch size (sequences per iteration)")
+      ->required();
+  search->add_option("--seq", srch.options.base.seq, "Sequence length (tokens)")->required();
+  search->add_option("--top", srch.options.top, "Configurations to rank")->capture_default_str();
+  search->add_option("--time-budget", srch.options.time_budget_s,
+                     "Seconds after which no further configuration is planned (default: none). A search stopped by "
+                     "its budget says so, and its ranking then depends on the machine's speed")
+      ->check(CLI::NonNegativeNumber);
+  search->add_option("--threads", srch.options.threads, "Planner threads (default: every hardware thread)")
+      ->check(CLI::NonNegativeNumber);
+  search->add_option("--node-limit", srch.options.node_limit,
+                     "Branch-and-bound nodes per configuration, after its first plans (-1: until proven optimal)")
+      ->capture_default_str();
+  search->add_flag("--exhaustive", srch.options.exhaustive,
+                   "Plan every valid configuration without pruning (slow; to check the pruned search)");
+  search->add_option("--tp", srch.options.tp, "Only these tensor-parallel sizes (comma-separated)")->delimiter(',');
+  search->add_option("--pp", srch.options.pp, "Only these pipeline sizes")->delimiter(',');
+  search->add_option("--vpp", srch.options.vpp, "Only these virtual-stage counts (1: plain 1F1B)")->delimiter(',');
+  search->add_option("--mbs", srch.options.mbs, "Only these micro-batch sizes")->delimiter(',');
+  search->add_flag("--flash-attn", srch.options.base.flash_attention, "Fused (flash) attention: no s x s activations");
+  search->add_option("--recompute", srch.options.base.recompute,
+                     "Recomputation options offered for every decoder layer (comma-separated): " +
+                         Joined(RecomputeOptionNames()) + ", or unions such as selective+norm")
+      ->delimiter(',')
+      ->capture_default_str();
+  search->add_option("--reserved-gb", srch.reserved_gb,
+                     "Memory reserved on every device for the framework, in GB (default: 1 GiB + 5 % of the device "
+                     "memory)")
+      ->check(CLI::NonNegativeNumber);
+  search->add_option("--dp-overlap", srch.options.base.dp_overlap,
+                     "Fraction of the data-parallel gradient sync hidden behind the backward (0..1)")
+      ->capture_default_str();
+  search->add_flag("--json", srch.json, "Print the search as JSON (statistics, ranking, every configuration's verdict)");
+  search->add_option("--out", srch.out, "Also write the search JSON to this file");
+  search->add_option("--plan-out", srch.plan_out, "Write the best configuration's plan JSON (DESIGN.md §4.2) here");
+  search->add_option("--export", srch.export_format,
+                     "Export of the best plan printed after the report: megatron, mindformers, deepspeed, torchtitan, "
+                     "csv, or none")
+      ->capture_default_str();
+  search->add_option("--export-out", srch.export_out, "Write the export to this file instead");
+  search->add_option("--svg", srch.svg, "Write the best plan's timeline as SVG to this file");
+  search->add_flag("-q,--quiet", srch.quiet, "No progress bar on standard error");
+
   // The MindFormers tool spells two of its options with one dash: accept them as it does.
   std::vector<std::string> words(argv, argv + argc);
   for (std::string& w : words) {
@@ -516,6 +690,7 @@ int Main(int argc, char** argv) {
   if (plan_cmd->parsed()) return RunPlan(plan);
   if (compare->parsed()) return RunCompare(cmp);
   if (export_cmd->parsed()) return RunExport(exp);
+  if (search->parsed()) return RunSearch(srch);
   return kExitBadInput;
 }
 

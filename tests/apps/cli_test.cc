@@ -237,6 +237,47 @@ TEST(CliModel, BadSetupsExitWithTwo) {
   EXPECT_NE(r.err.find("llama"), std::string::npos) << r.err;
 }
 
+// search: the ranking, the statistics, the best plan's report and export; JSON the same.
+TEST(CliSearch, RanksConfigurationsAndExportsTheBest) {
+  const std::string setup = "search --model llama3-8b --device a100-80gb --devices 16 --gbs 32 --seq 2048 --flash-attn "
+                            "--top 3 --threads 2";
+  testing::CommandResult r = RunBmpipe(setup + " --export megatron");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  for (const char* text : {"searched   ", "pruned     ", "screened   ", "planned    ", "best       ",
+                           "  #  tp   pp    dp  vpp  mbs     m  sp  zero  iteration", "The best configuration's plan",
+                           "launch     --tensor-model-parallel-size", "Iteration time", "--pipeline-model-parallel-size"}) {
+    EXPECT_NE(r.out.find(text), std::string::npos) << text << "\n" << r.out;
+  }
+  testing::CommandResult j = RunBmpipe(setup + " --json");
+  ASSERT_EQ(j.exit_code, 0) << j.err;
+  const Json doc = Json::parse(j.out);
+  ASSERT_EQ(doc["ranking"].size(), 3u);
+  EXPECT_GT(doc["statistics"]["valid"].get<int>(), doc["statistics"]["planned"].get<int>());
+  EXPECT_LE(doc["ranking"][0]["iteration_time_s"].get<double>(), doc["ranking"][1]["iteration_time_s"].get<double>());
+  EXPECT_EQ(doc["best_plan"]["iteration_time_s"], doc["ranking"][0]["iteration_time_s"]);
+  // Restrictions narrow the space.
+  testing::CommandResult only = RunBmpipe(setup + " --tp 8 --pp 2 --json");
+  ASSERT_EQ(only.exit_code, 0) << only.err;
+  for (const Json& c : Json::parse(only.out)["configurations"]) {
+    EXPECT_EQ(c["tp"], 8);
+    EXPECT_EQ(c["pp"], 2);
+  }
+}
+
+TEST(CliSearch, BadInputExitsWithTwo) {
+  testing::CommandResult r = RunBmpipe("search --model llama3-8b --device a100-80gb --devices 0 --gbs 32 --seq 2048");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--devices 0"), std::string::npos) << r.err;
+  r = RunBmpipe("search --model llama3-8b --device a100-80gb --devices 16 --gbs 32");  // no --seq
+  EXPECT_EQ(r.exit_code, 2);
+  r = RunBmpipe("search --model llama3-8b --device a100-80gb --devices 16 --gbs 32 --seq 2048 --export pdf");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("pdf"), std::string::npos) << r.err;
+  r = RunBmpipe("search --model llama3-8b --device a100-80gb --devices 16 --gbs 32 --seq 2048 --tp 3");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("no valid configuration"), std::string::npos) << r.err;
+}
+
 // compare: one row per planner, bmpipe first, every row judged by the simulator.
 TEST(CliCompare, JsonRowsForEveryPlanner) {
   testing::CommandResult r = RunBmpipe("compare --problem examples/tiny/problem.json --json --time-limit 5");

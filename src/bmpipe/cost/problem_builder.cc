@@ -62,6 +62,23 @@ Layer MakeLayer(const std::string& name, const LayerGraph& graph, const std::vec
 
 }  // namespace
 
+double ModelFlopsPerIteration(const ModelSpec& model, const DeviceSpec& device, const TrainingSetup& setup) {
+  TrainingSetup one = setup;
+  one.tp = one.pp = one.dp = one.vpp = one.micro_batch_size = 1;
+  one.sequence_parallel = false;
+  one.flash_attention = false;  // the unfused graph: the full score square, not flash's causal half
+  auto flops = [](const LayerGraph& graph) {
+    double sum = 0;
+    for (const LayerOp& op : graph.ops) sum += op.forward_flops + op.backward_flops;
+    return sum;
+  };
+  double per_sequence = flops(EmbeddingGraph(model, device, one)) + flops(HeadGraph(model, device, one));
+  const double dense = flops(DecoderLayerGraph(model, device, one, /*moe=*/false));
+  const double moe = model.moe.enabled() ? flops(DecoderLayerGraph(model, device, one, /*moe=*/true)) : 0;
+  for (int i = 0; i < model.layers; ++i) per_sequence += IsMoeLayer(model, i) ? moe : dense;
+  return per_sequence * setup.global_batch_size;
+}
+
 double BytesPerParameter(const TrainingSetup& s) { return s.distributed_optimizer ? 6 + 12.0 / s.dp : 18; }
 
 Result<Problem> BuildProblem(const ModelSpec& model, const DeviceSpec& device, const TrainingSetup& setup) {

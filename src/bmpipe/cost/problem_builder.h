@@ -22,6 +22,11 @@ namespace bmpipe {
 // Validates the model and the setup, then builds the problem.
 Result<Problem> BuildProblem(const ModelSpec& model, const DeviceSpec& device, const TrainingSetup& setup);
 
+// Model FLOPs of one iteration (forward and backward of every op, no recomputation), as MFU counts
+// them: the op graphs on one device without tensor parallelism, times the global batch. Attention
+// scores count the full s x s square, as Megatron-LM's formula does.
+double ModelFlopsPerIteration(const ModelSpec& model, const DeviceSpec& device, const TrainingSetup& setup);
+
 // Bytes of training state per parameter on one device.
 double BytesPerParameter(const TrainingSetup& setup);
 

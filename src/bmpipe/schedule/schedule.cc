@@ -17,17 +17,6 @@ Op KthOp(const Pipeline& p, RankIdx r, int k, OpKind kind) {
 
 }  // namespace
 
-Dependency DependencyOf(const Pipeline& p, const Op& op) {
-  const StageIdx s = op.stage;
-  const MicroBatchIdx j = op.micro_batch;
-  if (op.kind == OpKind::kForward) {
-    if (s == 0) return {};
-    return {true, {s - 1, j, OpKind::kForward}, s - 1, p.RankOf(s - 1) != p.RankOf(s)};
-  }
-  if (s == p.stages() - 1) return {true, {s, j, OpKind::kForward}, s, false};
-  return {true, {s + 1, j, OpKind::kBackward}, s, p.RankOf(s + 1) != p.RankOf(s)};
-}
-
 int WarmupForwards(const Pipeline& p, RankIdx r) {
   const int total = p.micro_batches * p.chunks;
   switch (p.schedule) {

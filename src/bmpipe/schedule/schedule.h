@@ -31,7 +31,17 @@ struct Dependency {
   StageIdx boundary = 0;
   bool crosses_ranks = false;
 };
-Dependency DependencyOf(const Pipeline& pipeline, const Op& op);
+// Inline: the simulator asks for every op it times, and the planner times millions of ops.
+inline Dependency DependencyOf(const Pipeline& p, const Op& op) {
+  const StageIdx s = op.stage;
+  const MicroBatchIdx j = op.micro_batch;
+  if (op.kind == OpKind::kForward) {
+    if (s == 0) return {};
+    return {true, {s - 1, j, OpKind::kForward}, s - 1, p.RankOf(s - 1) != p.RankOf(s)};
+  }
+  if (s == p.stages() - 1) return {true, {s, j, OpKind::kForward}, s, false};
+  return {true, {s + 1, j, OpKind::kBackward}, s, p.RankOf(s + 1) != p.RankOf(s)};
+}
 
 // Number of forwards rank r runs before its first backward.
 int WarmupForwards(const Pipeline& pipeline, RankIdx r);

@@ -77,6 +77,10 @@ class Search {
         result_.stopped_by = "node limit " + std::to_string(options_.node_limit);
         break;
       }
+      if (OutOfLpWork()) {
+        result_.stopped_by = fmt::format("LP work limit {:g} columns", options_.lp_work_limit);
+        break;
+      }
       Node node = open.top();
       open.pop();
       if (Pruned(node.bound)) continue;
@@ -91,6 +95,10 @@ class Search {
   }
 
  private:
+  bool OutOfLpWork() const {
+    return options_.lp_work_limit >= 0 &&
+           static_cast<double>(result_.lp_solves) * formulation_.model.num_columns() >= options_.lp_work_limit;
+  }
   double Elapsed() const {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - began_).count();
   }
@@ -132,6 +140,7 @@ class Search {
   // Solves the node's relaxation, adding violated path cuts. False when infeasible.
   bool SolveRelaxation(double& bound, std::vector<double>& x) {
     for (int round = 0; round < kMaxCutRounds; ++round) {
+      if (round > 0 && OutOfLpWork()) return true;  // any T is a valid bound
       ++result_.lp_solves;
       const LpSolver::Status status = lp_.Solve();
       if (status == LpSolver::Status::kInfeasible) return false;
@@ -317,6 +326,7 @@ class Search {
       }
     } else {
       r.status = bound == kInfinity ? PlanStatus::kInfeasible : PlanStatus::kNoPlan;
+      if (r.status == PlanStatus::kNoPlan) r.bound_ns = bound * formulation_.time_unit_ns;
     }
     return r;
   }

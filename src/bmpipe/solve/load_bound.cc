@@ -1,6 +1,7 @@
 #include "bmpipe/solve/load_bound.h"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <vector>
 
@@ -66,21 +67,37 @@ TimeNs RankLoadBound(const Problem& problem, const Schedule& schedule) {
   const Pipeline& pipeline = problem.pipeline;
   const int n = problem.num_layers();
   const TimeNs m = pipeline.micro_batches;
-  TimeNs min_forward = std::numeric_limits<TimeNs>::max(), min_backward = min_forward, min_p2p = min_forward;
+  TimeNs min_p2p = std::numeric_limits<TimeNs>::max();
   std::vector<TimeNs> work(n);  // m * c_l
+  std::vector<TimeNs> forwards, backwards;  // per layer: its cheapest forward, backward (+ recomputation)
+  double total = 0;  // sum of c_l
   for (LayerIdx l = 0; l < n; ++l) {
     const Layer& layer = problem.layers[l];
     TimeNs c = std::numeric_limits<TimeNs>::max();
+    TimeNs f = c, b = c;
     for (const LayerOption& o : layer.options) {
       c = std::min(c, o.forward_ns + o.backward_ns + o.recompute_ns);
-      min_forward = std::min(min_forward, o.forward_ns);
-      min_backward = std::min(min_backward, o.backward_ns + o.recompute_ns);
+      f = std::min(f, o.forward_ns);
+      b = std::min(b, o.backward_ns + o.recompute_ns);
     }
+    forwards.push_back(f);
+    backwards.push_back(b);
     min_p2p = std::min(min_p2p, layer.p2p_ns);
     work[l] = m * c;
+    total += static_cast<double>(c);
   }
+  // A chain of k ops on k distinct stages covers at least k distinct layers: it is at least as
+  // long as the k cheapest layers' ops.
+  auto prefix_sums = [](std::vector<TimeNs> v) {
+    std::sort(v.begin(), v.end());
+    std::vector<TimeNs> sums(1, 0);
+    for (TimeNs x : v) sums.push_back(sums.back() + x);
+    return sums;
+  };
+  const std::vector<TimeNs> cheapest_forwards = prefix_sums(forwards), cheapest_backwards = prefix_sums(backwards);
   auto length = [&](const Chain& c) {
-    return c.forwards * min_forward + c.backwards * min_backward + c.transfers * min_p2p;
+    return cheapest_forwards[std::min(c.forwards, n)] + cheapest_backwards[std::min(c.backwards, n)] +
+           c.transfers * min_p2p;
   };
   // Layer 0 sits on stage 0 (rank 0), the last layer on the last stage.
   std::vector<LayerIdx> fixed_rank(n, -1);
@@ -109,6 +126,14 @@ TimeNs RankLoadBound(const Problem& problem, const Schedule& schedule) {
     for (TimeNs c : free_costs) smallest.push_back(smallest.back() + c);
     for (int& k : need) k = std::min(k, static_cast<int>(free_costs.size()));
     best = std::max(best, LeastFeasible(base, need, smallest));
+  }
+  // One chunk per rank: the chains around rank r run on the stages before it, which are the other
+  // ranks' work. With x_s = F_s + B_s, T >= sum_{s<r} x_s + m x_r for every r; over real x >= 0
+  // with sum x = W (the cheapest total work per micro-batch) the least such T makes every term
+  // equal: T = W / (1 - (1 - 1/m)^p).
+  if (pipeline.chunks == 1 && pipeline.ranks > 1) {
+    const double shrink = std::pow(1 - 1.0 / static_cast<double>(m), pipeline.ranks);
+    best = std::max(best, static_cast<TimeNs>(std::floor(total / (1 - shrink))));
   }
   return best;
 }

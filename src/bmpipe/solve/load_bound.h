@@ -5,12 +5,18 @@
 // where c_l = min over l's options of (F + B + recomputation), u_l its update time, pre_r the
 // dependency chain that must finish before r's first op and suf_r the chain that must follow r's
 // last op (counted in ops and transfers from the schedule, each op at least the cheapest layer's,
-// each transfer at least the cheapest p2p). The bound is the least T for which the layers can be
+// each transfer at least the cheapest p2p; a chain of k ops on distinct stages at least the k
+// cheapest layers' ops, since each stage holds a layer of its own). The bound is the least T for which the layers can be
 // dealt to ranks at all: layer 0 on rank 0, the last layer on the last stage's rank, at least v
 // layers per rank, and any k other layers on a rank costing at least the k cheapest. Contiguity
 // and memory are relaxed, so it is valid for every plan; what it keeps is integrality, which the
 // linear relaxation loses: with 128 equal layers on 32 ranks and a heavy LM head on the last one,
 // some rank carries 5 layers, while the relaxation spreads 130 layers' work evenly.
+//
+// With one chunk per rank the chains around rank r are the other ranks' own work, so also
+// T >= sum_{s<r} (F_s + B_s) + m (F_r + B_r) for every r, whose least value over real stage costs
+// summing to the cheapest total work W is W / (1 - (1 - 1/m)^p): half or more of the pipeline
+// bubble, which the per-rank form misses when m is close to p.
 #pragma once
 
 #include "bmpipe/core/units.h"

@@ -3,13 +3,13 @@
 #include <algorithm>
 #include <chrono>
 
-#include "bmpipe/sim/simulator.h"
+#include "bmpipe/sim/timing.h"
 #include "bmpipe/solve/linear_model.h"
 
 namespace bmpipe {
 
 PlanBuilder::PlanBuilder(const Problem& problem, const Candidates& candidates)
-    : problem_(problem), candidates_(candidates) {
+    : problem_(problem), candidates_(candidates), schedule_(BuildSchedule(problem.pipeline)) {
   by_length_.resize(candidates.per_stage.size());
   for (std::size_t s = 0; s < candidates.per_stage.size(); ++s) {
     by_length_[s].resize(problem.num_layers() + 1);
@@ -127,7 +127,18 @@ PlanBuilder::Score PlanBuilder::Evaluate(const CandidatePlan& plan) const {
   Score score;
   for (RankIdx r = 0; r < problem_.pipeline.ranks; ++r) score.excess += RankExcess(plan, r);
   // Plans over capacity are compared by their excess alone: no need to time them.
-  if (score.excess == 0) score.iteration_ns = SimulatePlan(problem_, ToPlan(plan)).value().iteration_ns;
+  if (score.excess > 0) return score;
+  // The simulator's timing (DESIGN §2) from the candidates' costs, which equal ComputeStageCost's.
+  Durations<TimeNs> d;
+  d.rank_update.assign(problem_.pipeline.ranks, 0);
+  for (std::size_t s = 0; s < plan.choice.size(); ++s) {
+    const Candidate& c = candidates_.per_stage[s][plan.choice[s]];
+    d.forward.push_back(c.cost.forward_ns);
+    d.backward.push_back(c.cost.backward_ns);
+    d.p2p_out.push_back(c.cost.p2p_out_ns);
+    d.rank_update[problem_.pipeline.RankOf(static_cast<StageIdx>(s))] += c.update_ns;
+  }
+  score.iteration_ns = TimeSchedule(schedule_, d, /*record_binding=*/false).iteration;
   return score;
 }
 

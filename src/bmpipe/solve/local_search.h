@@ -51,6 +51,7 @@ class PlanBuilder {
 
   const Problem& problem_;
   const Candidates& candidates_;
+  Schedule schedule_;  // built once: Evaluate times many plans of the same pipeline
   std::vector<std::vector<std::vector<int>>> by_length_;  // [stage][length] -> candidate indices
 };
 

@@ -1,0 +1,167 @@
+#include "bmpipe/io/search_report.h"
+
+#include <fmt/format.h>
+
+#include "bmpipe/core/text.h"
+
+namespace bmpipe {
+namespace {
+
+std::string PlanVerdict(const PlannerResult& r) {
+  return r.status == PlanStatus::kOptimal ? "optimal" : fmt::format("gap {:.1f} %", 100 * r.gap);
+}
+
+std::string Rate(double tokens_per_s) {
+  return tokens_per_s >= 1e6 ? fmt::format("{:.3f} M", tokens_per_s / 1e6) : fmt::format("{:.1f} k", tokens_per_s / 1e3);
+}
+
+int CountOptimal(const SearchResult& result) {
+  int n = 0;
+  for (const ConfigOutcome& out : result.configs) {
+    n += out.verdict == Verdict::kPlanned && out.planner.status == PlanStatus::kOptimal ? 1 : 0;
+  }
+  return n;
+}
+
+}  // namespace
+
+std::string FormatSearch(const std::vector<std::pair<std::string, std::string>>& header, const SearchOptions& options,
+                         const SearchResult& result) {
+  std::string out = "bmpipe search\n";
+  auto line = [&](const std::string& label, const std::string& value) {
+    out += fmt::format("  {:<10} {}\n", label, value);
+  };
+  for (const auto& [label, value] : header) line(label, value);
+  line("searched", fmt::format("{} valid configurations of {} combinations ({} rejected by the setup rules)",
+                               result.configs.size(), result.combinations, result.invalid));
+  if (!options.exhaustive) {
+    line("pruned", fmt::format("{} dominated (another configuration with the same pipeline is no costlier in any "
+                               "term), {} cannot fit (memory lower bound), {} by the time lower bound",
+                               result.Count(Verdict::kDominated), result.Count(Verdict::kMemoryBound),
+                               result.Count(Verdict::kTimeBound)));
+  }
+  if (!options.exhaustive) {
+    line("screened", fmt::format("{} with a quick plan (one recomputation option on every layer, stages cut at equal "
+                                 "shares of compute; simulated), in order of their time bound; {} not planned further",
+                                 result.screened, result.Count(Verdict::kScreened)));
+  }
+  const int planned = result.Count(Verdict::kPlanned) + result.Count(Verdict::kNoFit);
+  line("planned", fmt::format("{} with the exact planner ({} proven optimal, {} no plan fits)", planned,
+                              CountOptimal(result), result.Count(Verdict::kNoFit)));
+  line("took", fmt::format("{:.1f} s on {} thread{}: bounds {:.1f} s, screening {:.1f} s, planning {:.1f} s",
+                           result.seconds, result.threads, result.threads == 1 ? "" : "s", result.bound_seconds,
+                           result.screen_seconds, result.plan_seconds));
+  if (result.budget_exhausted) {
+    line("budget", fmt::format("the time budget ({:g} s) ran out: {} configurations were not planned, so the ranking "
+                               "may miss better ones and depends on this machine's speed",
+                               options.time_budget_s, result.Count(Verdict::kNotPlanned)));
+  }
+  if (result.ranking.empty()) {
+    line("best", "no configuration has a plan that fits in memory");
+    return out;
+  }
+  const ConfigOutcome& best = result.configs[result.ranking[0]];
+  line("best", fmt::format("{} per iteration; no configuration can be faster than {} (the least lower bound over every "
+                           "configuration not ruled out), a gap of {:.1f} %",
+                           FormatDuration(best.planner.iteration_ns),
+                           FormatDuration(static_cast<TimeNs>(result.bound_ns)), 100 * result.gap));
+
+  out += fmt::format("\n{:>3} {:>3} {:>4} {:>5} {:>4} {:>4} {:>5}  {:<3} {:<4} {:>10} {:>10} {:>6} {:>6} {:>7}  {}\n", "#",
+                     "tp", "pp", "dp", "vpp", "mbs", "m", "sp", "zero", "iteration", "tokens/s", "MFU", "bubble",
+                     "memory", "plan");
+  for (std::size_t k = 0; k < result.ranking.size(); ++k) {
+    const ConfigOutcome& c = result.configs[result.ranking[k]];
+    out += fmt::format("{:>3} {:>3} {:>4} {:>5} {:>4} {:>4} {:>5}  {:<3} {:<4} {:>10} {:>10} {:>5.1f}% {:>6.3f} {:>6.1f}%  {}\n",
+                       k + 1, c.config.tp, c.config.pp, c.config.dp, c.config.vpp, c.config.mbs, c.micro_batches,
+                       c.config.sequence_parallel ? "yes" : "no", c.config.distributed_optimizer ? "yes" : "no",
+                       FormatDuration(c.planner.iteration_ns), Rate(c.tokens_per_s), 100 * c.mfu, c.bubble,
+                       100 * c.peak_memory_fraction, PlanVerdict(c.planner));
+  }
+  out += "\n  m: micro-batches per iteration; zero: optimizer state sharded over data parallel (distributed optimizer);\n"
+         "  MFU: model FLOPs without recomputation / (iteration time x devices x peak); memory: the fullest rank's peak\n"
+         "  over the device memory; plan: what the planner proved for that configuration.\n";
+  return out;
+}
+
+std::string MegatronFlags(const SearchOptions& options, const SearchConfig& c) {
+  std::string flags = fmt::format("--tensor-model-parallel-size {} --pipeline-model-parallel-size {}", c.tp, c.pp);
+  flags += fmt::format(" --micro-batch-size {} --global-batch-size {} --seq-length {}", c.mbs,
+                       options.base.global_batch_size, options.base.seq);
+  if (c.sequence_parallel) flags += " --sequence-parallel";
+  if (c.distributed_optimizer) flags += " --use-distributed-optimizer";
+  if (options.base.flash_attention) flags += " --use-flash-attn";
+  return flags + fmt::format("  (data parallel {} follows from {} devices)", c.dp, options.devices);
+}
+
+Json SearchToJson(const SearchOptions& options, const SearchResult& result) {
+  auto config_json = [](const ConfigOutcome& c) {
+    Json j;
+    j["tp"] = c.config.tp;
+    j["pp"] = c.config.pp;
+    j["dp"] = c.config.dp;
+    j["vpp"] = c.config.vpp;
+    j["micro_batch_size"] = c.config.mbs;
+    j["micro_batches"] = c.micro_batches;
+    j["sequence_parallel"] = c.config.sequence_parallel;
+    j["distributed_optimizer"] = c.config.distributed_optimizer;
+    return j;
+  };
+  Json doc;
+  doc["devices"] = options.devices;
+  doc["global_batch_size"] = options.base.global_batch_size;
+  doc["seq"] = options.base.seq;
+  Json stats;
+  stats["combinations"] = result.combinations;
+  stats["invalid"] = result.invalid;
+  stats["valid"] = result.configs.size();
+  for (Verdict v : {Verdict::kDominated, Verdict::kMemoryBound, Verdict::kTimeBound, Verdict::kScreened,
+                    Verdict::kNoFit, Verdict::kPlanned, Verdict::kNotPlanned}) {
+    stats[std::string(VerdictName(v))] = result.Count(v);
+  }
+  stats["proven_optimal"] = CountOptimal(result);
+  stats["threads"] = result.threads;
+  stats["seconds"] = result.seconds;
+  stats["budget_exhausted"] = result.budget_exhausted;
+  doc["statistics"] = stats;
+  doc["lower_bound_s"] = result.bound_ns / 1e9;
+  doc["gap"] = result.gap;
+  doc["model_flops_per_iteration"] = result.model_flops;
+  Json ranking = Json::array();
+  for (int i : result.ranking) {
+    const ConfigOutcome& c = result.configs[i];
+    Json j = config_json(c);
+    j["iteration_time_s"] = static_cast<double>(c.planner.iteration_ns) / 1e9;
+    j["tokens_per_s"] = c.tokens_per_s;
+    j["mfu"] = c.mfu;
+    j["bubble"] = c.bubble;
+    j["peak_memory_fraction"] = c.peak_memory_fraction;
+    j["mean_memory_fraction"] = c.mean_memory_fraction;
+    j["status"] = std::string(PlanStatusName(c.planner.status));
+    j["lower_bound_s"] = c.planner.bound_ns / 1e9;
+    j["stage_begin"] = c.planner.plan.stage_begin;
+    j["option"] = c.planner.plan.option;
+    ranking.push_back(j);
+  }
+  doc["ranking"] = ranking;
+  Json all = Json::array();
+  for (const ConfigOutcome& c : result.configs) {
+    Json j = config_json(c);
+    j["verdict"] = std::string(VerdictName(c.verdict));
+    j["time_bound_s"] = static_cast<double>(c.time_bound_ns) / 1e9;
+    j["memory_bound_bytes"] = c.memory_bound_bytes;
+    if (c.verdict == Verdict::kDominated) j["dominated_by"] = config_json(result.configs[c.dominated_by]);
+    if (c.screen_ns > 0) j["screen_iteration_time_s"] = static_cast<double>(c.screen_ns) / 1e9;
+    if (c.verdict == Verdict::kPlanned) {
+      j["status"] = std::string(PlanStatusName(c.planner.status));
+      if (c.planner.status == PlanStatus::kOptimal || c.planner.status == PlanStatus::kFeasible) {
+        j["iteration_time_s"] = static_cast<double>(c.planner.iteration_ns) / 1e9;
+      }
+      j["lower_bound_s"] = c.planner.bound_ns / 1e9;
+    }
+    all.push_back(j);
+  }
+  doc["configurations"] = all;
+  return doc;
+}
+
+}  // namespace bmpipe

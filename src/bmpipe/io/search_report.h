@@ -1,0 +1,26 @@
+// `bmpipe search` output: the pruning statistics, the top configurations as a table, and the same
+// as JSON.
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "bmpipe/core/document.h"
+#include "bmpipe/search/search.h"
+
+namespace bmpipe {
+
+// Header lines (label, value) and the table of the ranked configurations.
+std::string FormatSearch(const std::vector<std::pair<std::string, std::string>>& header, const SearchOptions& options,
+                         const SearchResult& result);
+
+// Megatron-LM's flags for a configuration's parallel layout and batch (the pipeline layout and
+// recomputation come from the plan's export).
+std::string MegatronFlags(const SearchOptions& options, const SearchConfig& config);
+
+// The statistics, the bound over the space, the ranking (each with its metrics and plan) and every
+// configuration's verdict.
+Json SearchToJson(const SearchOptions& options, const SearchResult& result);
+
+}  // namespace bmpipe

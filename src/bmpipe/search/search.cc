@@ -1,0 +1,544 @@
+#include "bmpipe/search/search.h"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <mutex>
+#include <numeric>
+#include <thread>
+#include <tuple>
+
+#include <fmt/format.h>
+
+#include "bmpipe/cost/problem_builder.h"
+#include "bmpipe/solve/load_bound.h"
+
+namespace bmpipe {
+namespace {
+
+// Configurations planned between two updates of the pruning threshold. Fixed, so that which
+// configurations are planned does not depend on the number of threads.
+constexpr int kWave = 8;
+
+auto Key(const SearchConfig& c) {
+  return std::make_tuple(c.tp, c.pp, c.dp, c.vpp, c.mbs, c.sequence_parallel, c.distributed_optimizer);
+}
+
+double SecondsSince(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
+std::vector<int> Divisors(long n) {
+  std::vector<int> out;
+  for (long d = 1; d <= n; ++d) {
+    if (n % d == 0) out.push_back(static_cast<int>(d));
+  }
+  return out;
+}
+
+bool Allowed(const std::vector<int>& only, int v) {
+  return only.empty() || std::find(only.begin(), only.end(), v) != only.end();
+}
+
+// Runs fn(0..n-1) on `threads` threads; fn must only write to its own index's state.
+template <typename Fn>
+void ParallelFor(int n, int threads, const Fn& fn) {
+  std::atomic<int> next{0};
+  auto worker = [&] {
+    for (int i = next++; i < n; i = next++) fn(i);
+  };
+  std::vector<std::thread> pool;
+  for (int t = 1; t < std::min(threads, n); ++t) pool.emplace_back(worker);
+  worker();
+  for (std::thread& t : pool) t.join();
+}
+
+// What dominance compares: the problem less the layers that repeat. Every configuration has the
+// same model, so the same entries (runs of one layer kind) in the same order.
+struct Signature {
+  Pipeline pipeline;
+  Bytes usable_bytes = 0;  // memory - reserved
+  TimeNs p2p_ns = 0;
+  std::vector<Layer> entries;  // the first layer of each entry
+};
+
+Signature SignatureOf(const Problem& p) {
+  Signature s{p.pipeline, p.memory_bytes - p.reserved_bytes, p.p2p_ns, {}};
+  for (const Layer& layer : p.layers) {
+    if (s.entries.size() <= static_cast<std::size_t>(layer.entry)) s.entries.push_back(layer);
+  }
+  return s;
+}
+
+bool SamePipeline(const Pipeline& a, const Pipeline& b) {
+  return a.ranks == b.ranks && a.chunks == b.chunks && a.micro_batches == b.micro_batches && a.schedule == b.schedule;
+}
+
+// True when every cost of `a` is at most that of `b`: then every plan of b is a plan of a that
+// fits wherever it fits in b and is no slower (the iteration is a longest path, monotone in every
+// duration; peaks are sums, monotone in every byte).
+bool NoCostlier(const Signature& a, const Signature& b) {
+  if (!SamePipeline(a.pipeline, b.pipeline) || a.entries.size() != b.entries.size()) return false;
+  if (a.usable_bytes < b.usable_bytes || a.p2p_ns > b.p2p_ns) return false;
+  for (std::size_t e = 0; e < a.entries.size(); ++e) {
+    const Layer& la = a.entries[e];
+    const Layer& lb = b.entries[e];
+    if (la.static_bytes > lb.static_bytes || la.update_ns > lb.update_ns || la.p2p_ns > lb.p2p_ns ||
+        la.options.size() != lb.options.size()) {
+      return false;
+    }
+    for (std::size_t o = 0; o < la.options.size(); ++o) {
+      const LayerOption& x = la.options[o];
+      const LayerOption& y = lb.options[o];
+      if (x.forward_ns > y.forward_ns || x.backward_ns > y.backward_ns || x.recompute_ns > y.recompute_ns ||
+          x.saved_bytes > y.saved_bytes || x.peak_extra_bytes > y.peak_extra_bytes) {
+        return false;
+      }
+    }
+  }
+  return true;
+}
+
+// Per rank, the fewest micro-batches any of its stages holds at its first backward: every layer
+// of the rank keeps at least that many activations at that moment (it runs the forward of
+// micro-batch 0 on all its stages before the backward of micro-batch 0 on any of them).
+std::vector<int> HeldAtFirstBackward(const Schedule& schedule) {
+  const Pipeline& p = schedule.pipeline;
+  std::vector<int> held(p.ranks, 0);
+  for (RankIdx r = 0; r < p.ranks; ++r) {
+    std::vector<int> forwards(p.chunks, 0);
+    for (const Op& op : schedule.rank_ops[r]) {
+      if (op.kind == OpKind::kBackward) break;
+      ++forwards[op.stage / p.ranks];
+    }
+    held[r] = *std::min_element(forwards.begin(), forwards.end());
+  }
+  return held;
+}
+
+// The least capacity some rank needs, over every assignment of layers to ranks (contiguity
+// relaxed, each rank at least one layer per chunk): rank r can take k layers only if the k
+// cheapest of (static + held_r x fewest saved bytes) fit. Reserved bytes included.
+Bytes MemoryLowerBound(const Problem& problem, const Schedule& schedule) {
+  const Pipeline& p = problem.pipeline;
+  const std::vector<int> held = HeldAtFirstBackward(schedule);
+  std::vector<std::vector<Bytes>> prefix(p.ranks);  // per rank: sums of its k cheapest layers
+  for (RankIdx r = 0; r < p.ranks; ++r) {
+    std::vector<Bytes> cost;
+    for (const Layer& layer : problem.layers) {
+      Bytes saved = layer.options[0].saved_bytes;
+      for (const LayerOption& o : layer.options) saved = std::min(saved, o.saved_bytes);
+      cost.push_back(layer.static_bytes + held[r] * saved);
+    }
+    std::sort(cost.begin(), cost.end());
+    prefix[r].assign(1, 0);
+    for (Bytes c : cost) prefix[r].push_back(prefix[r].back() + c);
+  }
+  // Can every layer be placed with at most `capacity` bytes of layers per rank?
+  auto placeable = [&](Bytes capacity) {
+    long total = 0;
+    for (RankIdx r = 0; r < p.ranks; ++r) {
+      const long k = std::upper_bound(prefix[r].begin(), prefix[r].end(), capacity) - prefix[r].begin() - 1;
+      if (k < p.chunks) return false;
+      total += k;
+    }
+    return total >= problem.num_layers();
+  };
+  Bytes lo = 0, hi = 0;
+  for (RankIdx r = 0; r < p.ranks; ++r) hi = std::max(hi, prefix[r].back());
+  while (lo < hi) {
+    const Bytes mid = lo + (hi - lo) / 2;
+    if (placeable(mid)) {
+      hi = mid;
+    } else {
+      lo = mid + 1;
+    }
+  }
+  return lo + problem.reserved_bytes;
+}
+
+// The screening plan: one recomputation option on every layer that has it (the first on those
+// that do not), stages cut where the cumulative compute crosses equal shares; for each option,
+// simulated; the fastest that fits (0 when none does). Milliseconds, where the planner takes
+// seconds on the largest configurations; only its time is used, as an upper bound.
+TimeNs ScreenTime(const Problem& problem, const Schedule& schedule) {
+  const int n = problem.num_layers();
+  const int stages = problem.pipeline.stages();
+  std::size_t most = 1;
+  for (const Layer& layer : problem.layers) most = std::max(most, layer.options.size());
+  TimeNs best = 0;
+  for (std::size_t o = 0; o < most; ++o) {
+    Plan plan;
+    std::vector<double> prefix(1, 0);
+    for (const Layer& layer : problem.layers) {
+      const OptionIdx option = static_cast<OptionIdx>(o < layer.options.size() ? o : 0);
+      plan.option.push_back(option);
+      const LayerOption& c = layer.options[option];
+      prefix.push_back(prefix.back() + static_cast<double>(c.forward_ns + c.backward_ns + c.recompute_ns));
+    }
+    plan.stage_begin.assign(1, 0);
+    for (StageIdx st = 1; st < stages; ++st) {
+      const double share = prefix.back() * st / stages;
+      LayerIdx cut = static_cast<LayerIdx>(std::lower_bound(prefix.begin(), prefix.end(), share) - prefix.begin());
+      cut = std::clamp(cut, plan.stage_begin.back() + 1, n - (stages - st));
+      plan.stage_begin.push_back(cut);
+    }
+    plan.stage_begin.push_back(n);
+    Result<SimResult> sim = Simulate(schedule, ComputeStageCosts(problem, plan), ComputeRankCosts(problem, plan),
+                                     problem.memory_bytes);
+    if (sim.ok() && sim.value().fits && (best == 0 || sim.value().iteration_ns < best)) best = sim.value().iteration_ns;
+  }
+  return best;
+}
+
+bool HasPlan(const ConfigOutcome& out) {
+  return out.verdict == Verdict::kPlanned &&
+         (out.planner.status == PlanStatus::kOptimal || out.planner.status == PlanStatus::kFeasible);
+}
+
+// Fills the throughput and memory figures of a planned configuration.
+void Measure(const Problem& problem, const SearchOptions& options, double model_flops, double peak_flops,
+             ConfigOutcome& out) {
+  const SimResult sim = SimulatePlan(problem, out.planner.plan).value();
+  const double seconds = static_cast<double>(sim.iteration_ns) / 1e9;
+  out.tokens_per_s = static_cast<double>(options.base.global_batch_size) * options.base.seq / seconds;
+  out.mfu = model_flops / (seconds * options.devices * peak_flops);
+  out.bubble = sim.bubble.ratio;
+  double sum = 0;
+  for (const RankResult& r : sim.ranks) {
+    const double fraction = static_cast<double>(r.peak_memory_bytes) / static_cast<double>(problem.memory_bytes);
+    out.peak_memory_fraction = std::max(out.peak_memory_fraction, fraction);
+    sum += fraction;
+  }
+  out.mean_memory_fraction = sum / static_cast<double>(sim.ranks.size());
+}
+
+Status CheckOptions(const SearchOptions& o) {
+  if (o.devices < 1) return InvalidInput(fmt::format("--devices {} must be at least 1", o.devices));
+  if (o.base.global_batch_size < 1) {
+    return InvalidInput(fmt::format("--gbs {} must be at least 1 sequence", o.base.global_batch_size));
+  }
+  if (o.base.seq < 1) return InvalidInput(fmt::format("--seq {} must be at least 1 token", o.base.seq));
+  if (o.top < 1) return InvalidInput(fmt::format("--top {} must be at least 1", o.top));
+  if (o.threads < 0) return InvalidInput(fmt::format("--threads {} must be at least 0 (0: every hardware thread)", o.threads));
+  if (o.time_budget_s < 0) return InvalidInput(fmt::format("--time-budget {} must not be negative", o.time_budget_s));
+  for (const auto& [flag, values] : {std::pair<const char*, const std::vector<int>*>{"--tp", &o.tp},
+                                     {"--pp", &o.pp},
+                                     {"--vpp", &o.vpp},
+                                     {"--mbs", &o.mbs}}) {
+    for (int v : *values) {
+      if (v < 1) return InvalidInput(fmt::format("{} {}: every value must be at least 1", flag, v));
+    }
+  }
+  return {};
+}
+
+}  // namespace
+
+bool SearchConfig::operator<(const SearchConfig& o) const { return Key(*this) < Key(o); }
+bool SearchConfig::operator==(const SearchConfig& o) const { return Key(*this) == Key(o); }
+
+std::string DescribeConfig(const SearchConfig& c) {
+  return fmt::format("tp {}, pp {}, dp {}, vpp {}, mbs {}{}{}", c.tp, c.pp, c.dp, c.vpp, c.mbs,
+                     c.sequence_parallel ? ", sequence parallel" : "",
+                     c.distributed_optimizer ? ", distributed optimizer" : "");
+}
+
+std::string_view VerdictName(Verdict v) {
+  switch (v) {
+    case Verdict::kDominated:
+      return "dominated";
+    case Verdict::kMemoryBound:
+      return "cannot fit (memory bound)";
+    case Verdict::kTimeBound:
+      return "pruned (time bound)";
+    case Verdict::kScreened:
+      return "screened only";
+    case Verdict::kNoFit:
+      return "no plan fits (planner)";
+    case Verdict::kPlanned:
+      return "planned";
+    case Verdict::kNotPlanned:
+      return "not planned (time budget)";
+  }
+  return "?";
+}
+
+TrainingSetup SetupOf(const SearchOptions& options, const SearchConfig& c) {
+  TrainingSetup s = options.base;
+  s.tp = c.tp;
+  s.pp = c.pp;
+  s.dp = c.dp;
+  s.vpp = c.vpp;
+  s.micro_batch_size = c.mbs;
+  s.sequence_parallel = c.sequence_parallel;
+  s.distributed_optimizer = c.distributed_optimizer;
+  s.gpipe = false;
+  s.devices = options.devices;
+  return s;
+}
+
+Result<SearchResult> SearchConfigurations(const ModelSpec& model, const DeviceSpec& device, const SearchOptions& options) {
+  Status ok = CheckOptions(options);
+  if (!ok.ok()) return ok.error();
+  ok = ValidateModel(model);
+  if (!ok.ok()) return ok.error();
+  const auto began = std::chrono::steady_clock::now();
+  SearchResult result;
+  result.threads = options.threads > 0 ? options.threads : std::max(1u, std::thread::hardware_concurrency());
+  const int gbs = options.base.global_batch_size;
+  const int max_stages = model.layers + 2;
+
+  // 1. Every valid combination.
+  Error first_invalid = InvalidInput("");
+  for (int tp : Divisors(device.devices_per_node)) {
+    if (options.devices % tp != 0 || !Allowed(options.tp, tp)) continue;
+    for (int pp : Divisors(options.devices / tp)) {
+      if (pp > max_stages || !Allowed(options.pp, pp)) continue;
+      const int dp = options.devices / (tp * pp);
+      if (gbs % dp != 0) continue;  // no micro-batch size divides the batch evenly
+      for (int mbs : Divisors(gbs / dp)) {
+        if (!Allowed(options.mbs, mbs)) continue;
+        const int m = gbs / dp / mbs;
+        std::vector<int> vpps{1};
+        for (int v = 2; pp > 1 && pp * v <= max_stages; ++v) vpps.push_back(v);
+        for (int vpp : vpps) {
+          if (!Allowed(options.vpp, vpp)) continue;
+          for (bool sp : {false, true}) {
+            if (sp && tp == 1) continue;  // the same configuration
+            for (bool zero : {false, true}) {
+              if (zero && dp == 1) continue;
+              ++result.combinations;
+              const SearchConfig c{tp, pp, dp, vpp, mbs, sp, zero};
+              Status valid = ValidateSetup(model, device, SetupOf(options, c));
+              if (!valid.ok()) {
+                if (result.invalid++ == 0) first_invalid = valid.error();
+                continue;
+              }
+              ConfigOutcome out;
+              out.config = c;
+              out.micro_batches = m;
+              result.configs.push_back(out);
+            }
+          }
+        }
+      }
+    }
+  }
+  if (result.configs.empty()) {
+    return InvalidInput(fmt::format(
+        "no valid configuration of {} devices for global batch {}: {} combinations tried{}{}; check --devices, --gbs "
+        "and the --tp/--pp/--vpp/--mbs restrictions",
+        options.devices, gbs, result.combinations, result.invalid > 0 ? ", the first rejected because: " : "",
+        result.invalid > 0 ? first_invalid.message : ""));
+  }
+  std::sort(result.configs.begin(), result.configs.end(),
+            [](const ConfigOutcome& a, const ConfigOutcome& b) { return a.config < b.config; });
+  const int n = static_cast<int>(result.configs.size());
+
+  // 2. Bounds and signatures, in parallel (each index writes its own slot).
+  result.model_flops = ModelFlopsPerIteration(model, device, options.base);
+  std::vector<Signature> signatures(n);
+  std::vector<std::string> build_errors(n);
+  ParallelFor(n, result.threads, [&](int i) {
+    ConfigOutcome& out = result.configs[i];
+    Result<Problem> problem = BuildProblem(model, device, SetupOf(options, out.config));
+    if (!problem.ok()) {
+      build_errors[i] = problem.error().message;
+      return;
+    }
+    const Schedule schedule = BuildSchedule(problem.value().pipeline);
+    out.time_bound_ns = RankLoadBound(problem.value(), schedule);
+    out.memory_bound_bytes = MemoryLowerBound(problem.value(), schedule);
+    if (!options.exhaustive) signatures[i] = SignatureOf(problem.value());
+  });
+  for (int i = 0; i < n; ++i) {
+    if (!build_errors[i].empty()) {
+      return InternalError(fmt::format("the cost model rejected a configuration the setup rules accepted ({}): {}",
+                                       DescribeConfig(result.configs[i].config), build_errors[i]));
+    }
+  }
+
+  std::vector<int> survivors;
+  result.bound_seconds = SecondsSince(began);
+  if (options.exhaustive) {
+    survivors.resize(n);
+    std::iota(survivors.begin(), survivors.end(), 0);
+  } else {
+    // 3. Dominance within each pipeline shape; among equal signatures the first in key order stays.
+    std::vector<int> order(n);
+    std::iota(order.begin(), order.end(), 0);
+    auto shape = [&](int i) {
+      const Pipeline& p = signatures[i].pipeline;
+      return std::make_tuple(p.ranks, p.chunks, p.micro_batches);
+    };
+    std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return shape(a) < shape(b); });
+    for (std::size_t g = 0; g < order.size();) {
+      std::size_t end = g;
+      while (end < order.size() && shape(order[end]) == shape(order[g])) ++end;
+      for (std::size_t x = g; x < end; ++x) {
+        const int b = order[x];
+        for (std::size_t y = g; y < end && result.configs[b].dominated_by < 0; ++y) {
+          const int a = order[y];
+          if (a == b || !NoCostlier(signatures[a], signatures[b])) continue;
+          // Equal costs: keep the first in key order.
+          if (NoCostlier(signatures[b], signatures[a]) && b < a) continue;
+          result.configs[b].dominated_by = a;
+        }
+      }
+      g = end;
+    }
+    for (int i = 0; i < n; ++i) {
+      ConfigOutcome& out = result.configs[i];
+      if (out.memory_bound_bytes > device.memory_bytes) {
+        out.verdict = Verdict::kMemoryBound;
+      } else if (out.dominated_by >= 0) {
+        out.verdict = Verdict::kDominated;
+      } else {
+        survivors.push_back(i);
+      }
+    }
+    // A chain of dominance ends at a configuration that is not dominated.
+    for (int i = 0; i < n; ++i) {
+      int& d = result.configs[i].dominated_by;
+      while (d >= 0 && result.configs[d].dominated_by >= 0) d = result.configs[d].dominated_by;
+    }
+    std::stable_sort(survivors.begin(), survivors.end(),
+                     [&](int a, int b) { return result.configs[a].time_bound_ns < result.configs[b].time_bound_ns; });
+  }
+  signatures.clear();
+  signatures.shrink_to_fit();
+
+  // 4. Screen, then plan, each in waves over a fixed order; a configuration whose time bound is
+  // above the K-th best plan found so far (screened or planned) is pruned.
+  std::vector<TimeNs> found;  // iteration times of plans found so far, sorted
+  auto add_found = [&](TimeNs t) { found.insert(std::upper_bound(found.begin(), found.end(), t), t); };
+  auto threshold = [&]() -> TimeNs {
+    if (options.exhaustive || static_cast<int>(found.size()) < options.top) return -1;
+    return found[options.top - 1];
+  };
+  auto out_of_time = [&] { return options.time_budget_s > 0 && SecondsSince(began) > options.time_budget_s; };
+  // Runs `step` on `order` in waves until `limit` configurations have run (-1: all), marking those
+  // the threshold prunes; returns the configurations that ran, in order.
+  auto in_waves = [&](const std::vector<int>& order, int limit, const auto& step, const auto& after) {
+    std::vector<int> ran;
+    std::size_t next = 0;
+    while (next < order.size() && (limit < 0 || static_cast<int>(ran.size()) < limit)) {
+      const TimeNs bar = threshold();
+      std::vector<int> wave;
+      while (next < order.size() && static_cast<int>(wave.size()) < kWave &&
+             (limit < 0 || static_cast<int>(ran.size() + wave.size()) < limit)) {
+        ConfigOutcome& out = result.configs[order[next++]];
+        if (bar >= 0 && out.time_bound_ns > bar) {
+          out.verdict = Verdict::kTimeBound;
+        } else {
+          wave.push_back(static_cast<int>(&out - result.configs.data()));
+        }
+      }
+      ParallelFor(static_cast<int>(wave.size()), result.threads, [&](int w) { step(result.configs[wave[w]]); });
+      for (int i : wave) after(result.configs[i]);
+      ran.insert(ran.end(), wave.begin(), wave.end());
+    }
+    return ran;
+  };
+
+  // 4a. Screening: a quick plan for each configuration.
+  std::vector<int> planned_order = survivors;
+  if (!options.exhaustive) {
+    const std::vector<int> screened = in_waves(
+        survivors, -1,
+        [&](ConfigOutcome& out) {
+          const Problem problem = BuildProblem(model, device, SetupOf(options, out.config)).value();
+          out.screen_ns = ScreenTime(problem, BuildSchedule(problem.pipeline));
+          out.verdict = Verdict::kScreened;
+        },
+        [&](const ConfigOutcome& out) {
+          if (out.screen_ns > 0) add_found(out.screen_ns);
+        });
+    result.screened = static_cast<int>(screened.size());
+    // Most promising first: by screened time; those the screen could not fit after, by their bound.
+    planned_order = screened;
+    std::stable_sort(planned_order.begin(), planned_order.end(), [&](int a, int b) {
+      const TimeNs sa = result.configs[a].screen_ns, sb = result.configs[b].screen_ns;
+      if ((sa > 0) != (sb > 0)) return sa > 0;
+      return sa != sb ? sa < sb : false;
+    });
+  }
+
+  result.screen_seconds = SecondsSince(began) - result.bound_seconds;
+
+  // 4b. The exact planner.
+  PlannerOptions planner;
+  planner.kind = PlannerKind::kBranchAndBound;
+  planner.time_limit_s = 1e9;  // limits are in work, not seconds: see node_limit
+  planner.node_limit = options.node_limit;
+  std::mutex progress_lock;
+  SearchProgress progress;
+  progress.to_plan = options.exhaustive || options.plan_count < 0
+                         ? static_cast<int>(planned_order.size())
+                         : std::min(options.plan_count, static_cast<int>(planned_order.size()));
+  in_waves(
+      planned_order, options.exhaustive ? -1 : options.plan_count,
+      [&](ConfigOutcome& out) {
+        if (out_of_time()) {
+          out.verdict = Verdict::kNotPlanned;
+          return;
+        }
+        const Problem problem = BuildProblem(model, device, SetupOf(options, out.config)).value();
+        Result<PlannerResult> planned = PlanPipeline(problem, planner);
+        if (!planned.ok()) {
+          out.verdict = Verdict::kNotPlanned;
+          out.planner.stopped_by = planned.error().message;
+          return;
+        }
+        out.planner = planned.value();
+        out.verdict = out.planner.status == PlanStatus::kInfeasible ? Verdict::kNoFit : Verdict::kPlanned;
+        if (HasPlan(out)) Measure(problem, options, result.model_flops, device.peak_flops, out);
+        std::lock_guard<std::mutex> guard(progress_lock);
+        ++progress.planned;
+        if (HasPlan(out)) {
+          const double t = static_cast<double>(out.planner.iteration_ns) / 1e9;
+          if (progress.best_s == 0 || t < progress.best_s) progress.best_s = t;
+        }
+        progress.seconds = SecondsSince(began);
+        if (options.progress) options.progress(progress);
+      },
+      [&](const ConfigOutcome& out) {
+        if (HasPlan(out)) add_found(out.planner.iteration_ns);
+        if (out.verdict == Verdict::kNotPlanned) result.budget_exhausted = true;
+      });
+
+  result.plan_seconds = SecondsSince(began) - result.bound_seconds - result.screen_seconds;
+
+  // 5. Ranking and the bound over the whole space.
+  std::vector<int> with_plan;
+  for (int i = 0; i < n; ++i) {
+    const ConfigOutcome& out = result.configs[i];
+    ++result.count[static_cast<int>(out.verdict)];
+    if (HasPlan(out)) with_plan.push_back(i);
+  }
+  std::sort(with_plan.begin(), with_plan.end(), [&](int a, int b) {
+    const TimeNs ta = result.configs[a].planner.iteration_ns, tb = result.configs[b].planner.iteration_ns;
+    return ta != tb ? ta < tb : a < b;
+  });
+  result.ranking.assign(with_plan.begin(), with_plan.begin() + std::min<std::size_t>(with_plan.size(), options.top));
+  if (!with_plan.empty()) {
+    const double best = static_cast<double>(result.configs[with_plan[0]].planner.iteration_ns);
+    double bound = best;
+    for (const ConfigOutcome& out : result.configs) {
+      if (out.verdict == Verdict::kPlanned) bound = std::min(bound, out.planner.bound_ns);
+      if (out.verdict == Verdict::kNotPlanned || out.verdict == Verdict::kTimeBound ||
+          out.verdict == Verdict::kScreened) {
+        bound = std::min(bound, static_cast<double>(out.time_bound_ns));
+      }
+    }
+    result.bound_ns = bound;
+    result.gap = (best - bound) / best;
+  }
+  result.seconds = SecondsSince(began);
+  return result;
+}
+
+}  // namespace bmpipe

@@ -1,0 +1,127 @@
+// The whole-cluster search: for N devices, a model and a global batch, every valid combination of
+// tensor parallelism (within a node), pipeline ranks, data parallelism, virtual stages, micro-batch
+// size, sequence parallelism and optimizer sharding, each judged by the exact planner after cheap,
+// sound bounds have set aside what cannot be among the best:
+//   1. dominance: a configuration whose problem is no cheaper in any cost than another one's with
+//      the same pipeline cannot be faster (the simulator is monotone in every duration and byte);
+//   2. memory: the least bytes some rank must hold (its static bytes and the activations it keeps
+//      at its first backward, each layer on its cheapest option) exceed the device;
+//   3. time: the rank-load lower bound (solve/load_bound.h) exceeds the iteration time of K plans
+//      already found (any plan that fits is an upper bound on its configuration's optimum).
+// What survives is first screened, in order of its time bound, with a quick plan (one
+// recomputation option on every layer, stages cut at equal shares of compute, simulated:
+// milliseconds); then the most promising,
+// by screened time, are planned with the exact planner, which is the costly step (its candidate
+// blocks and local search grow with stages x micro-batches). Both steps run in waves of a fixed
+// size, each wave's threshold depending only on earlier waves, and every planner run is limited
+// by nodes, not seconds, so the result (and every count) is the same for any number of threads.
+// Configurations only screened keep their lower bound in the search's overall bound.
+#pragma once
+
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "bmpipe/core/error.h"
+#include "bmpipe/cost/training_setup.h"
+#include "bmpipe/sim/simulator.h"
+#include "bmpipe/solve/planner.h"
+
+namespace bmpipe {
+
+struct SearchConfig {
+  int tp = 1, pp = 1, dp = 1, vpp = 1, mbs = 1;
+  bool sequence_parallel = false;
+  bool distributed_optimizer = false;
+  // A fixed order: the tie-break between configurations with equal iteration times.
+  bool operator<(const SearchConfig& o) const;
+  bool operator==(const SearchConfig& o) const;
+};
+
+// "tp 8, pp 16, dp 128, vpp 4, mbs 1, sp, zero-1".
+std::string DescribeConfig(const SearchConfig& c);
+
+struct SearchProgress {
+  int planned = 0;        // planner runs finished
+  int to_plan = 0;        // configurations left after the cheap bounds (an upper estimate while running)
+  double best_s = 0;      // best iteration time so far (0: none yet)
+  double seconds = 0;
+};
+
+struct SearchOptions {
+  int devices = 0;
+  // Batch, sequence, flash attention, recomputation options, reserved memory, overlap; its
+  // parallel sizes and switches are what the search sets.
+  TrainingSetup base;
+  // Restrict the space; empty means every valid value.
+  std::vector<int> tp, pp, vpp, mbs;
+  int top = 5;       // configurations to rank
+  int threads = 0;   // 0: the machine's hardware threads
+  // Configurations planned with the exact planner, most promising (by screened time) first; -1:
+  // every one not pruned.
+  int plan_count = 12;
+  // Branch-and-bound nodes per planner run (deterministic, unlike seconds); -1: none. The root's
+  // incumbents (even and memory-balanced splits improved by local search) come before node 1.
+  long node_limit = 0;
+  double time_budget_s = 0;  // 0: none; else no planner run starts after this many seconds
+  bool exhaustive = false;   // plan every valid configuration exactly, no bound, no screening (to verify)
+  std::function<void(const SearchProgress&)> progress;  // called after each planner run, serialized
+};
+
+enum class Verdict {
+  kDominated,    // another configuration with the same pipeline is at least as cheap in every cost
+  kMemoryBound,  // cannot fit: the memory lower bound exceeds the device
+  kTimeBound,    // its time lower bound is above the K-th best iteration time found
+  kScreened,     // screened with the quick plan only (see screen_ns), not planned exactly
+  kNoFit,        // planned: the planner proved that no plan fits
+  kPlanned,      // planned: see `planner`
+  kNotPlanned,   // the time budget ran out before its turn
+};
+inline constexpr int kVerdicts = 7;
+std::string_view VerdictName(Verdict v);
+
+struct ConfigOutcome {
+  SearchConfig config;
+  int micro_batches = 0;
+  Verdict verdict = Verdict::kNotPlanned;
+  TimeNs time_bound_ns = 0;         // rank-load lower bound on the iteration time
+  Bytes memory_bound_bytes = 0;     // least peak some rank must reach
+  int dominated_by = -1;            // index into SearchResult::configs
+  TimeNs screen_ns = 0;             // the quick plan's iteration time (0: none fits, or not screened)
+  PlannerResult planner;            // when planned
+  // For plans found: from the simulator.
+  double tokens_per_s = 0;
+  double mfu = 0;                   // model FLOPs (no recomputation) / (time x devices x peak)
+  double bubble = 0;
+  double peak_memory_fraction = 0;  // largest rank peak / device memory
+  double mean_memory_fraction = 0;
+};
+
+struct SearchResult {
+  std::vector<ConfigOutcome> configs;  // every valid configuration, in SearchConfig order
+  std::vector<int> ranking;            // the `top` fastest with a plan (indices), fastest first
+  long combinations = 0;               // tuples tried, valid or not
+  long invalid = 0;                    // rejected by the setup rules (divisibility, layer count, ...)
+  int count[kVerdicts] = {};           // configurations per Verdict
+  int screened = 0;                    // configurations screened with the quick plan
+  // The least iteration time any configuration could reach: the best plan's time if every other
+  // configuration was pruned or proven, else the least proven lower bound among the rest.
+  double bound_ns = 0;
+  double gap = 0;                      // (best - bound) / best
+  double model_flops = 0;              // per iteration
+  double seconds = 0;
+  double bound_seconds = 0, screen_seconds = 0, plan_seconds = 0;  // the steps' wall time
+  int threads = 1;
+  bool budget_exhausted = false;
+
+  int Count(Verdict v) const { return count[static_cast<int>(v)]; }
+};
+
+// The training setup of one configuration.
+TrainingSetup SetupOf(const SearchOptions& options, const SearchConfig& config);
+
+// Fails on bad options (devices, batch) or when no combination is valid.
+Result<SearchResult> SearchConfigurations(const ModelSpec& model, const DeviceSpec& device, const SearchOptions& options);
+
+}  // namespace bmpipe

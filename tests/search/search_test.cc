@@ -1,0 +1,157 @@
+// The whole-cluster search: its bounds are sound, its best equals planning every configuration,
+// and its result does not depend on the number of threads.
+#include "bmpipe/search/search.h"
+
+#include <gtest/gtest.h>
+
+#include "bmpipe/cost/problem_builder.h"
+
+namespace bmpipe {
+namespace {
+
+// A Llama-3-8B shape cut to 6 decoder layers, on 8 A100-40GB: small enough to plan every
+// configuration to proven optimality, large enough that memory rules some out.
+struct SmallCase {
+  ModelSpec model = ModelPreset("llama3-8b").value();
+  DeviceSpec device = DevicePreset("a100-40gb").value();
+  SearchOptions options;
+  SmallCase() {
+    model.layers = 6;
+    options.devices = 8;
+    options.base.global_batch_size = 16;
+    options.base.seq = 2048;
+    options.base.flash_attention = true;
+    options.base.recompute = {"none", "selective", "full"};
+    options.top = 3;
+    options.node_limit = -1;  // every planner run to proven optimality
+    options.plan_count = -1;  // every configuration not pruned by a bound
+    options.threads = 2;
+  }
+};
+
+SearchResult SearchSmall(const SmallCase& c) {
+  Result<SearchResult> r = SearchConfigurations(c.model, c.device, c.options);
+  EXPECT_TRUE(r.ok()) << (r.ok() ? "" : r.error().message);
+  return r.value();
+}
+
+const ConfigOutcome& Best(const SearchResult& r) { return r.configs.at(r.ranking.at(0)); }
+
+TEST(Search, BestEqualsPlanningEveryConfiguration) {
+  SmallCase c;
+  const SearchResult pruned = SearchSmall(c);
+  c.options.exhaustive = true;
+  const SearchResult every = SearchSmall(c);
+  ASSERT_EQ(pruned.configs.size(), every.configs.size());
+  ASSERT_FALSE(every.ranking.empty());
+  // Every configuration planned and proven: the exhaustive optimum.
+  for (const ConfigOutcome& out : every.configs) {
+    ASSERT_TRUE(out.verdict == Verdict::kPlanned || out.verdict == Verdict::kNoFit) << DescribeConfig(out.config);
+    if (out.verdict == Verdict::kPlanned) {
+      EXPECT_EQ(out.planner.status, PlanStatus::kOptimal) << DescribeConfig(out.config);
+    }
+  }
+  EXPECT_EQ(Best(pruned).planner.iteration_ns, Best(every).planner.iteration_ns);
+  EXPECT_EQ(Best(pruned).config, Best(every).config);
+  // The whole top K agrees (times; configurations can tie).
+  ASSERT_EQ(pruned.ranking.size(), every.ranking.size());
+  for (std::size_t k = 0; k < every.ranking.size(); ++k) {
+    EXPECT_EQ(pruned.configs[pruned.ranking[k]].planner.iteration_ns, every.configs[every.ranking[k]].planner.iteration_ns);
+  }
+  // And it got there by pruning: fewer planner runs than configurations, each step used.
+  const int planned = pruned.Count(Verdict::kPlanned) + pruned.Count(Verdict::kNoFit);
+  EXPECT_LT(planned, static_cast<int>(pruned.configs.size()) / 2);
+  EXPECT_GT(pruned.Count(Verdict::kDominated), 0);
+  EXPECT_GT(pruned.Count(Verdict::kMemoryBound), 0);
+  EXPECT_GT(pruned.Count(Verdict::kTimeBound), 0);
+  EXPECT_EQ(pruned.gap, 0);  // everything not pruned was proven
+}
+
+TEST(Search, BoundsAreSoundOnEveryConfiguration) {
+  SmallCase c;
+  c.options.exhaustive = true;
+  const SearchResult every = SearchSmall(c);
+  c.options.exhaustive = false;
+  const SearchResult pruned = SearchSmall(c);
+  for (std::size_t i = 0; i < every.configs.size(); ++i) {
+    const ConfigOutcome& exact = every.configs[i];
+    const ConfigOutcome& judged = pruned.configs[i];
+    ASSERT_EQ(exact.config, judged.config);
+    const std::string name = DescribeConfig(exact.config);
+    if (exact.verdict == Verdict::kPlanned) {
+      // The time bound never exceeds the optimum; the memory bound never rules out a plan that fits.
+      EXPECT_LE(exact.time_bound_ns, exact.planner.iteration_ns) << name;
+      EXPECT_LE(exact.memory_bound_bytes, c.device.memory_bytes) << name;
+      EXPECT_NE(judged.verdict, Verdict::kMemoryBound) << name;
+      if (judged.screen_ns > 0) {
+        EXPECT_GE(judged.screen_ns, exact.planner.iteration_ns) << name;
+      }
+    }
+    if (judged.verdict == Verdict::kDominated) {
+      // A dominated configuration is never faster than the one that dominates it.
+      const ConfigOutcome& by = every.configs[judged.dominated_by];
+      if (exact.verdict == Verdict::kPlanned) {
+        ASSERT_EQ(by.verdict, Verdict::kPlanned) << name;
+        EXPECT_LE(by.planner.iteration_ns, exact.planner.iteration_ns) << name;
+      }
+    }
+  }
+}
+
+TEST(Search, SameResultOnAnyNumberOfThreads) {
+  SmallCase c;
+  c.options.node_limit = 0;  // the search's default effort: incumbents only
+  c.options.plan_count = 4;
+  c.options.threads = 1;
+  const SearchResult one = SearchSmall(c);
+  c.options.threads = 3;
+  const SearchResult three = SearchSmall(c);
+  ASSERT_EQ(one.configs.size(), three.configs.size());
+  for (std::size_t i = 0; i < one.configs.size(); ++i) {
+    EXPECT_EQ(one.configs[i].verdict, three.configs[i].verdict) << DescribeConfig(one.configs[i].config);
+    EXPECT_EQ(one.configs[i].screen_ns, three.configs[i].screen_ns);
+    EXPECT_EQ(one.configs[i].planner.iteration_ns, three.configs[i].planner.iteration_ns);
+    EXPECT_EQ(one.configs[i].planner.plan.stage_begin, three.configs[i].planner.plan.stage_begin);
+    EXPECT_EQ(one.configs[i].planner.plan.option, three.configs[i].planner.plan.option);
+  }
+  EXPECT_EQ(one.ranking, three.ranking);
+}
+
+TEST(Search, MetricsOfTheBestConfiguration) {
+  SmallCase c;
+  const SearchResult r = SearchSmall(c);
+  const ConfigOutcome& best = Best(r);
+  const double seconds = static_cast<double>(best.planner.iteration_ns) / 1e9;
+  EXPECT_DOUBLE_EQ(best.tokens_per_s, 16.0 * 2048 / seconds);
+  // Model FLOPs: 6 per parameter in a matrix product (all but the embedding lookup) per token,
+  // plus the attention scores (12 L s h per token, the full square); norms and activations add
+  // a little.
+  const ParameterCounts counts = CountParameters(c.model);
+  const double tokens = 16.0 * 2048;
+  const double expected = 6.0 * static_cast<double>(counts.total - counts.embedding) * tokens +
+                          12.0 * c.model.layers * 2048 * c.model.hidden * tokens;
+  EXPECT_NEAR(r.model_flops / expected, 1.0, 0.02);
+  EXPECT_NEAR(best.mfu, r.model_flops / (seconds * 8 * c.device.peak_flops), 1e-12);
+  EXPECT_GT(best.mfu, 0.05);
+  EXPECT_LT(best.mfu, 0.8);
+  EXPECT_LE(best.peak_memory_fraction, 1.0);
+  EXPECT_GT(best.peak_memory_fraction, 0.0);
+}
+
+TEST(Search, RejectsOptionsWithAClearMessage) {
+  SmallCase c;
+  c.options.devices = 0;
+  Result<SearchResult> r = SearchConfigurations(c.model, c.device, c.options);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().message.find("--devices 0"), std::string::npos) << r.error().message;
+  c = SmallCase();
+  c.options.base.global_batch_size = 3;  // no data-parallel size of 8 devices divides it but 1
+  c.options.tp = {8};
+  c.options.pp = {8};
+  r = SearchConfigurations(c.model, c.device, c.options);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().message.find("no valid configuration"), std::string::npos) << r.error().message;
+}
+
+}  // namespace
+}  // namespace bmpipe
