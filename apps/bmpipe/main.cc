@@ -409,8 +409,11 @@ int RunSearch(SearchArgs& args) {
   header.push_back({"recompute", fmt::format("per layer, one of: {}", fmt::join(options.base.recompute, ", "))});
   header.push_back({"planner", options.exhaustive
                                    ? std::string("exhaustive: every valid configuration planned, no bound used")
-                                   : fmt::format("branch and bound, at most {} nodes per configuration{}",
-                                                 options.node_limit, options.node_limit < 0 ? " (no limit)" : "")});
+                                   : fmt::format("the {} most promising configurations{} after screening, branch and "
+                                                 "bound with {} nodes each after its first plans",
+                                                 options.plan_count < 0 ? std::string("all") : std::to_string(options.plan_count),
+                                                 options.plan_count < 0 ? " not ruled out" : "",
+                                                 options.node_limit < 0 ? std::string("no limit on") : std::to_string(options.node_limit))});
   for (const std::string& note : m.not_modeled) header.push_back({"not modeled", note});
   std::string report = FormatSearch(header, options, result);
   std::string exported;
@@ -639,6 +642,10 @@ int Main(int argc, char** argv) {
       ->check(CLI::NonNegativeNumber);
   search->add_option("--threads", srch.options.threads, "Planner threads (default: every hardware thread)")
       ->check(CLI::NonNegativeNumber);
+  search->add_option("--plan-count", srch.options.plan_count,
+                     "Configurations planned with the exact planner after screening, most promising first (-1: every "
+                     "one the bounds do not rule out)")
+      ->capture_default_str();
   search->add_option("--node-limit", srch.options.node_limit,
                      "Branch-and-bound nodes per configuration, after its first plans (-1: until proven optimal)")
       ->capture_default_str();
