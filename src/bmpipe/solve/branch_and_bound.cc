@@ -77,10 +77,6 @@ class Search {
         result_.stopped_by = "node limit " + std::to_string(options_.node_limit);
         break;
       }
-      if (OutOfLpWork()) {
-        result_.stopped_by = fmt::format("LP work limit {:g} columns", options_.lp_work_limit);
-        break;
-      }
       Node node = open.top();
       open.pop();
       if (Pruned(node.bound)) continue;
@@ -95,10 +91,6 @@ class Search {
   }
 
  private:
-  bool OutOfLpWork() const {
-    return options_.lp_work_limit >= 0 &&
-           static_cast<double>(result_.lp_solves) * formulation_.model.num_columns() >= options_.lp_work_limit;
-  }
   double Elapsed() const {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - began_).count();
   }
@@ -140,7 +132,6 @@ class Search {
   // Solves the node's relaxation, adding violated path cuts. False when infeasible.
   bool SolveRelaxation(double& bound, std::vector<double>& x) {
     for (int round = 0; round < kMaxCutRounds; ++round) {
-      if (round > 0 && OutOfLpWork()) return true;  // any T is a valid bound
       ++result_.lp_solves;
       const LpSolver::Status status = lp_.Solve();
       if (status == LpSolver::Status::kInfeasible) return false;

@@ -20,10 +20,6 @@ struct PlannerOptions {
   PlannerKind kind = PlannerKind::kBranchAndBound;
   double time_limit_s = 60;
   long node_limit = -1;  // branch and bound only; -1: none
-  // Branch and bound only; -1: none. Stop once the LP solves have handled this many columns in
-  // all (each solve counts the LP's columns): a limit on effort that, unlike seconds, gives the
-  // same result on any machine and in any thread.
-  double lp_work_limit = -1;
   std::string lp_file;   // CBC only: write the model here
 };
 
