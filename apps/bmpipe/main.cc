@@ -186,6 +186,17 @@ Result<Problem> BuildModelProblem(const ModelArgs& args, std::vector<std::pair<s
   return problem;
 }
 
+// What the plan JSON says about the planner run that found a plan.
+SolverInfo SolverInfoOf(const PlannerResult& r) {
+  SolverInfo solver{r.solver, r.status == PlanStatus::kOptimal ? SolveStatus::kOptimal : SolveStatus::kFeasible,
+                    r.seconds};
+  solver.gap = r.gap;
+  solver.bound_s = r.bound_ns / 1e9;
+  solver.objective_s = r.objective_ns / 1e9;
+  solver.stopped_by = r.stopped_by;
+  return solver;
+}
+
 int RunPlan(const PlanArgs& args) {
   std::string shown;
   std::vector<std::pair<std::string, std::string>> origin;
@@ -233,12 +244,7 @@ int RunPlan(const PlanArgs& args) {
     return kExitNoPlan;
   }
   const SimResult sim = SimulatePlan(pb, r.plan).value();
-  SolverInfo solver{r.solver, r.status == PlanStatus::kOptimal ? SolveStatus::kOptimal : SolveStatus::kFeasible,
-                    r.seconds};
-  solver.gap = r.gap;
-  solver.bound_s = r.bound_ns / 1e9;
-  solver.objective_s = r.objective_ns / 1e9;
-  solver.stopped_by = r.stopped_by;
+  const SolverInfo solver = SolverInfoOf(r);
   ReportHeader header{"bmpipe plan", origin};
   for (auto& line : PlannerLines(r)) header.lines.push_back(line);
   if (!args.svg.empty()) {
@@ -422,14 +428,7 @@ int RunSearch(SearchArgs& args) {
     const ConfigOutcome& best = result.configs[result.ranking[0]];
     const Problem problem = BuildProblem(m, d, SetupOf(options, best.config)).value();
     const SimResult sim = SimulatePlan(problem, best.planner.plan).value();
-    SolverInfo solver{best.planner.solver,
-                      best.planner.status == PlanStatus::kOptimal ? SolveStatus::kOptimal : SolveStatus::kFeasible,
-                      best.planner.seconds};
-    solver.gap = best.planner.gap;
-    solver.bound_s = best.planner.bound_ns / 1e9;
-    solver.objective_s = best.planner.objective_ns / 1e9;
-    solver.stopped_by = best.planner.stopped_by;
-    const std::string plan_json = PlanJsonText(problem, best.planner.plan, sim, solver);
+    const std::string plan_json = PlanJsonText(problem, best.planner.plan, sim, SolverInfoOf(best.planner));
     ReportHeader plan_header{"The best configuration's plan",
                              {{"setup", DescribeConfig(best.config)}, {"launch", MegatronFlags(options, best.config)}}};
     for (auto& line : PlannerLines(best.planner)) plan_header.lines.push_back(line);
