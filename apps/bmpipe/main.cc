@@ -12,6 +12,7 @@
 #include "bmpipe/core/json_cursor.h"
 #include "bmpipe/core/text.h"
 #include "bmpipe/cost/layer_ops.h"
+#include "bmpipe/baselines/baselines.h"
 #include "bmpipe/cost/problem_builder.h"
 #include "bmpipe/io/builtin_example.h"
 #include "bmpipe/io/compare_report.h"
@@ -22,6 +23,7 @@
 #include "bmpipe/io/report.h"
 #include "bmpipe/io/search_report.h"
 #include "bmpipe/io/svg.h"
+#include "bmpipe/io/validate_report.h"
 #include "bmpipe/problem/problem_reader.h"
 #include "bmpipe/problem/sapp_reader.h"
 #include "bmpipe/sim/simulator.h"
@@ -77,23 +79,63 @@ Status WriteSvg(const std::string& path, const Problem& problem, const std::stri
   return WriteFileAtomically(path, TimelineSvg(problem, title, panels));
 }
 
+// The cost-model form of a problem: a model, a device and a training setup.
+struct ModelArgs {
+  std::string model;
+  std::string device;
+  TrainingSetup setup;
+  std::string schedule = "1f1b";
+  double reserved_gb = -1;  // < 0: the default
+  std::string dump_problem;
+};
+
+Result<Problem> BuildModelProblem(const ModelArgs& args, std::vector<std::pair<std::string, std::string>>& lines);
+
 struct SimulateArgs {
   std::string problem;
+  ModelArgs model;
   std::string plan;
+  std::string strategy;  // even or megatron; default: megatron with --model, else even
   bool json = false;
   std::string out;
   std::string svg;
 };
 
 int RunSimulate(const SimulateArgs& args) {
-  Result<Problem> problem = LoadProblem(args.problem);
+  std::vector<std::pair<std::string, std::string>> origin;
+  if (args.problem.empty() && args.model.model.empty()) {
+    return Fail(InvalidInput("simulate needs --problem FILE, or --model with --device and a training setup"));
+  }
+  const std::string strategy = !args.strategy.empty() ? args.strategy : args.model.model.empty() ? "even" : "megatron";
+  GlobalRecompute recompute = GlobalRecompute::kNone;
+  if (!args.model.model.empty()) {
+    const std::vector<std::string>& r = args.model.setup.recompute;
+    const std::string one = r.size() == 1 ? r.front() : "";
+    if (one != "none" && one != "selective" && one != "full") {
+      return Fail(InvalidInput(fmt::format("--recompute {}: simulate applies one global setting as Megatron does; use "
+                                           "none, selective or full",
+                                           fmt::join(r, ","))));
+    }
+    recompute = one == "full" ? GlobalRecompute::kFull : one == "selective" ? GlobalRecompute::kSelective
+                                                                           : GlobalRecompute::kNone;
+  }
+  Result<Problem> problem = args.model.model.empty() ? LoadProblem(args.problem) : BuildModelProblem(args.model, origin);
   if (!problem.ok()) return Fail(problem.error());
   const Problem& pb = problem.value();
+  if (origin.empty()) origin.push_back({"problem", args.problem + (pb.name.empty() ? "" : " (" + pb.name + ")")});
 
   Plan plan;
   SolverInfo solver{"none", SolveStatus::kFeasible, 0.0};
   std::string plan_origin;
-  if (args.plan.empty()) {
+  if (!args.plan.empty() && !args.strategy.empty()) {
+    return Fail(InvalidInput("give --plan or --strategy, not both"));
+  }
+  if (args.plan.empty() && strategy == "megatron") {
+    Result<MegatronLaunch> launch = MegatronDefaultPlan(pb, recompute);
+    if (!launch.ok()) return Fail(launch.error());
+    plan = launch.value().plan;
+    plan_origin = "Megatron-LM: " + launch.value().flags;
+  } else if (args.plan.empty()) {
     plan = EvenPlan(pb);
     plan_origin = "even split, first option of every layer (no --plan given)";
   } else {
@@ -107,8 +149,8 @@ int RunSimulate(const SimulateArgs& args) {
   if (!sim.ok()) return Fail(sim.error());
   if (!sim.value().fits) solver.status = SolveStatus::kInfeasible;
 
-  ReportHeader header{"bmpipe simulate", {{"problem", args.problem + (pb.name.empty() ? "" : " (" + pb.name + ")")},
-                                          {"plan", plan_origin}}};
+  ReportHeader header{"bmpipe simulate", origin};
+  header.lines.push_back({"plan", plan_origin});
   if (!args.svg.empty()) {
     Status written = WriteSvg(args.svg, pb, "bmpipe simulate: " + (pb.name.empty() ? args.problem : pb.name),
                               {{plan_origin, plan}});
@@ -122,16 +164,6 @@ int RunSimulate(const SimulateArgs& args) {
   }
   return code;
 }
-
-// The cost-model form of a problem: a model, a device and a training setup.
-struct ModelArgs {
-  std::string model;
-  std::string device;
-  TrainingSetup setup;
-  std::string schedule = "1f1b";
-  double reserved_gb = -1;  // < 0: the default
-  std::string dump_problem;
-};
 
 struct PlanArgs {
   std::string problem;
@@ -466,6 +498,16 @@ int RunSearch(SearchArgs& args) {
   return code;
 }
 
+int RunValidate(const std::string& path, bool json, bool markdown, const std::string& out) {
+  if (json && markdown) return Fail(InvalidInput("give --json or --markdown, not both"));
+  Result<RunTable> table = LoadRunTable(path);
+  if (!table.ok()) return Fail(table.error());
+  Result<Validation> v = Validate(table.value());
+  if (!v.ok()) return Fail(v.error());
+  return Emit(out, json, ValidationToJson(table.value(), v.value()).dump(2) + "\n",
+              markdown ? ValidationMarkdown(table.value(), v.value()) : FormatValidation(table.value(), v.value()));
+}
+
 std::string Joined(const std::vector<std::string>& names) { return fmt::format("{}", fmt::join(names, ", ")); }
 
 // --model, --device and the training setup: the problem from the analytic cost model.
@@ -529,13 +571,38 @@ int Main(int argc, char** argv) {
       "simulate",
       "Simulate a plan on a problem (DESIGN.md §2) and print a per-stage and per-rank report: iteration time, bubble "
       "breakdown, memory per rank over its capacity.");
-  simulate->add_option("--problem", sim.problem, "Problem file (JSON or YAML, DESIGN.md §4.1)")->required();
-  simulate->add_option("--plan", sim.plan,
-                       "Plan file (JSON or YAML, DESIGN.md §4.2). Without it: layers split evenly, first option of "
-                       "every layer.");
+  CLI::Option* sim_problem =
+      simulate->add_option("--problem", sim.problem, "Problem file (JSON or YAML, DESIGN.md §4.1)");
+  simulate->add_option("--plan", sim.plan, "Plan file (JSON or YAML, DESIGN.md §4.2)");
+  simulate->add_option("--strategy", sim.strategy,
+                       "The plan when no --plan is given. megatron: Megatron-LM's split for the configuration (equal "
+                       "decoder layers per stage, else the embedding and/or loss counted as a layer, else uneven first "
+                       "and last stages) with one global --recompute setting; the default with --model. even: layers "
+                       "split evenly, first option of every layer; the default with --problem")
+      ->check(CLI::IsMember({"even", "megatron"}));
   simulate->add_flag("--json", sim.json, "Print the plan JSON with the simulated metrics instead of the report");
   simulate->add_option("--out", sim.out, "Also write the plan JSON with the simulated metrics to this file");
   simulate->add_option("--svg", sim.svg, "Write the timeline (ops per rank, memory over time) as SVG to this file");
+  sim.model.setup.recompute = {"none"};
+  AddModelOptions(*simulate, sim.model, sim_problem);
+  simulate->get_option("--recompute")
+      ->description("Megatron's global recomputation setting for every decoder layer: none, selective or full");
+
+  std::string validate_table;
+  bool validate_json = false, validate_markdown = false;
+  std::string validate_out;
+  CLI::App* validate = app.add_subcommand(
+      "validate",
+      "Check the analytic cost model against published training runs (data/published-runs.yaml, built in): fit the "
+      "device efficiencies on the named calibration runs only, then predict every run's iteration time and memory "
+      "with Megatron's plan for its configuration, and print predicted against measured, the error of each, and the "
+      "mean and largest error over the held-out runs. docs/fidelity.md shows the result.");
+  validate->add_option("--table", validate_table, "A run table in the same format instead of the built-in one");
+  validate->add_flag("--json", validate_json,
+                     "Print JSON: the calibration, the summaries, and every run with its source, what it states and "
+                     "what is assumed");
+  validate->add_flag("--markdown", validate_markdown, "Print the Markdown tables of docs/fidelity.md");
+  validate->add_option("--out", validate_out, "Also write the JSON to this file");
 
   PlanArgs plan;
   CLI::App* plan_cmd = app.add_subcommand(
@@ -693,6 +760,7 @@ int Main(int argc, char** argv) {
     return code == 0 ? kExitOk : kExitBadInput;
   }
   if (simulate->parsed()) return RunSimulate(sim);
+  if (validate->parsed()) return RunValidate(validate_table, validate_json, validate_markdown, validate_out);
   if (plan_cmd->parsed()) return RunPlan(plan);
   if (compare->parsed()) return RunCompare(cmp);
   if (export_cmd->parsed()) return RunExport(exp);

@@ -24,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "bmpipe/core/error.h"
 #include "bmpipe/problem/plan.h"
 #include "bmpipe/problem/problem.h"
 
@@ -51,5 +52,17 @@ struct BaselineResult {
 };
 
 BaselineResult RunBaseline(BaselineKind kind, const Problem& problem, const BaselineOptions& options);
+
+// Megatron-LM's plan for one configuration as a user launches it, rather than its best over flags:
+// the decoder layers split by the first rule that divides them (equal layers per stage; else the
+// embedding counted as a layer, then the loss, then both; else, without
+// interleaving, uneven first and last stages with the fewest layers on the fullest stage), and the
+// global recomputation setting on every decoder layer. `flags` names the Megatron flags.
+enum class GlobalRecompute { kNone, kSelective, kFull };
+struct MegatronLaunch {
+  Plan plan;
+  std::string flags;
+};
+Result<MegatronLaunch> MegatronDefaultPlan(const Problem& problem, GlobalRecompute recompute);
 
 }  // namespace bmpipe

@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <optional>
 #include <set>
 
 #include "bmpipe/baselines/common.h"
@@ -56,45 +57,58 @@ std::vector<Split> Splits(int layers, int p, int v) {
   return splits;
 }
 
+// The plan of `split` (decoder layers per stage), every layer at its NoneOption; nullopt when a
+// stage would be empty or negative.
+std::optional<Plan> PlanOfSplit(const Problem& problem, const ModelShape& shape, const Split& split) {
+  const int stages = problem.pipeline.stages();
+  if (std::any_of(split.decoders.begin(), split.decoders.end(), [](int k) { return k < 0; })) return std::nullopt;
+  std::vector<LayerIdx> end(stages);
+  LayerIdx at = shape.body_begin;
+  for (StageIdx s = 0; s < stages; ++s) {
+    at += split.decoders[s];
+    end[s] = s + 1 == stages ? problem.num_layers() : at;
+    const LayerIdx begin = s == 0 ? 0 : end[s - 1];
+    if (end[s] <= begin) return std::nullopt;
+  }
+  return PlanWithEnds(problem, end);
+}
+
+// Sets the first `count` body layers of each stage to `option_of` (when the layer has one).
+Plan WithRecompute(const Problem& problem, const ModelShape& shape, Plan plan, int count,
+                   OptionIdx (*option_of)(const Layer&)) {
+  for (StageIdx s = 0; s < plan.num_stages(); ++s) {
+    int done = 0;
+    for (LayerIdx l = plan.begin(s); l < plan.end(s) && done < count; ++l) {
+      if (l < shape.body_begin || l >= shape.body_end) continue;
+      const OptionIdx o = option_of(problem.layers[l]);
+      if (o >= 0) plan.option[l] = o;
+      ++done;
+    }
+  }
+  return plan;
+}
+
+std::string CannotSplit(const ModelShape& shape, const Pipeline& pipeline) {
+  return fmt::format("Megatron cannot split {} decoder layers over {} stages{}", shape.body(), pipeline.stages(),
+                     pipeline.chunks > 1 ? " with interleaving" : "");
+}
+
 }  // namespace
 
 BaselineResult RunMegatron(const Problem& problem) {
   BaselineResult result;
   const Pipeline& pipeline = problem.pipeline;
   const ModelShape shape = ShapeOf(problem);
-  const int stages = pipeline.stages();
   PlanPicker picker(problem);
   std::set<std::vector<int>> seen;
   for (const Split& split : Splits(shape.body(), pipeline.ranks, pipeline.chunks)) {
-    if (std::any_of(split.decoders.begin(), split.decoders.end(), [](int k) { return k < 0; })) continue;
-    if (!seen.insert(split.decoders).second) continue;
-    std::vector<LayerIdx> end(stages);
-    LayerIdx at = shape.body_begin;
-    bool empty_stage = false;
-    for (StageIdx s = 0; s < stages; ++s) {
-      at += split.decoders[s];
-      end[s] = s + 1 == stages ? problem.num_layers() : at;
-      const LayerIdx begin = s == 0 ? 0 : end[s - 1];
-      empty_stage = empty_stage || end[s] <= begin;
-    }
-    if (empty_stage) continue;
-    const Plan base = PlanWithEnds(problem, end);
+    const std::optional<Plan> base = PlanOfSplit(problem, shape, split);
+    if (!base || !seen.insert(split.decoders).second) continue;
     const int most = *std::max_element(split.decoders.begin(), split.decoders.end());
-    // Sets `count` body layers of each stage (the first ones) to `option_of`.
     auto recompute = [&](int count, OptionIdx (*option_of)(const Layer&)) {
-      Plan plan = base;
-      for (StageIdx s = 0; s < stages; ++s) {
-        int done = 0;
-        for (LayerIdx l = plan.begin(s); l < plan.end(s) && done < count; ++l) {
-          if (l < shape.body_begin || l >= shape.body_end) continue;
-          const OptionIdx o = option_of(problem.layers[l]);
-          if (o >= 0) plan.option[l] = o;
-          ++done;
-        }
-      }
-      return plan;
+      return WithRecompute(problem, shape, *base, count, option_of);
     };
-    picker.Offer(base, split.flags + ", no recomputation");
+    picker.Offer(*base, split.flags + ", no recomputation");
     picker.Offer(recompute(most, SelectiveOption), split.flags + ", --recompute-granularity selective");
     picker.Offer(recompute(most, FullOption),
                  split.flags + ", --recompute-granularity full --recompute-method uniform --recompute-num-layers 1");
@@ -106,11 +120,49 @@ BaselineResult RunMegatron(const Problem& problem) {
     }
   }
   if (seen.empty()) {
-    return NotApplicable(fmt::format("Megatron cannot split {} decoder layers over {} stages{}", shape.body(), stages,
-                                        pipeline.chunks > 1 ? " with interleaving" : ""));
+    return NotApplicable(CannotSplit(shape, pipeline));
   }
   picker.Fill(result);
   return result;
+}
+
+Result<MegatronLaunch> MegatronDefaultPlan(const Problem& problem, GlobalRecompute recompute) {
+  const Pipeline& pipeline = problem.pipeline;
+  const ModelShape shape = ShapeOf(problem);
+  std::optional<Plan> best;
+  std::string flags;
+  int best_most = 0;
+  // The uniform rules in the order a user reaches for them; the first that applies wins. Uneven
+  // first and last stages only when none does, with the fewest layers on the fullest stage.
+  for (const Split& split : Splits(shape.body(), pipeline.ranks, pipeline.chunks)) {
+    const std::optional<Plan> plan = PlanOfSplit(problem, shape, split);
+    if (!plan) continue;
+    const bool uniform = split.flags.rfind("--decoder-first", 0) != 0;
+    const int most = *std::max_element(split.decoders.begin(), split.decoders.end());
+    if (best && (uniform || most >= best_most)) continue;
+    best = plan;
+    flags = split.flags;
+    best_most = most;
+    if (uniform) break;
+  }
+  if (!best) return InvalidInput(CannotSplit(shape, pipeline) + "; change --pp or --vpp");
+  switch (recompute) {
+    case GlobalRecompute::kNone:
+      flags += ", no recomputation";
+      break;
+    case GlobalRecompute::kSelective:
+      if (SelectiveOption(problem.layers[shape.body_begin]) < 0) {
+        return InvalidInput("the decoder layers have no selective recomputation option");
+      }
+      best = WithRecompute(problem, shape, *best, problem.num_layers(), SelectiveOption);
+      flags += ", --recompute-granularity selective";
+      break;
+    case GlobalRecompute::kFull:
+      best = WithRecompute(problem, shape, *best, problem.num_layers(), FullOption);
+      flags += ", --recompute-granularity full --recompute-method uniform --recompute-num-layers 1";
+      break;
+  }
+  return MegatronLaunch{*best, flags};
 }
 
 }  // namespace bmpipe

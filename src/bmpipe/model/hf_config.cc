@@ -337,7 +337,11 @@ ModelSpec ReadConfigTree(const Json& doc, const std::string& path) {
 Result<ModelSpec> ReadHuggingFaceConfig(const std::string& path) {
   Result<Json> doc = LoadDocument(path);
   if (!doc.ok()) return doc.error();
-  return ReadDocument<ModelSpec>(path, [&] { return ReadConfigTree(doc.value(), path); });
+  return ReadHuggingFaceConfig(doc.value(), path);
+}
+
+Result<ModelSpec> ReadHuggingFaceConfig(const Json& config, const std::string& name) {
+  return ReadDocument<ModelSpec>(name, [&] { return ReadConfigTree(config, name); });
 }
 
 }  // namespace bmpipe

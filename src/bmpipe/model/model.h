@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "bmpipe/core/document.h"
 #include "bmpipe/core/error.h"
 
 namespace bmpipe {
@@ -88,6 +89,8 @@ Result<ModelSpec> ModelPreset(const std::string& name);
 // Reads a Hugging Face config.json (Llama-2/3, Qwen2/Qwen3, Mistral, Mixtral, GPT-2, GPT-NeoX,
 // DeepSeek-V3 families, chosen by `model_type`).
 Result<ModelSpec> ReadHuggingFaceConfig(const std::string& path);
+// The same from a parsed config; `name` becomes the model's name and prefixes messages.
+Result<ModelSpec> ReadHuggingFaceConfig(const Json& config, const std::string& name);
 
 // A preset name, or else a path to a config.json.
 Result<ModelSpec> LoadModel(const std::string& name_or_path);

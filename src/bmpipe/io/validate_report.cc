@@ -1,0 +1,169 @@
+#include "bmpipe/io/validate_report.h"
+
+#include <fmt/format.h>
+
+namespace bmpipe {
+namespace {
+
+std::string Value(Quantity q, double v) {
+  if (!IsTime(q)) return fmt::format("{:.1f} GiB", v / (1024.0 * 1024.0 * 1024.0));
+  if (v < 1) return fmt::format("{:.2f} ms", v * 1e3);
+  return fmt::format("{:.2f} s", v);
+}
+
+std::string Layout(const TrainingSetup& s) {
+  return fmt::format("tp{} pp{} dp{}{} mbs{} gbs{}", s.tp, s.pp, s.dp, s.vpp > 1 ? fmt::format(" vpp{}", s.vpp) : "",
+                     s.micro_batch_size, s.global_batch_size);
+}
+
+std::string Percent(double e) { return fmt::format("{:+.1f} %", 100 * e); }
+
+std::string EfficiencyLine(const FittedDevice& f) {
+  std::vector<std::string> parts;
+  for (const std::string& name : f.fit) {
+    const Efficiencies& a = f.after;
+    const Efficiencies& b = f.before;
+    const double after = name == "gemm" ? a.gemm : name == "attention" ? a.attention : name == "memory" ? a.memory : a.link;
+    const double before = name == "gemm" ? b.gemm : name == "attention" ? b.attention : name == "memory" ? b.memory : b.link;
+    parts.push_back(fmt::format("{} {:.3f} (from {:.3f})", name, after, before));
+  }
+  return fmt::format("{}", fmt::join(parts, ", "));
+}
+
+std::string SummaryLine(const ErrorSummary& s) {
+  if (s.count == 0) return "none";
+  return fmt::format("{} measurements, mean |error| {:.1f} %, max {:.1f} % ({})", s.count, 100 * s.mean_abs,
+                     100 * s.max_abs, s.worst);
+}
+
+// Every row of the table: the run's columns, then the measurement's.
+template <typename Row>
+void ForEachRow(const Validation& v, Row row) {
+  for (const RunOutcome& o : v.outcomes) {
+    for (std::size_t i = 0; i < o.run->measured.size(); ++i) row(o, o.run->measured[i], o.predicted[i]);
+  }
+}
+
+}  // namespace
+
+std::string FormatValidation(const RunTable& table, const Validation& v) {
+  std::string out = fmt::format("bmpipe validate: {} ({} runs)\n\n", table.source, table.runs.size());
+  out += "Calibration (device efficiencies fitted on these runs only; every other run is held out)\n";
+  for (const FittedDevice& f : v.fitted) {
+    out += fmt::format("  {:<11} {} on {} measurements: {}\n", f.device, EfficiencyLine(f), f.measurements,
+                       fmt::join(f.runs, ", "));
+  }
+  out += "\n";
+  std::size_t id_width = 3, stated_width = 9;
+  ForEachRow(v, [&](const RunOutcome& o, const Measurement& m, double) {
+    id_width = std::max(id_width, o.run->id.size());
+    stated_width = std::max(stated_width, m.stated.size());
+  });
+  out += fmt::format("{:<{}}  {:<11} {:<32} {:<14} {:<{}} {:>11} {:>11} {:>8}  {}\n", "run", id_width, "device",
+                     "layout", "quantity", "as stated", stated_width, "measured", "predicted", "error", "role");
+  ForEachRow(v, [&](const RunOutcome& o, const Measurement& m, double predicted) {
+    out += fmt::format("{:<{}}  {:<11} {:<32} {:<14} {:<{}} {:>11} {:>11} {:>8}  {}{}\n", o.run->id, id_width,
+                       o.run->device.name, Layout(o.run->setup), QuantityName(m.quantity), m.stated, stated_width,
+                       Value(m.quantity, m.value), Value(m.quantity, predicted),
+                       Percent(RelativeError(predicted, m.value)), o.calibration ? "calibration" : "held out",
+                       o.fits ? "" : " (does not fit by the model)");
+  });
+  out += "\n";
+  out += "Held-out time:    " + SummaryLine(v.held_out_time) + "\n";
+  out += "Held-out memory:  " + SummaryLine(v.held_out_memory) + "\n";
+  out += "Calibration fit:  " + SummaryLine(v.calibration) + "\n";
+  out += "\nEvery run's source, what it states and what is assumed: bmpipe validate --json, or the table file.\n";
+  return out;
+}
+
+std::string ValidationMarkdown(const RunTable& table, const Validation& v) {
+  std::string out = fmt::format("Table: `{}`, {} runs.\n\n", table.source, table.runs.size());
+  out += "| device | fitted on | efficiencies |\n|---|---|---|\n";
+  for (const FittedDevice& f : v.fitted) {
+    out += fmt::format("| {} | {} ({} measurements) | {} |\n", f.device, fmt::join(f.runs, ", "), f.measurements,
+                       EfficiencyLine(f));
+  }
+  out += "\n| summary | measurements | mean abs error | max abs error (run) |\n|---|---|---|---|\n";
+  auto summary = [&](const char* name, const ErrorSummary& s) {
+    out += fmt::format("| {} | {} | {:.1f} % | {:.1f} % ({}) |\n", name, s.count, 100 * s.mean_abs, 100 * s.max_abs,
+                       s.worst);
+  };
+  summary("held-out iteration time", v.held_out_time);
+  summary("held-out memory", v.held_out_memory);
+  summary("calibration", v.calibration);
+  out += "\n| run | device | layout | recompute | quantity | as stated | measured | predicted | error | role |\n";
+  out += "|---|---|---|---|---|---|---|---|---|---|\n";
+  ForEachRow(v, [&](const RunOutcome& o, const Measurement& m, double predicted) {
+    const TrainingSetup& s = o.run->setup;
+    std::string extras = s.recompute.front();
+    if (s.sequence_parallel) extras += ", SP";
+    if (s.flash_attention) extras += ", flash";
+    if (s.distributed_optimizer) extras += ", dist. opt.";
+    out += fmt::format("| {} | {} | {} | {} | {} | {} | {} | {}{} | {} | {} |\n", o.run->id, o.run->device.name,
+                       Layout(s), extras, QuantityName(m.quantity), m.stated, Value(m.quantity, m.value),
+                       Value(m.quantity, predicted), o.fits ? "" : " (does not fit)",
+                       Percent(RelativeError(predicted, m.value)), o.calibration ? "calibration" : "held out");
+  });
+  return out;
+}
+
+Json ValidationToJson(const RunTable& table, const Validation& v) {
+  Json out = Json::object();
+  out["table"] = table.source;
+  Json fitted = Json::array();
+  for (const FittedDevice& f : v.fitted) {
+    auto eff = [](const Efficiencies& e) {
+      return Json{{"gemm", e.gemm}, {"attention", e.attention}, {"memory", e.memory}, {"link", e.link}};
+    };
+    fitted.push_back({{"device", f.device}, {"fit", f.fit}, {"runs", f.runs}, {"measurements", f.measurements},
+                      {"before", eff(f.before)}, {"after", eff(f.after)}});
+  }
+  out["calibration"] = std::move(fitted);
+  auto summary = [](const ErrorSummary& s) {
+    return Json{{"count", s.count}, {"mean_abs_error", s.mean_abs}, {"max_abs_error", s.max_abs}, {"worst", s.worst}};
+  };
+  out["held_out_time"] = summary(v.held_out_time);
+  out["held_out_memory"] = summary(v.held_out_memory);
+  out["calibration_fit"] = summary(v.calibration);
+  Json runs = Json::array();
+  for (const RunOutcome& o : v.outcomes) {
+    const PublishedRun& r = *o.run;
+    const TrainingSetup& s = r.setup;
+    Json measured = Json::array();
+    for (std::size_t i = 0; i < r.measured.size(); ++i) {
+      const Measurement& m = r.measured[i];
+      measured.push_back({{"quantity", QuantityName(m.quantity)},
+                          {"stated", m.stated},
+                          {"measured", m.value},
+                          {"predicted", o.predicted[i]},
+                          {"error", RelativeError(o.predicted[i], m.value)}});
+    }
+    runs.push_back({{"id", r.id},
+                    {"role", o.calibration ? "calibration" : "held out"},
+                    {"source", r.source},
+                    {"states", r.states},
+                    {"assumes", r.assumes},
+                    {"model", r.model_name},
+                    {"device", r.device.name},
+                    {"setup",
+                     {{"tp", s.tp},
+                      {"pp", s.pp},
+                      {"dp", s.dp},
+                      {"vpp", s.vpp},
+                      {"mbs", s.micro_batch_size},
+                      {"gbs", s.global_batch_size},
+                      {"seq", s.seq},
+                      {"recompute", s.recompute.front()},
+                      {"sequence_parallel", s.sequence_parallel},
+                      {"flash_attention", s.flash_attention},
+                      {"distributed_optimizer", s.distributed_optimizer},
+                      {"dp_overlap", s.dp_overlap}}},
+                    {"megatron", o.flags},
+                    {"fits_memory", o.fits},
+                    {"measured", std::move(measured)}});
+  }
+  out["runs"] = std::move(runs);
+  return out;
+}
+
+}  // namespace bmpipe

@@ -1,0 +1,401 @@
+#include "bmpipe/validate/validate.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "bmpipe/core/json_cursor.h"
+#include "bmpipe/cost/problem_builder.h"
+#include "bmpipe/sim/simulator.h"
+
+namespace bmpipe {
+namespace {
+
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+
+const std::vector<std::string>& EfficiencyNames() {
+  static const std::vector<std::string> names = {"gemm", "attention", "memory", "link"};
+  return names;
+}
+
+double& EfficiencyOf(Efficiencies& e, const std::string& name) {
+  if (name == "gemm") return e.gemm;
+  if (name == "attention") return e.attention;
+  if (name == "memory") return e.memory;
+  return e.link;
+}
+
+// FLOPs of one iteration by the formulas sources use to state TFLOP/s (Narayanan et al. 2021,
+// eq. 3): 96 B s l h² (1 + s/(6h) + V/(16 l h)) with full recomputation counted, 72 without.
+double MegatronFormulaFlops(const ModelSpec& m, const TrainingSetup& s, double coefficient) {
+  const double b = s.global_batch_size, seq = s.seq, l = m.layers, h = m.hidden, v = m.vocab;
+  return coefficient * b * seq * l * h * h * (1 + seq / (6 * h) + v / (16 * l * h));
+}
+
+int Devices(const TrainingSetup& s) { return s.tp * s.pp * s.dp; }
+
+ModelSpec ReadModel(const JsonCursor& c, std::string& name) {
+  if (c.json().is_string()) {
+    name = c.String();
+    Result<ModelSpec> preset = ModelPreset(name);
+    if (!preset.ok()) c.Fail(preset.error().message);
+    return preset.value();
+  }
+  Result<ModelSpec> model = ReadHuggingFaceConfig(c.json(), c.path());
+  if (!model.ok()) c.FailAt(model.error().message);
+  const JsonCursor type = c.Required("model_type", "");
+  name = "inline " + type.String() + " config";
+  return model.value();
+}
+
+int ReadCount(const JsonCursor& run, const char* key, const char* what, std::optional<int> default_value = {}) {
+  if (default_value && !run.Has(key)) return *default_value;
+  return static_cast<int>(run.Required(key, what).Integer(1, 1 << 30, what));
+}
+
+bool ReadFlag(const JsonCursor& run, const char* key) {
+  auto v = run.Optional(key);
+  return v ? v->Bool() : false;
+}
+
+std::vector<Measurement> ReadMeasured(const JsonCursor& m, const ModelSpec& model, const DeviceSpec& device,
+                                      const TrainingSetup& setup) {
+  m.ExpectKeys({"iteration_time_s", "tflops_per_gpu", "flops", "mfu", "samples_per_gpu_per_s", "layer_forward_ms",
+                "layer_backward_ms", "memory_gib", "memory_gb"});
+  std::vector<Measurement> out;
+  auto positive = [](const JsonCursor& c) {
+    const double v = c.Number();
+    if (!(v > 0)) c.Fail("a measurement must be positive");
+    return v;
+  };
+  const double devices = Devices(setup);
+  if (auto v = m.Optional("layer_forward_ms")) {
+    out.push_back({Quantity::kLayerForward, positive(*v) / 1e3, fmt::format("{} ms", v->Number())});
+  }
+  if (auto v = m.Optional("layer_backward_ms")) {
+    out.push_back({Quantity::kLayerBackward, positive(*v) / 1e3, fmt::format("{} ms", v->Number())});
+  }
+  if (auto v = m.Optional("iteration_time_s")) {
+    out.push_back({Quantity::kIterationTime, positive(*v), fmt::format("{} s per iteration", v->Number())});
+  }
+  std::optional<JsonCursor> flops = m.Optional("flops");
+  if (auto v = m.Optional("tflops_per_gpu")) {
+    if (!flops) v->FailAt("give `flops`: the FLOP count the source divides by: megatron-96 (full recomputation "
+                          "counted), megatron-72 (without) or model (bmpipe's model FLOPs)");
+    const std::string formula = flops->String();
+    double count = 0;
+    if (formula == "megatron-96") {
+      count = MegatronFormulaFlops(model, setup, 96);
+    } else if (formula == "megatron-72") {
+      count = MegatronFormulaFlops(model, setup, 72);
+    } else if (formula == "model") {
+      count = ModelFlopsPerIteration(model, device, setup);
+    } else {
+      flops->Fail("use megatron-96, megatron-72 or model");
+    }
+    const double tflops = positive(*v);
+    out.push_back({Quantity::kIterationTime, count / (tflops * 1e12 * devices),
+                   fmt::format("{} TFLOP/s per GPU ({} FLOPs)", tflops, formula)});
+  } else if (flops) {
+    flops->FailAt("`flops` belongs with tflops_per_gpu");
+  }
+  if (auto v = m.Optional("mfu")) {
+    const double mfu = positive(*v);
+    if (mfu > 1) v->Fail("MFU is a fraction of the peak, e.g. 0.41");
+    out.push_back({Quantity::kIterationTime,
+                   ModelFlopsPerIteration(model, device, setup) / (mfu * device.peak_flops * devices),
+                   fmt::format("MFU {:.1f} %", 100 * mfu)});
+  }
+  if (auto v = m.Optional("samples_per_gpu_per_s")) {
+    const double rate = positive(*v);
+    out.push_back({Quantity::kIterationTime, setup.global_batch_size / (rate * devices),
+                   fmt::format("{} samples/s per GPU", rate)});
+  }
+  if (auto v = m.Optional("memory_gib")) {
+    out.push_back({Quantity::kPeakMemory, positive(*v) * kGiB, fmt::format("{} GiB", v->Number())});
+  }
+  if (auto v = m.Optional("memory_gb")) {
+    out.push_back({Quantity::kPeakMemory, positive(*v) * 1e9, fmt::format("{} GB", v->Number())});
+  }
+  if (out.empty()) m.FailAt("give at least one measurement");
+  return out;
+}
+
+PublishedRun ReadRun(const JsonCursor& c) {
+  c.ExpectKeys({"id", "source", "states", "assumes", "model", "device", "tp", "pp", "dp", "vpp", "mbs", "gbs", "seq",
+                "recompute", "sequence_parallel", "flash_attention", "distributed_optimizer", "dp_overlap",
+                "measured"});
+  PublishedRun run;
+  run.id = c.Required("id", "a short unique name for the run").String();
+  run.source = c.Required("source", "the citation: paper and table, or repository and file").String();
+  run.states = c.Required("states", "what the source says about the configuration").String();
+  if (auto a = c.Optional("assumes")) run.assumes = a->String();
+  run.model = ReadModel(c.Required("model", "a model preset or an inline Hugging Face config"), run.model_name);
+  const JsonCursor device = c.Required("device", "a device preset");
+  Result<DeviceSpec> preset = DevicePreset(device.String());
+  if (!preset.ok()) device.Fail(preset.error().message);
+  run.device = preset.value();
+  TrainingSetup& s = run.setup;
+  s.tp = ReadCount(c, "tp", "the tensor-parallel size");
+  s.pp = ReadCount(c, "pp", "the pipeline-parallel size");
+  s.dp = ReadCount(c, "dp", "the data-parallel size");
+  s.vpp = ReadCount(c, "vpp", "model chunks per pipeline rank", 1);
+  s.micro_batch_size = ReadCount(c, "mbs", "the micro-batch size");
+  s.global_batch_size = ReadCount(c, "gbs", "the global batch size");
+  s.seq = ReadCount(c, "seq", "the sequence length");
+  s.sequence_parallel = ReadFlag(c, "sequence_parallel");
+  s.flash_attention = ReadFlag(c, "flash_attention");
+  s.distributed_optimizer = ReadFlag(c, "distributed_optimizer");
+  if (auto o = c.Optional("dp_overlap")) {
+    s.dp_overlap = o->Number();
+    if (s.dp_overlap < 0 || s.dp_overlap > 1) o->Fail("a fraction in [0, 1]");
+  }
+  const JsonCursor recompute = c.Required("recompute", "none, selective or full");
+  const std::string option = recompute.String();
+  if (option == "none") {
+    run.recompute = GlobalRecompute::kNone;
+  } else if (option == "selective") {
+    run.recompute = GlobalRecompute::kSelective;
+  } else if (option == "full") {
+    run.recompute = GlobalRecompute::kFull;
+  } else {
+    recompute.Fail("use none, selective or full (Megatron's global settings)");
+  }
+  s.recompute = {option};
+  const Status valid = ValidateSetup(run.model, run.device, s);
+  if (!valid.ok()) c.FailAt(valid.error().message);
+  run.measured = ReadMeasured(c.Required("measured", "what the source measured"), run.model, run.device, s);
+  return run;
+}
+
+Calibration ReadCalibration(const JsonCursor& c, const std::set<std::string>& ids, const std::set<std::string>& done) {
+  c.ExpectKeys({"device", "fit", "start_from", "runs"});
+  Calibration cal;
+  const JsonCursor device = c.Required("device", "the device preset these runs calibrate");
+  cal.device = device.String();
+  if (!DevicePreset(cal.device).ok()) device.Fail(DevicePreset(cal.device).error().message);
+  if (done.count(cal.device)) device.Fail("this device is calibrated twice");
+  for (const JsonCursor& f : c.Required("fit", "the efficiencies to fit").Elements()) {
+    const std::string name = f.String();
+    const auto& names = EfficiencyNames();
+    if (std::find(names.begin(), names.end(), name) == names.end()) {
+      f.Fail(fmt::format("unknown efficiency; use {}{}", fmt::join(names, ", "), DidYouMean(name, names)));
+    }
+    cal.fit.push_back(name);
+  }
+  if (auto s = c.Optional("start_from")) {
+    cal.start_from = s->String();
+    if (!done.count(cal.start_from)) s->Fail("name a device calibrated earlier in the list");
+  }
+  for (const JsonCursor& r : c.Required("runs", "the ids of the calibration runs").Elements()) {
+    const std::string id = r.String();
+    if (!ids.count(id)) r.Fail("no run has this id");
+    cal.runs.push_back(id);
+  }
+  return cal;
+}
+
+RunTable ReadTable(const Json& doc, const std::string& source) {
+  const JsonCursor root(doc, "");
+  root.ExpectKeys({"calibration", "runs"});
+  RunTable table;
+  table.source = source;
+  std::set<std::string> ids;
+  for (const JsonCursor& r : root.Required("runs", "the published runs").Elements()) {
+    PublishedRun run = ReadRun(r);
+    if (!ids.insert(run.id).second) r.Required("id", "").Fail("two runs have this id");
+    table.runs.push_back(std::move(run));
+  }
+  std::set<std::string> done;
+  for (const JsonCursor& c : root.Required("calibration", "which runs calibrate which device").Elements()) {
+    table.calibration.push_back(ReadCalibration(c, ids, done));
+    done.insert(table.calibration.back().device);
+  }
+  for (const Calibration& cal : table.calibration) {
+    for (const std::string& id : cal.runs) {
+      for (const PublishedRun& run : table.runs) {
+        if (run.id == id && run.device.name != cal.device) {
+          root.FailAt(fmt::format("calibration of {} lists run '{}', which runs on {}", cal.device, id, run.device.name));
+        }
+      }
+    }
+  }
+  return table;
+}
+
+// Predicts `run`'s measurements on `device`.
+Result<RunOutcome> Predict(const PublishedRun& run, const DeviceSpec& device) {
+  Result<Problem> problem = BuildProblem(run.model, device, run.setup);
+  if (!problem.ok()) return problem.error();
+  const Problem& pb = problem.value();
+  Result<MegatronLaunch> launch = MegatronDefaultPlan(pb, run.recompute);
+  if (!launch.ok()) return launch.error();
+  Result<SimResult> sim = SimulatePlan(pb, launch.value().plan);
+  if (!sim.ok()) return sim.error();
+  RunOutcome out;
+  out.run = &run;
+  out.flags = launch.value().flags;
+  out.fits = sim.value().fits;
+  Bytes peak = 0;
+  for (const RankResult& r : sim.value().ranks) peak = std::max(peak, r.peak_memory_bytes);
+  // The first decoder layer: the embedding is layer 0.
+  const LayerOption& layer = pb.layers[1].options[launch.value().plan.option[1]];
+  for (const Measurement& m : run.measured) {
+    switch (m.quantity) {
+      case Quantity::kLayerForward:
+        out.predicted.push_back(ToSeconds(layer.forward_ns));
+        break;
+      case Quantity::kLayerBackward:
+        out.predicted.push_back(ToSeconds(layer.backward_ns + layer.recompute_ns));
+        break;
+      case Quantity::kIterationTime:
+        out.predicted.push_back(ToSeconds(sim.value().iteration_ns));
+        break;
+      case Quantity::kPeakMemory:
+        out.predicted.push_back(static_cast<double>(peak - pb.reserved_bytes));
+        break;
+    }
+  }
+  return out;
+}
+
+// Sum of squared log errors of `runs` on `device`.
+Result<double> Loss(const std::vector<const PublishedRun*>& runs, const DeviceSpec& device) {
+  double loss = 0;
+  for (const PublishedRun* run : runs) {
+    Result<RunOutcome> o = Predict(*run, device);
+    if (!o.ok()) return o.error();
+    for (std::size_t i = 0; i < run->measured.size(); ++i) {
+      const double e = std::log(o.value().predicted[i] / run->measured[i].value);
+      loss += e * e;
+    }
+  }
+  return loss;
+}
+
+// Coordinate descent over the fitted efficiencies: a scan of [0.10, 1.00] by 0.01, then of the
+// best +- 0.01 by 0.001, per efficiency, until a sweep changes nothing. Ties keep the lower value.
+Result<Efficiencies> Fit(const std::vector<const PublishedRun*>& runs, DeviceSpec device,
+                         const std::vector<std::string>& fit) {
+  auto scan = [&](const std::string& name, int from, int to, double unit) -> Result<double> {
+    double best_value = EfficiencyOf(device.efficiency, name), best_loss = 0;
+    bool first = true;
+    for (int k = from; k <= to; ++k) {
+      const double value = k * unit;
+      if (value <= 0 || value > 1) continue;
+      EfficiencyOf(device.efficiency, name) = value;
+      Result<double> loss = Loss(runs, device);
+      if (!loss.ok()) return loss.error();
+      if (first || loss.value() < best_loss) {
+        best_loss = loss.value();
+        best_value = value;
+        first = false;
+      }
+    }
+    EfficiencyOf(device.efficiency, name) = best_value;
+    return best_value;
+  };
+  for (int sweep = 0; sweep < 8; ++sweep) {
+    bool changed = false;
+    for (const std::string& name : fit) {
+      const double before = EfficiencyOf(device.efficiency, name);
+      Result<double> coarse = scan(name, 10, 100, 0.01);
+      if (!coarse.ok()) return coarse.error();
+      const int center = static_cast<int>(std::lround(coarse.value() * 1000));
+      Result<double> fine = scan(name, center - 10, center + 10, 0.001);
+      if (!fine.ok()) return fine.error();
+      changed = changed || std::abs(fine.value() - before) > 1e-12;
+    }
+    if (!changed) break;
+  }
+  return device.efficiency;
+}
+
+void Summarize(ErrorSummary& s, double error, const std::string& id) {
+  const double a = std::abs(error);
+  s.mean_abs = (s.mean_abs * s.count + a) / (s.count + 1);
+  ++s.count;
+  if (a > s.max_abs || s.count == 1) {
+    s.max_abs = a;
+    s.worst = id;
+  }
+}
+
+}  // namespace
+
+std::string QuantityName(Quantity q) {
+  switch (q) {
+    case Quantity::kLayerForward:
+      return "layer forward";
+    case Quantity::kLayerBackward:
+      return "layer backward";
+    case Quantity::kIterationTime:
+      return "iteration";
+    case Quantity::kPeakMemory:
+      return "memory";
+  }
+  return "";
+}
+
+bool IsTime(Quantity q) { return q != Quantity::kPeakMemory; }
+
+Result<RunTable> ReadRunTable(const Json& doc, const std::string& source) {
+  return ReadDocument<RunTable>(source, [&] { return ReadTable(doc, source); });
+}
+
+Result<RunTable> LoadRunTable(const std::string& path) {
+  Result<Json> doc = path.empty() ? ParseDocument(BundledRunTableText(), "published-runs.yaml") : LoadDocument(path);
+  if (!doc.ok()) return doc.error();
+  return ReadRunTable(doc.value(), path.empty() ? "data/published-runs.yaml (built in)" : path);
+}
+
+Result<Validation> Validate(const RunTable& table) {
+  Validation v;
+  std::map<std::string, Efficiencies> fitted;
+  std::set<std::string> calibration_ids;
+  for (const Calibration& cal : table.calibration) {
+    // The fit starts from the uncalibrated defaults (or another device's fit), not from the
+    // preset, whose efficiencies are this fit's result.
+    DeviceSpec device = DevicePreset(cal.device).value();
+    device.efficiency = cal.start_from.empty() ? Efficiencies{} : fitted.at(cal.start_from);
+    std::vector<const PublishedRun*> runs;
+    FittedDevice f{cal.device, device.efficiency, device.efficiency, cal.fit, cal.runs, 0};
+    for (const std::string& id : cal.runs) {
+      for (const PublishedRun& run : table.runs) {
+        if (run.id != id) continue;
+        runs.push_back(&run);
+        f.measurements += static_cast<int>(run.measured.size());
+      }
+      calibration_ids.insert(id);
+    }
+    Result<Efficiencies> e = Fit(runs, device, cal.fit);
+    if (!e.ok()) return e.error();
+    f.after = e.value();
+    fitted[cal.device] = f.after;
+    v.fitted.push_back(f);
+  }
+  for (const PublishedRun& run : table.runs) {
+    DeviceSpec device = run.device;
+    auto it = fitted.find(device.name);
+    if (it != fitted.end()) device.efficiency = it->second;
+    Result<RunOutcome> o = Predict(run, device);
+    if (!o.ok()) return InvalidInput(fmt::format("{}: run '{}': {}", table.source, run.id, o.error().message));
+    RunOutcome& out = o.value();
+    out.calibration = calibration_ids.count(run.id) > 0;
+    for (std::size_t i = 0; i < run.measured.size(); ++i) {
+      const double e = RelativeError(out.predicted[i], run.measured[i].value);
+      if (out.calibration) {
+        Summarize(v.calibration, e, run.id);
+      } else {
+        Summarize(IsTime(run.measured[i].quantity) ? v.held_out_time : v.held_out_memory, e, run.id);
+      }
+    }
+    v.outcomes.push_back(std::move(out));
+  }
+  return v;
+}
+
+}  // namespace bmpipe

@@ -1,0 +1,107 @@
+// Fidelity of the analytic cost model: published training runs, each evaluated with Megatron-LM's
+// plan for its configuration (MegatronDefaultPlan) and the simulator, against what its source
+// measured.
+//
+// The device efficiencies (hardware/device.h) are the model's only free constants. They are fitted
+// on a named calibration subset of the runs, per device, by minimizing the sum of squared log
+// errors; every other run is held out, and no run has constants of its own.
+//
+// The run table (data/published-runs.yaml, compiled in; docs/fidelity.md describes the format)
+// gives, per run: the source, what it states and what is assumed, the model (a preset or an
+// inline Hugging Face config), the device, the parallel layout, batch, sequence and the global
+// recomputation setting, and the measurements. Throughput measurements become iteration times
+// with the source's own FLOP count; memory is the fullest rank's peak without the framework's
+// reserve.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "bmpipe/baselines/baselines.h"
+#include "bmpipe/core/document.h"
+#include "bmpipe/cost/training_setup.h"
+
+namespace bmpipe {
+
+enum class Quantity {
+  kLayerForward,   // one decoder layer's forward, seconds
+  kLayerBackward,  // one decoder layer's backward including its recomputation, seconds
+  kIterationTime,  // seconds
+  kPeakMemory,     // the fullest rank's peak, bytes, without the framework reserve
+};
+std::string QuantityName(Quantity q);  // "layer forward", "iteration", "memory", ...
+bool IsTime(Quantity q);
+
+struct Measurement {
+  Quantity quantity = Quantity::kIterationTime;
+  double value = 0;    // seconds or bytes
+  std::string stated;  // as the source states it: "148 TFLOP/s per GPU (96BslH² FLOPs)"
+};
+
+struct PublishedRun {
+  std::string id;
+  std::string source;   // citation
+  std::string states;   // what the source says about the configuration
+  std::string assumes;  // what is filled in, and why
+  std::string model_name;
+  ModelSpec model;
+  DeviceSpec device;  // the preset, efficiencies replaced by the calibration
+  TrainingSetup setup;  // setup.recompute holds the one global option
+  GlobalRecompute recompute = GlobalRecompute::kNone;
+  std::vector<Measurement> measured;
+};
+
+// Which runs calibrate a device, and which efficiencies they fit.
+struct Calibration {
+  std::string device;
+  std::vector<std::string> fit;  // "gemm", "attention", "memory", "link"
+  std::string start_from;        // a device calibrated earlier whose fitted efficiencies this one starts from
+  std::vector<std::string> runs;
+};
+
+struct RunTable {
+  std::string source;  // file name, or "(built in)"
+  std::vector<Calibration> calibration;
+  std::vector<PublishedRun> runs;
+};
+
+// The bundled table (data/published-runs.yaml).
+const std::string& BundledRunTableText();
+Result<RunTable> ReadRunTable(const Json& doc, const std::string& source);
+Result<RunTable> LoadRunTable(const std::string& path);  // empty path: the bundled table
+
+struct RunOutcome {
+  const PublishedRun* run = nullptr;
+  bool calibration = false;
+  std::string flags;  // Megatron's split and recomputation
+  bool fits = true;   // the plan fits in memory, with the default reserve
+  std::vector<double> predicted;  // parallel to run->measured
+};
+
+struct FittedDevice {
+  std::string device;
+  Efficiencies before, after;
+  std::vector<std::string> fit, runs;
+  int measurements = 0;
+};
+
+struct ErrorSummary {
+  int count = 0;
+  double mean_abs = 0;  // mean of |predicted / measured - 1|
+  double max_abs = 0;
+  std::string worst;  // id of the run with the largest error
+};
+
+struct Validation {
+  std::vector<FittedDevice> fitted;
+  std::vector<RunOutcome> outcomes;  // in table order
+  ErrorSummary held_out_time, held_out_memory, calibration;
+};
+
+// Fits each calibration group, then predicts every run. Deterministic.
+Result<Validation> Validate(const RunTable& table);
+
+// predicted / measured - 1.
+inline double RelativeError(double predicted, double measured) { return predicted / measured - 1; }
+
+}  // namespace bmpipe
