@@ -1,6 +1,8 @@
 // The baselines: each one's rules on small cases, and bmpipe at least as fast as every one of them.
 #include "bmpipe/baselines/baselines.h"
 
+#include <algorithm>
+#include <numeric>
 #include <random>
 
 #include <gtest/gtest.h>
@@ -74,6 +76,49 @@ TEST(Baselines, MegatronChoosesItsFlags) {
 }
 
 // PipeDream's partition is the min-max one (checked against every partition).
+// Decoder layers per stage of a plan (the embedding is layer 0, the head the last).
+std::vector<int> DecodersPerStage(const Problem& p, const Plan& plan) {
+  std::vector<int> out;
+  for (StageIdx s = 0; s < plan.num_stages(); ++s) {
+    int n = 0;
+    for (LayerIdx l = plan.begin(s); l < plan.end(s); ++l) n += p.layers[l].name == "decoder";
+    out.push_back(n);
+  }
+  return out;
+}
+
+TEST(Baselines, MegatronDefaultPlanTakesTheFirstRuleThatDivides) {
+  // 24 decoders over 8 stages: the even split.
+  Problem p = LlamaLike(ScheduleKind::kOneFOneB, 8, 1, 16, 24, 20);
+  Result<MegatronLaunch> r = MegatronDefaultPlan(p, GlobalRecompute::kNone);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(DecodersPerStage(p, r.value().plan), std::vector<int>(8, 3));
+  EXPECT_NE(r.value().flags.find("even split"), std::string::npos);
+  // 22 over 8 (the zero-bubble paper's 1.5B model): embedding and loss each count as a layer.
+  p = LlamaLike(ScheduleKind::kOneFOneB, 8, 1, 16, 22, 20);
+  r = MegatronDefaultPlan(p, GlobalRecompute::kFull);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(DecodersPerStage(p, r.value().plan), (std::vector<int>{2, 3, 3, 3, 3, 3, 3, 2}));
+  for (LayerIdx l = 1; l <= 22; ++l) EXPECT_EQ(p.layers[l].options[r.value().plan.option[l]].name, "full");
+  EXPECT_EQ(p.layers[0].options[r.value().plan.option[0]].name, "none");
+  // 9 over 4: no uniform rule divides, so uneven first and last stages, none fuller than 3.
+  p = LlamaLike(ScheduleKind::kOneFOneB, 4, 1, 8, 9, 20);
+  r = MegatronDefaultPlan(p, GlobalRecompute::kSelective);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  const std::vector<int> uneven = DecodersPerStage(p, r.value().plan);
+  EXPECT_EQ(std::accumulate(uneven.begin(), uneven.end(), 0), 9);
+  EXPECT_EQ(*std::max_element(uneven.begin(), uneven.end()), 3);
+  EXPECT_EQ(uneven[1], uneven[2]);
+  EXPECT_NE(r.value().flags.find("--decoder-first-pipeline-num-layers"), std::string::npos);
+  for (LayerIdx l = 1; l <= 9; ++l) EXPECT_EQ(p.layers[l].options[r.value().plan.option[l]].name, "selective");
+  // Interleaved, 9 over 4 x 2 stages: nothing Megatron accepts.
+  p = LlamaLike(ScheduleKind::kInterleavedOneFOneB, 4, 2, 8, 9, 20);
+  r = MegatronDefaultPlan(p, GlobalRecompute::kNone);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().message.find("cannot split 9 decoder layers over 8 stages with interleaving"), std::string::npos)
+      << r.error().message;
+}
+
 TEST(Baselines, PipeDreamMinimizesTheSlowestStage) {
   std::mt19937_64 rng(99);
   for (int c = 0; c < 20; ++c) {

@@ -49,7 +49,7 @@ TEST(Device, FileOverridesItsPreset) {
   EXPECT_EQ(d.name, "h100-pcie");
   EXPECT_EQ(d.intra_node_bandwidth_bytes_per_s, 64e9);
   EXPECT_EQ(d.efficiency.gemm, 0.6);
-  EXPECT_EQ(d.efficiency.memory, Efficiencies{}.memory);
+  EXPECT_EQ(d.efficiency.memory, DevicePreset("h100-80gb").value().efficiency.memory);  // kept from the preset
   EXPECT_EQ(d.peak_flops, 989e12);
 }
 

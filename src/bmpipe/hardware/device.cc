@@ -31,10 +31,19 @@ std::vector<DeviceSpec> Presets() {
     d.inter_node_latency_s = 10e-6;
     presets.push_back(d);
   };
+  // Efficiencies fitted by `bmpipe validate` on its calibration runs (docs/fidelity.md): A100 on
+  // Korthikanti et al.'s per-layer times of GPT-22B, H100 (GEMM only) on Llama 3 405B's
+  // 8192-GPU run. tests/validate keeps these equal to the fit. H200 is the H100's chip.
+  const Efficiencies ampere{0.681, 0.50, 0.984, 0.80};
+  const Efficiencies hopper{0.577, 0.50, 0.984, 0.80};
   add("a100-40gb", 312, 40960 * kMiB, 1.555, 300, 25);
+  presets.back().efficiency = ampere;
   add("a100-80gb", 312, 81920 * kMiB, 2.039, 300, 25);
+  presets.back().efficiency = ampere;
   add("h100-80gb", 989, 81559 * kMiB, 3.35, 450, 50);
+  presets.back().efficiency = hopper;
   add("h200-141gb", 989, 143771 * kMiB, 4.8, 450, 50);
+  presets.back().efficiency = hopper;
   // L4: PCIe Gen4 x16 between devices, 100 Gb/s Ethernet between nodes.
   add("l4", 121, 23034 * kMiB, 0.3, 32, 12.5);
   // Ascend 910B: secondary sources differ (about 320 TFLOP/s FP16, 64 GB HBM, HCCS inside a

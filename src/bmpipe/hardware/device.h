@@ -11,7 +11,8 @@
 
 namespace bmpipe {
 
-// Achievable fractions of the peaks (0 < e <= 1).
+// Achievable fractions of the peaks (0 < e <= 1). These defaults are uncalibrated guesses; the
+// A100, H100 and H200 presets carry values fitted on published measurements (docs/fidelity.md).
 struct Efficiencies {
   double gemm = 0.70;       // large matrix multiplies (FACTS: A100 reaches ~70-80 %)
   double attention = 0.50;  // fused (flash) attention kernels

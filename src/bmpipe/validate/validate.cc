@@ -184,7 +184,11 @@ Calibration ReadCalibration(const JsonCursor& c, const std::set<std::string>& id
     if (std::find(names.begin(), names.end(), name) == names.end()) {
       f.Fail(fmt::format("unknown efficiency; use {}{}", fmt::join(names, ", "), DidYouMean(name, names)));
     }
+    if (std::find(cal.fit.begin(), cal.fit.end(), name) != cal.fit.end()) f.Fail("listed twice");
     cal.fit.push_back(name);
+  }
+  if (cal.fit.size() > 2) {
+    c.Required("fit", "").FailAt("fit at most two efficiencies per device (the fit is a joint grid search)");
   }
   if (auto s = c.Optional("start_from")) {
     cal.start_from = s->String();
@@ -210,7 +214,7 @@ RunTable ReadTable(const Json& doc, const std::string& source) {
     table.runs.push_back(std::move(run));
   }
   std::set<std::string> done;
-  for (const JsonCursor& c : root.Required("calibration", "which runs calibrate which device").Elements()) {
+  for (const JsonCursor& c : root.Required("calibration", "which runs calibrate which device").Elements(true)) {
     table.calibration.push_back(ReadCalibration(c, ids, done));
     done.insert(table.calibration.back().device);
   }
@@ -276,41 +280,48 @@ Result<double> Loss(const std::vector<const PublishedRun*>& runs, const DeviceSp
   return loss;
 }
 
-// Coordinate descent over the fitted efficiencies: a scan of [0.10, 1.00] by 0.01, then of the
-// best +- 0.01 by 0.001, per efficiency, until a sweep changes nothing. Ties keep the lower value.
+// A joint grid search over the fitted efficiencies (at most two; the roofline's max() makes the
+// loss kinked, where coordinate descent stalls): every combination of [0.10, 1.00] by 0.01, then
+// of the best +- 0.01 by 0.001. Ties keep the first combination scanned.
 Result<Efficiencies> Fit(const std::vector<const PublishedRun*>& runs, DeviceSpec device,
                          const std::vector<std::string>& fit) {
-  auto scan = [&](const std::string& name, int from, int to, double unit) -> Result<double> {
-    double best_value = EfficiencyOf(device.efficiency, name), best_loss = 0;
-    bool first = true;
-    for (int k = from; k <= to; ++k) {
-      const double value = k * unit;
-      if (value <= 0 || value > 1) continue;
-      EfficiencyOf(device.efficiency, name) = value;
-      Result<double> loss = Loss(runs, device);
-      if (!loss.ok()) return loss.error();
-      if (first || loss.value() < best_loss) {
-        best_loss = loss.value();
-        best_value = value;
-        first = false;
+  auto grid = [&](const std::vector<std::pair<int, int>>& ranges, double unit) -> Status {
+    std::vector<int> k;
+    for (const auto& r : ranges) k.push_back(r.first);
+    Efficiencies best = device.efficiency;
+    double best_loss = -1;
+    while (true) {
+      bool valid = true;
+      for (std::size_t i = 0; i < fit.size(); ++i) {
+        const double value = k[i] * unit;
+        valid = valid && value > 0 && value <= 1;
+        EfficiencyOf(device.efficiency, fit[i]) = value;
       }
+      if (valid) {
+        Result<double> loss = Loss(runs, device);
+        if (!loss.ok()) return loss.error();
+        if (best_loss < 0 || loss.value() < best_loss) {
+          best_loss = loss.value();
+          best = device.efficiency;
+        }
+      }
+      std::size_t i = 0;
+      for (; i < k.size() && ++k[i] > ranges[i].second; ++i) k[i] = ranges[i].first;
+      if (i == k.size()) break;
     }
-    EfficiencyOf(device.efficiency, name) = best_value;
-    return best_value;
+    device.efficiency = best;
+    return {};
   };
-  for (int sweep = 0; sweep < 8; ++sweep) {
-    bool changed = false;
-    for (const std::string& name : fit) {
-      const double before = EfficiencyOf(device.efficiency, name);
-      Result<double> coarse = scan(name, 10, 100, 0.01);
-      if (!coarse.ok()) return coarse.error();
-      const int center = static_cast<int>(std::lround(coarse.value() * 1000));
-      Result<double> fine = scan(name, center - 10, center + 10, 0.001);
-      if (!fine.ok()) return fine.error();
-      changed = changed || std::abs(fine.value() - before) > 1e-12;
-    }
-    if (!changed) break;
+  std::vector<std::pair<int, int>> coarse(fit.size(), {10, 100});
+  Status s = grid(coarse, 0.01);
+  if (!s.ok()) return s.error();
+  std::vector<std::pair<int, int>> fine;
+  for (const std::string& name : fit) {
+    const int center = static_cast<int>(std::lround(EfficiencyOf(device.efficiency, name) * 1000));
+    fine.push_back({center - 10, center + 10});
   }
+  s = grid(fine, 0.001);
+  if (!s.ok()) return s.error();
   return device.efficiency;
 }
 

@@ -1,0 +1,168 @@
+// The fidelity check: the bundled table reads, the held-out errors stay within the issue's targets,
+// the presets carry the fit, the fit recovers known efficiencies, measurements convert as stated,
+// and bad tables are rejected with messages that name the field.
+#include <cmath>
+
+#include <gtest/gtest.h>
+
+#include "bmpipe/cost/layer_ops.h"
+#include "bmpipe/validate/validate.h"
+#include "test_support.h"
+
+namespace bmpipe {
+namespace {
+
+const RunTable& Bundled() {
+  static const RunTable table = LoadRunTable("").value();
+  return table;
+}
+
+const Validation& BundledValidation() {
+  static const Validation v = Validate(Bundled()).value();
+  return v;
+}
+
+Result<RunTable> TableFrom(const std::string& yaml) {
+  Result<Json> doc = ParseDocument(yaml, "table.yaml");
+  if (!doc.ok()) return doc.error();
+  return ReadRunTable(doc.value(), "table.yaml");
+}
+
+// One run of GPT-22B on A100 (TP 8, micro-batch 4), as Korthikanti et al.'s Table 4 measures it.
+std::string LayerRun(const std::string& id, const std::string& recompute, bool sp, double forward_ms,
+                     double backward_ms) {
+  return "  - {id: " + id + ", source: test, states: test, model: gpt-22b, device: a100-80gb, tp: 8, pp: 1, dp: 1, " +
+         "mbs: 4, gbs: 4, seq: 2048, recompute: " + recompute + ", sequence_parallel: " + (sp ? "true" : "false") +
+         ", measured: {layer_forward_ms: " + std::to_string(forward_ms) +
+         ", layer_backward_ms: " + std::to_string(backward_ms) + "}}\n";
+}
+
+TEST(Validate, BundledTableCitesEveryRun) {
+  const RunTable& table = Bundled();
+  EXPECT_GE(table.runs.size(), 50u);
+  for (const PublishedRun& run : table.runs) {
+    EXPECT_FALSE(run.source.empty()) << run.id;
+    EXPECT_FALSE(run.states.empty()) << run.id;
+    EXPECT_FALSE(run.measured.empty()) << run.id;
+  }
+  // Every source the issue names contributes rows.
+  for (const char* prefix : {"korthikanti-", "narayanan-", "zb-", "bloom-", "llama3-", "megascale-"}) {
+    int n = 0;
+    for (const PublishedRun& run : table.runs) n += run.id.rfind(prefix, 0) == 0;
+    EXPECT_GT(n, 0) << prefix;
+  }
+}
+
+TEST(Validate, HeldOutErrorsMeetTheTargets) {
+  const Validation& v = BundledValidation();
+  EXPECT_GE(v.held_out_time.count, 40);
+  EXPECT_GE(v.held_out_memory.count, 10);
+  EXPECT_LE(v.held_out_time.mean_abs, 0.10);
+  EXPECT_LE(v.held_out_memory.mean_abs, 0.10);
+  EXPECT_LE(v.calibration.mean_abs, 0.05);
+}
+
+TEST(Validate, CalibrationRunsAreNotCountedAsHeldOut) {
+  const Validation& v = BundledValidation();
+  int calibration = 0, held_out = 0;
+  for (const RunOutcome& o : v.outcomes) {
+    const int n = static_cast<int>(o.run->measured.size());
+    (o.calibration ? calibration : held_out) += n;
+  }
+  EXPECT_EQ(calibration, v.calibration.count);
+  EXPECT_EQ(held_out, v.held_out_time.count + v.held_out_memory.count);
+  int listed = 0;
+  for (const FittedDevice& f : v.fitted) listed += f.measurements;
+  EXPECT_EQ(listed, calibration);
+}
+
+TEST(Validate, PresetsCarryTheFittedEfficiencies) {
+  // If this fails, the cost model or the calibration runs changed: copy the fitted values that
+  // `bmpipe validate` prints into src/bmpipe/hardware/device.cc.
+  for (const FittedDevice& f : BundledValidation().fitted) {
+    const Efficiencies preset = DevicePreset(f.device).value().efficiency;
+    EXPECT_NEAR(preset.gemm, f.after.gemm, 1e-9) << f.device;
+    EXPECT_NEAR(preset.attention, f.after.attention, 1e-9) << f.device;
+    EXPECT_NEAR(preset.memory, f.after.memory, 1e-9) << f.device;
+    EXPECT_NEAR(preset.link, f.after.link, 1e-9) << f.device;
+  }
+}
+
+TEST(Validate, FitRecoversEfficienciesThatMadeTheMeasurements) {
+  // Measurements made by the model itself with known efficiencies: the fit must find them.
+  DeviceSpec truth = DevicePreset("a100-80gb").value();
+  truth.efficiency = Efficiencies{0.63, 0.5, 0.85, Efficiencies{}.link};
+  const ModelSpec model = ModelPreset("gpt-22b").value();
+  std::string runs;
+  for (auto [recompute, sp] : {std::pair{"none", false}, {"none", true}, {"full", false}, {"selective", true}}) {
+    TrainingSetup s;
+    s.tp = 8;
+    s.micro_batch_size = 4;
+    s.global_batch_size = 4;
+    s.seq = 2048;
+    s.sequence_parallel = sp;
+    const OptionCost c = EvaluateOption(DecoderLayerGraph(model, truth, s, false), recompute);
+    runs += LayerRun(std::string(recompute) + (sp ? "-sp" : ""), recompute, sp, 1e3 * c.forward_s,
+                     1e3 * (c.backward_s + c.recompute_s));
+  }
+  Result<RunTable> table = TableFrom("calibration:\n  - {device: a100-80gb, fit: [gemm, memory], runs: [none, "
+                                     "none-sp, full, selective-sp]}\nruns:\n" + runs);
+  ASSERT_TRUE(table.ok()) << table.error().message;
+  Result<Validation> v = Validate(table.value());
+  ASSERT_TRUE(v.ok()) << v.error().message;
+  const Efficiencies& fitted = v.value().fitted[0].after;
+  EXPECT_NEAR(fitted.gemm, 0.63, 0.002);
+  EXPECT_NEAR(fitted.memory, 0.85, 0.005);
+  EXPECT_EQ(fitted.link, Efficiencies{}.link);  // not fitted
+  EXPECT_LT(v.value().calibration.max_abs, 0.002);
+}
+
+TEST(Validate, ThroughputBecomesIterationTimeWithTheSourcesFlopCount) {
+  const std::string run =
+      "  - {id: r, source: s, states: s, model: gpt-175b, device: a100-80gb, tp: 8, pp: 8, dp: 2, vpp: 3, mbs: 1, "
+      "gbs: 64, seq: 2048, recompute: full, measured: {tflops_per_gpu: 150, flops: megatron-96, samples_per_gpu_per_s: "
+      "0.02, iteration_time_s: 9.5}}\n";
+  Result<RunTable> table = TableFrom("calibration: []\nruns:\n" + run);
+  ASSERT_TRUE(table.ok()) << table.error().message;
+  const PublishedRun& r = table.value().runs[0];
+  ASSERT_EQ(r.measured.size(), 3u);
+  // 96 B s l h² (1 + s/6h + V/16lh) over 128 GPUs at 150 TFLOP/s.
+  const double b = 64, s = 2048, l = 96, h = 12288, v = 51200;
+  const double flops = 96 * b * s * l * h * h * (1 + s / (6 * h) + v / (16 * l * h));
+  EXPECT_NEAR(r.measured[1].value, flops / (150e12 * 128), 1e-9);
+  EXPECT_NEAR(r.measured[2].value, 64 / (0.02 * 128), 1e-9);  // samples/s per GPU
+  EXPECT_EQ(r.measured[0].value, 9.5);
+  Result<Validation> val = Validate(table.value());
+  ASSERT_TRUE(val.ok()) << val.error().message;
+  EXPECT_TRUE(val.value().fitted.empty());  // nothing calibrated: the preset's efficiencies
+  EXPECT_EQ(val.value().held_out_time.count, 3);
+}
+
+TEST(Validate, BadTablesNameTheField) {
+  auto error = [](const std::string& yaml) {
+    Result<RunTable> t = TableFrom(yaml);
+    return t.ok() ? std::string("(accepted)") : t.error().message;
+  };
+  const std::string ok_run = LayerRun("a", "none", false, 7.7, 11.9);
+  EXPECT_NE(error("calibration: []\nruns:\n" + ok_run + "  - {id: b}\n").find("runs[1]: missing required key 'source'"), std::string::npos);
+  std::string bad = ok_run;
+  bad.replace(bad.find("recompute: none"), 15, "recompute: partial");
+  EXPECT_NE(error("calibration: []\nruns:\n" + bad).find("none, selective or full"), std::string::npos);
+  bad = ok_run;
+  bad.replace(bad.find("tp: 8"), 5, "tp: 7");
+  EXPECT_NE(error("calibration: []\nruns:\n" + bad).find("--tp 7"), std::string::npos);
+  EXPECT_NE(error("calibration: []\nruns:\n" + ok_run + ok_run).find("two runs have this id"), std::string::npos);
+  EXPECT_NE(error("calibration: [{device: a100-80gb, fit: [gem], runs: [a]}]\nruns:\n" + ok_run).find("did you mean 'gemm'"),
+            std::string::npos);
+  EXPECT_NE(error("calibration: [{device: a100-80gb, fit: [gemm], runs: [zz]}]\nruns:\n" + ok_run).find("no run has this id"),
+            std::string::npos);
+  EXPECT_NE(error("calibration: [{device: h100-80gb, fit: [gemm], runs: [a]}]\nruns:\n" + ok_run).find("runs on a100-80gb"),
+            std::string::npos);
+  bad = ok_run;
+  bad.replace(bad.find("layer_forward_ms"), 16, "tflops_per_gpu");
+  EXPECT_NE(error("calibration: []\nruns:\n" + bad).find("give `flops`"), std::string::npos);
+  EXPECT_NE(error("calibration: []\nruns:\n" + ok_run + "extra: 1\n").find("extra"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace bmpipe
