@@ -16,6 +16,8 @@ std::string Layout(const TrainingSetup& s) {
                      s.micro_batch_size, s.global_batch_size);
 }
 
+std::string Measurements(int n) { return fmt::format("{} measurement{}", n, n == 1 ? "" : "s"); }
+
 std::string Percent(double e) { return fmt::format("{:+.1f} %", 100 * e); }
 
 std::string EfficiencyLine(const FittedDevice& f) {
@@ -32,7 +34,7 @@ std::string EfficiencyLine(const FittedDevice& f) {
 
 std::string SummaryLine(const ErrorSummary& s) {
   if (s.count == 0) return "none";
-  return fmt::format("{} measurements, mean |error| {:.1f} %, max {:.1f} % ({})", s.count, 100 * s.mean_abs,
+  return fmt::format("{}, mean |error| {:.1f} %, max {:.1f} % ({})", Measurements(s.count), 100 * s.mean_abs,
                      100 * s.max_abs, s.worst);
 }
 
@@ -50,7 +52,7 @@ std::string FormatValidation(const RunTable& table, const Validation& v) {
   std::string out = fmt::format("bmpipe validate: {} ({} runs)\n\n", table.source, table.runs.size());
   out += "Calibration (device efficiencies fitted on these runs only; every other run is held out)\n";
   for (const FittedDevice& f : v.fitted) {
-    out += fmt::format("  {:<11} {} on {} measurements: {}\n", f.device, EfficiencyLine(f), f.measurements,
+    out += fmt::format("  {:<11} {} on {}: {}\n", f.device, EfficiencyLine(f), Measurements(f.measurements),
                        fmt::join(f.runs, ", "));
   }
   out += "\n";
@@ -80,7 +82,7 @@ std::string ValidationMarkdown(const RunTable& table, const Validation& v) {
   std::string out = fmt::format("Table: `{}`, {} runs.\n\n", table.source, table.runs.size());
   out += "| device | fitted on | efficiencies |\n|---|---|---|\n";
   for (const FittedDevice& f : v.fitted) {
-    out += fmt::format("| {} | {} ({} measurements) | {} |\n", f.device, fmt::join(f.runs, ", "), f.measurements,
+    out += fmt::format("| {} | {} ({}) | {} |\n", f.device, fmt::join(f.runs, ", "), Measurements(f.measurements),
                        EfficiencyLine(f));
   }
   out += "\n| summary | measurements | mean abs error | max abs error (run) |\n|---|---|---|---|\n";
