@@ -145,7 +145,7 @@ Json ValidationToJson(const RunTable& table, const Validation& v) {
                     {"source", r.source},
                     {"states", r.states},
                     {"assumes", r.assumes},
-                    {"model", r.model_name},
+                    {"model", r.model_json},
                     {"device", r.device.name},
                     {"setup",
                      {{"tp", s.tp},

@@ -133,7 +133,9 @@ PublishedRun ReadRun(const JsonCursor& c) {
   run.source = c.Required("source", "the citation: paper and table, or repository and file").String();
   run.states = c.Required("states", "what the source says about the configuration").String();
   if (auto a = c.Optional("assumes")) run.assumes = a->String();
-  run.model = ReadModel(c.Required("model", "a model preset or an inline Hugging Face config"), run.model_name);
+  const JsonCursor model = c.Required("model", "a model preset or an inline Hugging Face config");
+  run.model = ReadModel(model, run.model_name);
+  run.model_json = model.json();
   const JsonCursor device = c.Required("device", "a device preset");
   Result<DeviceSpec> preset = DevicePreset(device.String());
   if (!preset.ok()) device.Fail(preset.error().message);

@@ -43,7 +43,8 @@ struct PublishedRun {
   std::string source;   // citation
   std::string states;   // what the source says about the configuration
   std::string assumes;  // what is filled in, and why
-  std::string model_name;
+  std::string model_name;  // the preset's name, or "inline <model_type> config"
+  Json model_json;         // the table's `model` value: the name or the inline config
   ModelSpec model;
   DeviceSpec device;  // the preset, efficiencies replaced by the calibration
   TrainingSetup setup;  // setup.recompute holds the one global option
