@@ -447,10 +447,11 @@ int RunSearch(SearchArgs& args) {
   header.push_back({"recompute", fmt::format("per layer, one of: {}", fmt::join(options.base.recompute, ", "))});
   header.push_back({"planner", options.exhaustive
                                    ? std::string("exhaustive: every valid configuration planned, no bound used")
-                                   : fmt::format("the {} most promising configurations{} after screening, branch and "
-                                                 "bound with {} nodes each after its first plans",
-                                                 options.plan_count < 0 ? std::string("all") : std::to_string(options.plan_count),
-                                                 options.plan_count < 0 ? " not ruled out" : "",
+                                   : fmt::format("{} after screening, branch and bound with {} nodes each after its "
+                                                 "first plans",
+                                                 options.plan_count < 0
+                                                     ? std::string("every configuration not ruled out")
+                                                     : fmt::format("the {} most promising configurations", options.plan_count),
                                                  options.node_limit < 0 ? std::string("no limit on") : std::to_string(options.node_limit))});
   for (const std::string& note : m.not_modeled) header.push_back({"not modeled", note});
   std::string report = FormatSearch(header, options, result);
@@ -570,7 +571,9 @@ int Main(int argc, char** argv) {
   CLI::App* simulate = app.add_subcommand(
       "simulate",
       "Simulate a plan on a problem (DESIGN.md §2) and print a per-stage and per-rank report: iteration time, bubble "
-      "breakdown, memory per rank over its capacity.");
+      "breakdown, memory per rank over its capacity. The problem comes from --problem FILE, or from --model, --device "
+      "and a training setup (the analytic cost model), where the plan is Megatron-LM's for that configuration unless "
+      "--plan is given: the way to check a row of `bmpipe validate` by hand.");
   CLI::Option* sim_problem =
       simulate->add_option("--problem", sim.problem, "Problem file (JSON or YAML, DESIGN.md §4.1)");
   simulate->add_option("--plan", sim.plan, "Plan file (JSON or YAML, DESIGN.md §4.2)");

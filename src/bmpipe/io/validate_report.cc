@@ -34,8 +34,8 @@ std::string EfficiencyLine(const FittedDevice& f) {
 
 std::string SummaryLine(const ErrorSummary& s) {
   if (s.count == 0) return "none";
-  return fmt::format("{}, mean |error| {:.1f} %, max {:.1f} % ({})", Measurements(s.count), 100 * s.mean_abs,
-                     100 * s.max_abs, s.worst);
+  return fmt::format("{}, mean |error| {:.1f} %, max {:.1f} % ({}), bias {:+.1f} %", Measurements(s.count),
+                     100 * s.mean_abs, 100 * s.max_abs, s.worst, 100 * s.mean);
 }
 
 // Every row of the table: the run's columns, then the measurement's.
@@ -85,10 +85,11 @@ std::string ValidationMarkdown(const RunTable& table, const Validation& v) {
     out += fmt::format("| {} | {} ({}) | {} |\n", f.device, fmt::join(f.runs, ", "), Measurements(f.measurements),
                        EfficiencyLine(f));
   }
-  out += "\n| summary | measurements | mean abs error | max abs error (run) |\n|---|---|---|---|\n";
+  out += "\n| summary | measurements | mean abs error | max abs error (run) | bias (mean error) |\n";
+  out += "|---|---|---|---|---|\n";
   auto summary = [&](const char* name, const ErrorSummary& s) {
-    out += fmt::format("| {} | {} | {:.1f} % | {:.1f} % ({}) |\n", name, s.count, 100 * s.mean_abs, 100 * s.max_abs,
-                       s.worst);
+    out += fmt::format("| {} | {} | {:.1f} % | {:.1f} % ({}) | {:+.1f} % |\n", name, s.count, 100 * s.mean_abs,
+                       100 * s.max_abs, s.worst, 100 * s.mean);
   };
   summary("held-out iteration time", v.held_out_time);
   summary("held-out memory", v.held_out_memory);
@@ -122,7 +123,11 @@ Json ValidationToJson(const RunTable& table, const Validation& v) {
   }
   out["calibration"] = std::move(fitted);
   auto summary = [](const ErrorSummary& s) {
-    return Json{{"count", s.count}, {"mean_abs_error", s.mean_abs}, {"max_abs_error", s.max_abs}, {"worst", s.worst}};
+    return Json{{"count", s.count},
+                {"mean_abs_error", s.mean_abs},
+                {"max_abs_error", s.max_abs},
+                {"worst", s.worst},
+                {"mean_error", s.mean}};
   };
   out["held_out_time"] = summary(v.held_out_time);
   out["held_out_memory"] = summary(v.held_out_memory);

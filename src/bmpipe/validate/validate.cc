@@ -330,6 +330,7 @@ Result<Efficiencies> Fit(const std::vector<const PublishedRun*>& runs, DeviceSpe
 void Summarize(ErrorSummary& s, double error, const std::string& id) {
   const double a = std::abs(error);
   s.mean_abs = (s.mean_abs * s.count + a) / (s.count + 1);
+  s.mean = (s.mean * s.count + error) / (s.count + 1);
   ++s.count;
   if (a > s.max_abs || s.count == 1) {
     s.max_abs = a;

@@ -89,13 +89,14 @@ struct FittedDevice {
 struct ErrorSummary {
   int count = 0;
   double mean_abs = 0;  // mean of |predicted / measured - 1|
+  double mean = 0;      // mean of predicted / measured - 1: the model's bias
   double max_abs = 0;
   std::string worst;  // id of the run with the largest error
 };
 
 struct Validation {
   std::vector<FittedDevice> fitted;
-  std::vector<RunOutcome> outcomes;  // in table order
+  std::vector<RunOutcome> outcomes;  // in table order; they point into the table, which must outlive them
   ErrorSummary held_out_time, held_out_memory, calibration;
 };
 
