@@ -9,10 +9,10 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include "bmpipe/baselines/baselines.h"
 #include "bmpipe/core/json_cursor.h"
 #include "bmpipe/core/text.h"
 #include "bmpipe/cost/layer_ops.h"
-#include "bmpipe/baselines/baselines.h"
 #include "bmpipe/cost/problem_builder.h"
 #include "bmpipe/io/builtin_example.h"
 #include "bmpipe/io/compare_report.h"
