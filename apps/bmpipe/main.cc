@@ -110,14 +110,13 @@ int RunSimulate(const SimulateArgs& args) {
   GlobalRecompute recompute = GlobalRecompute::kNone;
   if (!args.model.model.empty()) {
     const std::vector<std::string>& r = args.model.setup.recompute;
-    const std::string one = r.size() == 1 ? r.front() : "";
-    if (one != "none" && one != "selective" && one != "full") {
+    const std::optional<GlobalRecompute> global = r.size() == 1 ? ParseGlobalRecompute(r.front()) : std::nullopt;
+    if (!global) {
       return Fail(InvalidInput(fmt::format("--recompute {}: simulate applies one global setting as Megatron does; use "
                                            "none, selective or full",
                                            fmt::join(r, ","))));
     }
-    recompute = one == "full" ? GlobalRecompute::kFull : one == "selective" ? GlobalRecompute::kSelective
-                                                                           : GlobalRecompute::kNone;
+    recompute = *global;
   }
   Result<Problem> problem = args.model.model.empty() ? LoadProblem(args.problem) : BuildModelProblem(args.model, origin);
   if (!problem.ok()) return Fail(problem.error());

@@ -21,6 +21,7 @@
 // decoder layers for the ones that assume one layer type), it says so instead of guessing.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -64,5 +65,7 @@ struct MegatronLaunch {
   std::string flags;
 };
 Result<MegatronLaunch> MegatronDefaultPlan(const Problem& problem, GlobalRecompute recompute);
+// "none", "selective" or "full"; nullopt for anything else.
+std::optional<GlobalRecompute> ParseGlobalRecompute(const std::string& name);
 
 }  // namespace bmpipe

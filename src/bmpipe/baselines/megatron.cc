@@ -23,6 +23,7 @@ namespace {
 struct Split {
   std::string flags;
   std::vector<int> decoders;  // per stage
+  bool uniform = true;        // equal stages, up to the embedding or loss counted as a layer
 };
 
 std::vector<Split> Splits(int layers, int p, int v) {
@@ -31,7 +32,7 @@ std::vector<Split> Splits(int layers, int p, int v) {
   auto uniform = [&](int total, int minus_first, int minus_last, const std::string& flags) {
     if (total % stages != 0) return;
     const int k = total / stages;
-    Split s{flags, std::vector<int>(stages, k)};
+    Split s{flags, std::vector<int>(stages, k), true};
     s.decoders.front() -= minus_first;
     s.decoders.back() -= minus_last;
     splits.push_back(s);
@@ -47,7 +48,7 @@ std::vector<Split> Splits(int layers, int p, int v) {
         const int middle = layers - first - last;
         if (p == 2 ? middle != 0 : (middle <= 0 || middle % (p - 2) != 0)) continue;
         Split s{fmt::format("--decoder-first-pipeline-num-layers {} --decoder-last-pipeline-num-layers {}", first, last),
-                std::vector<int>(stages, p == 2 ? 0 : middle / (p - 2))};
+                std::vector<int>(stages, p == 2 ? 0 : middle / (p - 2)), false};
         s.decoders.front() = first;
         s.decoders.back() = last;
         splits.push_back(s);
@@ -126,6 +127,13 @@ BaselineResult RunMegatron(const Problem& problem) {
   return result;
 }
 
+std::optional<GlobalRecompute> ParseGlobalRecompute(const std::string& name) {
+  if (name == "none") return GlobalRecompute::kNone;
+  if (name == "selective") return GlobalRecompute::kSelective;
+  if (name == "full") return GlobalRecompute::kFull;
+  return std::nullopt;
+}
+
 Result<MegatronLaunch> MegatronDefaultPlan(const Problem& problem, GlobalRecompute recompute) {
   const Pipeline& pipeline = problem.pipeline;
   const ModelShape shape = ShapeOf(problem);
@@ -137,7 +145,7 @@ Result<MegatronLaunch> MegatronDefaultPlan(const Problem& problem, GlobalRecompu
   for (const Split& split : Splits(shape.body(), pipeline.ranks, pipeline.chunks)) {
     const std::optional<Plan> plan = PlanOfSplit(problem, shape, split);
     if (!plan) continue;
-    const bool uniform = split.flags.rfind("--decoder-first", 0) != 0;
+    const bool uniform = split.uniform;
     const int most = *std::max_element(split.decoders.begin(), split.decoders.end());
     if (best && (uniform || most >= best_most)) continue;
     best = plan;

@@ -23,11 +23,7 @@ std::string Percent(double e) { return fmt::format("{:+.1f} %", 100 * e); }
 std::string EfficiencyLine(const FittedDevice& f) {
   std::vector<std::string> parts;
   for (const std::string& name : f.fit) {
-    const Efficiencies& a = f.after;
-    const Efficiencies& b = f.before;
-    const double after = name == "gemm" ? a.gemm : name == "attention" ? a.attention : name == "memory" ? a.memory : a.link;
-    const double before = name == "gemm" ? b.gemm : name == "attention" ? b.attention : name == "memory" ? b.memory : b.link;
-    parts.push_back(fmt::format("{} {:.3f} (from {:.3f})", name, after, before));
+    parts.push_back(fmt::format("{} {:.3f} (from {:.3f})", name, EfficiencyOf(f.after, name), EfficiencyOf(f.before, name)));
   }
   return fmt::format("{}", fmt::join(parts, ", "));
 }

@@ -16,16 +16,19 @@ namespace {
 
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 
+// The member of Efficiencies named `name` (one of EfficiencyNames()).
+double Efficiencies::*MemberOf(const std::string& name) {
+  if (name == "gemm") return &Efficiencies::gemm;
+  if (name == "attention") return &Efficiencies::attention;
+  if (name == "memory") return &Efficiencies::memory;
+  return &Efficiencies::link;
+}
+
+double& EfficiencyOf(Efficiencies& e, const std::string& name) { return e.*MemberOf(name); }
+
 const std::vector<std::string>& EfficiencyNames() {
   static const std::vector<std::string> names = {"gemm", "attention", "memory", "link"};
   return names;
-}
-
-double& EfficiencyOf(Efficiencies& e, const std::string& name) {
-  if (name == "gemm") return e.gemm;
-  if (name == "attention") return e.attention;
-  if (name == "memory") return e.memory;
-  return e.link;
 }
 
 // FLOPs of one iteration by the formulas sources use to state TFLOP/s (Narayanan et al. 2021,
@@ -157,15 +160,9 @@ PublishedRun ReadRun(const JsonCursor& c) {
   }
   const JsonCursor recompute = c.Required("recompute", "none, selective or full");
   const std::string option = recompute.String();
-  if (option == "none") {
-    run.recompute = GlobalRecompute::kNone;
-  } else if (option == "selective") {
-    run.recompute = GlobalRecompute::kSelective;
-  } else if (option == "full") {
-    run.recompute = GlobalRecompute::kFull;
-  } else {
-    recompute.Fail("use none, selective or full (Megatron's global settings)");
-  }
+  const std::optional<GlobalRecompute> global = ParseGlobalRecompute(option);
+  if (!global) recompute.Fail("use none, selective or full (Megatron's global settings)");
+  run.recompute = *global;
   s.recompute = {option};
   const Status valid = ValidateSetup(run.model, run.device, s);
   if (!valid.ok()) c.FailAt(valid.error().message);
@@ -339,6 +336,8 @@ void Summarize(ErrorSummary& s, double error, const std::string& id) {
 }
 
 }  // namespace
+
+double EfficiencyOf(const Efficiencies& e, const std::string& name) { return e.*MemberOf(name); }
 
 std::string QuantityName(Quantity q) {
   switch (q) {

@@ -53,6 +53,9 @@ struct PublishedRun {
 };
 
 // Which runs calibrate a device, and which efficiencies they fit.
+// An efficiency by its name in a table ("gemm", "attention", "memory", "link").
+double EfficiencyOf(const Efficiencies& e, const std::string& name);
+
 struct Calibration {
   std::string device;
   std::vector<std::string> fit;  // "gemm", "attention", "memory", "link"
