@@ -40,6 +40,7 @@ constexpr int kExitBadInput = 2;  // bad command line or invalid input file
 constexpr int kExitIo = 3;        // a file could not be read or written
 constexpr int kExitNoFit = 4;     // proven: no plan fits in memory
 constexpr int kExitNoPlan = 5;    // the time limit stopped the search before any plan
+constexpr int kExitTooLarge = 6;  // the work does not fit in the memory available
 
 int Fail(const Error& error) {
   std::cerr << "bmpipe: error: " << error.message << "\n";
@@ -48,6 +49,8 @@ int Fail(const Error& error) {
       return kExitBadInput;
     case ErrorKind::kIo:
       return kExitIo;
+    case ErrorKind::kTooLarge:
+      return kExitTooLarge;
     case ErrorKind::kInternal:
       std::cerr << "bmpipe: this is a bug in bmpipe; please report it with the input that caused it\n";
       return kExitInternal;
@@ -562,7 +565,8 @@ int Main(int argc, char** argv) {
       "bmpipe: pipeline-parallel planner for LLM training. It chooses the stage partition and per-layer "
       "recomputation together, and checks every plan with an exact simulation of the pipeline schedule.\n\n"
       "Exit codes: 0 success, 1 internal error, 2 bad command line or invalid input, 3 file not readable or "
-      "writable, 4 no plan fits in memory (proven), 5 no plan found before the time limit."};
+      "writable, 4 no plan fits in memory (proven), 5 no plan found before the time limit, 6 the problem is too large "
+      "for the memory available."};
   app.set_version_flag("--version", "bmpipe 0.1.0");
   app.require_subcommand(1);
 
@@ -773,4 +777,18 @@ int Main(int argc, char** argv) {
 }  // namespace
 }  // namespace bmpipe
 
-int main(int argc, char** argv) { return bmpipe::Main(argc, argv); }
+// No exception leaves main unmapped: running out of memory is a size the user can lower, anything
+// else is a bug to report.
+int main(int argc, char** argv) {
+  try {
+    return bmpipe::Main(argc, argv);
+  } catch (const std::bad_alloc&) {
+    return bmpipe::Fail(bmpipe::TooLarge(
+        "out of memory: the problem is too large to plan in the memory available; fewer layers (merge identical "
+        "ones with 'repeat'), stages, micro-batches or recomputation options would help"));
+  } catch (const std::exception& e) {
+    return bmpipe::Fail(bmpipe::InternalError(std::string("unexpected exception: ") + e.what()));
+  } catch (...) {
+    return bmpipe::Fail(bmpipe::InternalError("unexpected exception of unknown type"));
+  }
+}

@@ -12,6 +12,7 @@ namespace bmpipe {
 enum class ErrorKind {
   kInvalidInput,  // the user's input is wrong; the message says where and how to fix it
   kIo,            // a file could not be read or written
+  kTooLarge,      // the work does not fit the memory available; the message says which size to lower
   kInternal,      // a bug in bmpipe (an invariant did not hold)
 };
 
@@ -22,6 +23,7 @@ struct Error {
 
 Error InvalidInput(std::string message);
 Error IoError(std::string message);
+Error TooLarge(std::string message);
 Error InternalError(std::string message);
 
 // Either a value or an Error.
