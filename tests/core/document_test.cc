@@ -1,6 +1,14 @@
 #include "bmpipe/core/document.h"
 
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <string>
+
 #include <gtest/gtest.h>
+
+#include "test_support.h"
 
 namespace bmpipe {
 namespace {
@@ -51,6 +59,95 @@ TEST(Document, SyntaxErrorsSayWhere) {
 TEST(Document, FormatIsSniffedWithoutAnExtension) {
   EXPECT_EQ(ParseDocument("  {\"a\": 1}", "stdin").value()["a"], 1);
   EXPECT_EQ(ParseDocument("a: 1", "stdin").value()["a"], 1);
+}
+
+std::string ErrorOf(const std::string& text, const std::string& path) {
+  Result<Json> doc = ParseDocument(text, path);
+  EXPECT_FALSE(doc.ok()) << text.substr(0, 80);
+  return doc.ok() ? "" : doc.error().message;
+}
+
+TEST(Document, NumbersBeyondADoubleAreErrorsNotCrashes) {
+  EXPECT_NE(ErrorOf("{\"a\": 1e400}", "x.json").find("number overflow parsing '1e400'"), std::string::npos);
+  EXPECT_EQ(ErrorOf("a: 1\nb: -1e400\n", "x.yaml"), "x.yaml: line 2: the number -1e400 lies beyond +-1.7e308");
+  // Underflow is harmless: it reads as zero.
+  EXPECT_EQ(ParseDocument("a: 1e-400", "x.yaml").value()["a"], 0.0);
+}
+
+TEST(Document, TextMustBeUtf8) {
+  EXPECT_EQ(ErrorOf("name: ok\nlabel: caf\xe9\n", "x.yaml"),
+            "x.yaml: line 2, column 11: byte 0xE9 is not valid UTF-8; save the file as UTF-8");
+  EXPECT_NE(ErrorOf("{\"a\": \"\xed\xa0\x80\"}", "x.json").find("byte 0xED is not valid UTF-8"), std::string::npos);  // a surrogate
+  EXPECT_NE(ErrorOf("a: \xc0\xaf", "x.yaml").find("byte 0xC0"), std::string::npos);  // overlong
+  EXPECT_NE(ErrorOf("a: \xf4\x90\x80\x80", "x.yaml").find("byte 0xF4"), std::string::npos);  // past U+10FFFF
+  EXPECT_NE(ErrorOf("a: \xe2\x82", "x.yaml").find("byte 0xE2"), std::string::npos);  // cut short
+  EXPECT_TRUE(ParseDocument("a: \"caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80\"", "x.yaml").ok());
+  EXPECT_EQ(FirstInvalidUtf8("ok \xc3\xa9 \xff"), 6u);
+}
+
+TEST(Document, NestingIsBounded) {
+  const int deep = 100000;
+  const std::string lists = std::string(deep, '[') + std::string(deep, ']');
+  EXPECT_EQ(ErrorOf(lists, "x.json"),
+            "x.json: lists and objects nest more than 64 levels deep; a JSON input never needs that many");
+  EXPECT_EQ(ErrorOf(lists, "x.yaml"),
+            "x.yaml: lists and objects nest more than 64 levels deep; a YAML input never needs that many");
+  std::string block;
+  for (int i = 0; i < 3000; ++i) block += std::string(static_cast<std::size_t>(i), ' ') + "- \n";
+  EXPECT_NE(ErrorOf(block, "x.yaml").find("nest more than 64 levels"), std::string::npos);
+  const std::string ok = std::string(30, '[') + std::string(30, ']');
+  EXPECT_TRUE(ParseDocument(ok, "x.json").ok());
+  EXPECT_TRUE(ParseDocument(ok, "x.yaml").ok());
+}
+
+TEST(Document, YamlAliasesCannotExpandWithoutBound) {
+  // The "billion laughs": ten aliases of ten aliases of ... 10^12 values from a few hundred bytes.
+  std::string text = "a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n";
+  for (int i = 1; i < 12; ++i) {
+    const std::string p = "*a" + std::to_string(i - 1);
+    text += "a" + std::to_string(i) + ": &a" + std::to_string(i) + " [" + p;
+    for (int k = 1; k < 10; ++k) text += ", " + p;
+    text += "]\n";
+  }
+  EXPECT_EQ(ErrorOf(text, "x.yaml"), "x.yaml: YAML aliases expand the document to more than " +
+                                         std::to_string(text.size() + kMaxAliasValues) +
+                                         " values (1000000 more than it has bytes); use 'repeat' for identical layers "
+                                         "instead of aliases");
+  // Aliases used a few times are fine.
+  EXPECT_EQ(ParseDocument("a: &x {b: 1}\nc: *x\n", "x.yaml").value()["c"]["b"], 1);
+}
+
+TEST(Document, EmptyAndOddDocumentsAreErrors) {
+  EXPECT_EQ(ErrorOf("  \n", "x.yaml"), "x.yaml: the document is empty");
+  EXPECT_EQ(ErrorOf("", "x.json"), "x.json: the document is empty");
+  EXPECT_EQ(ErrorOf("? [a, b]\n: 1\n", "x.yaml"), "x.yaml: line 1: a mapping key must be a plain name, not a list or mapping");
+}
+
+TEST(Document, LoadReadsOnlyWhatItCanBound) {
+  const std::string dir = testing::MakeTempDir();
+  Result<Json> directory = LoadDocument(dir);
+  ASSERT_FALSE(directory.ok());
+  EXPECT_EQ(directory.error().kind, ErrorKind::kIo);
+  EXPECT_EQ(directory.error().message, dir + ": is a directory; give a file");
+  // A device that never ends is read up to the size limit, then refused.
+  Result<Json> zero = LoadDocument("/dev/zero");
+  ASSERT_FALSE(zero.ok());
+  EXPECT_EQ(zero.error().message, "/dev/zero: the file is more than 67108864 bytes; bmpipe reads documents of at most 64 MiB");
+  // A named pipe without a writer does not block: it reads as empty.
+  const std::string fifo = dir + "/fifo";
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  Result<Json> pipe = LoadDocument(fifo);
+  ASSERT_FALSE(pipe.ok());
+  EXPECT_EQ(pipe.error().message, fifo + ": the document is empty");
+  // A regular file over the size limit is refused before it is read.
+  const std::string big = dir + "/big.json";
+  ASSERT_EQ(truncate((std::ofstream(big), big.c_str()), static_cast<off_t>(kMaxDocumentBytes) + 1), 0);
+  Result<Json> large = LoadDocument(big);
+  ASSERT_FALSE(large.ok());
+  EXPECT_EQ(large.error().message, big + ": the file is 67108865 bytes; bmpipe reads documents of at most 64 MiB");
+  std::remove(big.c_str());
+  std::remove(fifo.c_str());
+  rmdir(dir.c_str());
 }
 
 }  // namespace

@@ -1,12 +1,18 @@
 #include "bmpipe/core/document.h"
 
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
 #include <cctype>
 #include <cerrno>
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
-#include <fstream>
+#include <cstring>
 #include <limits>
-#include <sstream>
 #include <vector>
 
 #include <fmt/format.h>
@@ -19,12 +25,29 @@ bool EndsWith(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
+// Thrown from inside a parser when the document passes a limit; carries the finished message.
+struct DocumentLimit {
+  std::string message;
+};
+
+std::string TooDeep(std::string_view format) {
+  return fmt::format("lists and objects nest more than {} levels deep; a {} input never needs that many",
+                     kMaxDocumentDepth, format);
+}
+
+std::string TooManyValues() {
+  return fmt::format("the document holds more than {} values; use 'repeat' for identical layers", kMaxDocumentValues);
+}
+
 Result<Json> ParseJson(const std::string& text, const std::string& path) {
   // nlohmann keeps the last of duplicate keys; a parser callback tracks the keys of every open
-  // object so a duplicate is reported instead of silently dropped.
+  // object so a duplicate is reported instead of silently dropped. It also counts values and
+  // depth, and stops the parse at a limit.
   std::vector<std::vector<std::string>> open_objects;
   std::string duplicate;
-  auto callback = [&](int /*depth*/, Json::parse_event_t event, Json& parsed) {
+  std::size_t values = 0;
+  auto callback = [&](int depth, Json::parse_event_t event, Json& parsed) {
+    if (depth > kMaxDocumentDepth) throw DocumentLimit{TooDeep("JSON")};
     switch (event) {
       case Json::parse_event_t::object_start:
         open_objects.emplace_back();
@@ -41,6 +64,9 @@ Result<Json> ParseJson(const std::string& text, const std::string& path) {
         keys.push_back(key);
         break;
       }
+      case Json::parse_event_t::value:
+        if (++values > kMaxDocumentValues) throw DocumentLimit{TooManyValues()};
+        break;
       default:
         break;
     }
@@ -52,7 +78,12 @@ Result<Json> ParseJson(const std::string& text, const std::string& path) {
       return InvalidInput(fmt::format("{}: key '{}' appears twice in the same object; keep one", path, duplicate));
     }
     return doc;
-  } catch (const Json::parse_error& e) {
+  } catch (const DocumentLimit& limit) {
+    return InvalidInput(fmt::format("{}: {}", path, limit.message));
+  } catch (const Json::out_of_range& e) {
+    // A number literal beyond the range of a double, such as 1e400.
+    return InvalidInput(fmt::format("{}: not valid JSON: {}; numbers must lie within +-1.7e308", path, e.what()));
+  } catch (const Json::exception& e) {
     return InvalidInput(fmt::format("{}: not valid JSON: {}", path, e.what()));
   }
 }
@@ -71,9 +102,13 @@ Json YamlScalar(const YAML::Node& node) {
   if (*end == '\0' && errno == 0 && !std::isspace(static_cast<unsigned char>(s[0]))) return i;
   errno = 0;
   double d = std::strtod(begin, &end);
-  if (*end == '\0' && errno == 0 && !std::isspace(static_cast<unsigned char>(s[0])) && std::isfinite(d) &&
-      s.find_first_of("xXpP") == std::string::npos) {
-    return d;
+  if (*end == '\0' && !std::isspace(static_cast<unsigned char>(s[0])) && s.find_first_of("xXpP") == std::string::npos &&
+      std::isfinite(d)) {
+    // Underflow to zero is harmless; overflow is not a number bmpipe can use.
+    if (errno == 0 || std::abs(d) < 1) return d;
+  }
+  if (*end == '\0' && errno == ERANGE && std::isinf(d)) {
+    throw DocumentLimit{fmt::format("line {}: the number {} lies beyond +-1.7e308", node.Mark().line + 1, s)};
   }
   if (s == ".inf" || s == "+.inf" || s == ".Inf") return std::numeric_limits<double>::infinity();
   if (s == "-.inf" || s == "-.Inf") return -std::numeric_limits<double>::infinity();
@@ -86,46 +121,187 @@ struct YamlDuplicateKey {
   int line;
 };
 
-Json YamlToJson(const YAML::Node& node) {
-  switch (node.Type()) {
-    case YAML::NodeType::Null:
-    case YAML::NodeType::Undefined:
-      return nullptr;
-    case YAML::NodeType::Scalar:
-      return YamlScalar(node);
-    case YAML::NodeType::Sequence: {
-      Json out = Json::array();
-      for (const auto& child : node) out.push_back(YamlToJson(child));
-      return out;
+// Converts yaml-cpp's node graph, in which an alias is the node it names, to a tree, counting
+// every value it produces so that aliases cannot expand a small text into a huge tree.
+class YamlConverter {
+ public:
+  explicit YamlConverter(std::size_t text_bytes) : budget_(std::min(kMaxDocumentValues, text_bytes + kMaxAliasValues)) {}
+
+  Json Convert(const YAML::Node& node, int depth) {
+    if (depth > kMaxDocumentDepth) throw DocumentLimit{TooDeep("YAML")};
+    if (++values_ > budget_) {
+      if (budget_ == kMaxDocumentValues) throw DocumentLimit{TooManyValues()};
+      throw DocumentLimit{fmt::format("YAML aliases expand the document to more than {} values ({} more than it has "
+                                      "bytes); use 'repeat' for identical layers instead of aliases",
+                                      budget_, kMaxAliasValues)};
     }
-    case YAML::NodeType::Map: {
-      Json out = Json::object();
-      for (const auto& kv : node) {
-        const std::string key = kv.first.Scalar();
-        if (out.contains(key)) throw YamlDuplicateKey{key, kv.first.Mark().line + 1};
-        out[key] = YamlToJson(kv.second);
+    switch (node.Type()) {
+      case YAML::NodeType::Null:
+      case YAML::NodeType::Undefined:
+        return nullptr;
+      case YAML::NodeType::Scalar:
+        return YamlScalar(node);
+      case YAML::NodeType::Sequence: {
+        Json out = Json::array();
+        for (const auto& child : node) out.push_back(Convert(child, depth + 1));
+        return out;
       }
-      return out;
+      case YAML::NodeType::Map: {
+        Json out = Json::object();
+        for (const auto& kv : node) {
+          if (!kv.first.IsScalar()) {
+            throw DocumentLimit{fmt::format("line {}: a mapping key must be a plain name, not a list or mapping",
+                                            kv.first.Mark().line + 1)};
+          }
+          const std::string key = kv.first.Scalar();
+          if (out.contains(key)) throw YamlDuplicateKey{key, kv.first.Mark().line + 1};
+          out[key] = Convert(kv.second, depth + 1);
+        }
+        return out;
+      }
+    }
+    return nullptr;
+  }
+
+ private:
+  std::size_t budget_;
+  std::size_t values_ = 0;
+};
+
+// yaml-cpp builds its node graph recursively; nesting is checked on the text first so that a
+// deeply nested document is refused before the parser's stack can overflow. Flow brackets and
+// block indentation both count: a crude but safe over-estimate of the nesting.
+bool YamlTooDeep(const std::string& text) {
+  int flow = 0;
+  std::size_t line_start = 0;
+  for (std::size_t i = 0; i <= text.size(); ++i) {
+    if (i == text.size() || text[i] == '\n') {
+      std::size_t indent = 0;
+      while (line_start + indent < i && (text[line_start + indent] == ' ' || text[line_start + indent] == '-')) ++indent;
+      if (indent / 2 > static_cast<std::size_t>(kMaxDocumentDepth) * 4) return true;
+      line_start = i + 1;
+      continue;
+    }
+    const char c = text[i];
+    if (c == '[' || c == '{') {
+      if (++flow > kMaxDocumentDepth) return true;
+    } else if ((c == ']' || c == '}') && flow > 0) {
+      --flow;
     }
   }
-  return nullptr;
+  return false;
 }
 
 Result<Json> ParseYaml(const std::string& text, const std::string& path) {
+  if (YamlTooDeep(text)) return InvalidInput(fmt::format("{}: {}", path, TooDeep("YAML")));
   try {
-    return YamlToJson(YAML::Load(text));
+    YamlConverter converter(text.size());
+    return converter.Convert(YAML::Load(text), 0);
   } catch (const YAML::Exception& e) {
     return InvalidInput(fmt::format("{}: not valid YAML: line {}, column {}: {}", path, e.mark.line + 1,
                                     e.mark.column + 1, e.msg));
   } catch (const YamlDuplicateKey& d) {
     return InvalidInput(
         fmt::format("{}: line {}: key '{}' appears twice in the same mapping; keep one", path, d.line, d.key));
+  } catch (const DocumentLimit& limit) {
+    return InvalidInput(fmt::format("{}: {}", path, limit.message));
   }
+}
+
+// Line and column (1-based) of byte `offset` of `text`.
+std::pair<std::size_t, std::size_t> LineAndColumn(std::string_view text, std::size_t offset) {
+  std::size_t line = 1, column = 1;
+  for (std::size_t i = 0; i < offset && i < text.size(); ++i) {
+    if (text[i] == '\n') {
+      ++line;
+      column = 1;
+    } else {
+      ++column;
+    }
+  }
+  return {line, column};
+}
+
+// Reads at most kMaxDocumentBytes + 1 bytes of `fd`, waiting at most kMaxDocumentWaitSeconds at a
+// time for a pipe or device to deliver.
+Result<std::string> ReadBounded(int fd, const std::string& path) {
+  std::string text;
+  char buffer[1 << 16];
+  while (text.size() <= kMaxDocumentBytes) {
+    const ssize_t n = ::read(fd, buffer, sizeof buffer);
+    if (n > 0) {
+      text.append(buffer, static_cast<std::size_t>(n));
+    } else if (n == 0) {
+      return text;
+    } else if (errno == EAGAIN || errno == EWOULDBLOCK) {
+      pollfd p{fd, POLLIN, 0};
+      const int ready = ::poll(&p, 1, kMaxDocumentWaitSeconds * 1000);
+      if (ready == 0) {
+        return IoError(fmt::format("{}: no data arrived for {} s; give a regular file, or a pipe whose writer is "
+                                   "running",
+                                   path, kMaxDocumentWaitSeconds));
+      }
+      if (ready < 0 && errno != EINTR) {
+        return IoError(fmt::format("{}: error while waiting for data ({})", path, std::strerror(errno)));
+      }
+    } else if (errno != EINTR) {
+      return IoError(fmt::format("{}: error while reading the file ({})", path, std::strerror(errno)));
+    }
+  }
+  return text;
+}
+
+std::string TooLong(const std::string& path, std::string_view size) {
+  return fmt::format("{}: the file is {}; bmpipe reads documents of at most {} MiB", path, size,
+                     kMaxDocumentBytes >> 20);
 }
 
 }  // namespace
 
+std::size_t FirstInvalidUtf8(std::string_view text) {
+  const auto* s = reinterpret_cast<const unsigned char*>(text.data());
+  const std::size_t n = text.size();
+  std::size_t i = 0;
+  while (i < n) {
+    const unsigned char c = s[i];
+    if (c < 0x80) {
+      ++i;
+      continue;
+    }
+    std::size_t length = 0;
+    unsigned char low = 0x80, high = 0xBF;  // the range of the second byte
+    if (c >= 0xC2 && c <= 0xDF) {
+      length = 2;
+    } else if (c >= 0xE0 && c <= 0xEF) {
+      length = 3;
+      if (c == 0xE0) low = 0xA0;   // no overlong forms
+      if (c == 0xED) high = 0x9F;  // no surrogates
+    } else if (c >= 0xF0 && c <= 0xF4) {
+      length = 4;
+      if (c == 0xF0) low = 0x90;   // no overlong forms
+      if (c == 0xF4) high = 0x8F;  // nothing past U+10FFFF
+    } else {
+      return i;
+    }
+    if (i + length > n || s[i + 1] < low || s[i + 1] > high) return i;
+    for (std::size_t k = 2; k < length; ++k) {
+      if (s[i + k] < 0x80 || s[i + k] > 0xBF) return i;
+    }
+    i += length;
+  }
+  return std::string_view::npos;
+}
+
 Result<Json> ParseDocument(const std::string& text, const std::string& path) {
+  if (text.size() > kMaxDocumentBytes) return InvalidInput(TooLong(path, fmt::format("{} bytes", text.size())));
+  if (const std::size_t bad = FirstInvalidUtf8(text); bad != std::string_view::npos) {
+    const auto [line, column] = LineAndColumn(text, bad);
+    return InvalidInput(fmt::format("{}: line {}, column {}: byte 0x{:02X} is not valid UTF-8; save the file as UTF-8",
+                                    path, line, column, static_cast<unsigned char>(text[bad])));
+  }
+  if (text.find_first_not_of(" \t\r\n") == std::string::npos) {
+    return InvalidInput(fmt::format("{}: the document is empty", path));
+  }
   if (EndsWith(path, ".json")) return ParseJson(text, path);
   if (EndsWith(path, ".yaml") || EndsWith(path, ".yml")) return ParseYaml(text, path);
   for (char c : text) {
@@ -137,12 +313,25 @@ Result<Json> ParseDocument(const std::string& text, const std::string& path) {
 }
 
 Result<Json> LoadDocument(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return IoError(fmt::format("{}: cannot open file for reading", path));
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (in.bad()) return IoError(fmt::format("{}: error while reading the file", path));
-  return ParseDocument(text.str(), path);
+  // Opened without blocking, so that a named pipe with no writer cannot hang the open.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) return IoError(fmt::format("{}: cannot open file for reading ({})", path, std::strerror(errno)));
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } closer{fd};
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) return IoError(fmt::format("{}: cannot read the file ({})", path, std::strerror(errno)));
+  if (S_ISDIR(st.st_mode)) return IoError(fmt::format("{}: is a directory; give a file", path));
+  if (S_ISREG(st.st_mode) && static_cast<std::size_t>(st.st_size) > kMaxDocumentBytes) {
+    return InvalidInput(TooLong(path, fmt::format("{} bytes", st.st_size)));
+  }
+  Result<std::string> text = ReadBounded(fd, path);
+  if (!text.ok()) return text.error();
+  if (text.value().size() > kMaxDocumentBytes) {
+    return InvalidInput(TooLong(path, fmt::format("more than {} bytes", kMaxDocumentBytes)));
+  }
+  return ParseDocument(text.value(), path);
 }
 
 }  // namespace bmpipe
