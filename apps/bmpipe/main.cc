@@ -94,6 +94,19 @@ struct ModelArgs {
 
 Result<Problem> BuildModelProblem(const ModelArgs& args, std::vector<std::pair<std::string, std::string>>& lines);
 
+// --reserved-gb in bytes; `gb` < 0 (the flag not given) leaves the default.
+Status SetReservedBytes(double gb, TrainingSetup& setup) {
+  if (gb < 0) return {};
+  const std::optional<Bytes> bytes = CheckedBytes(gb * 1e9);
+  if (!bytes) {
+    return InvalidInput(fmt::format("--reserved-gb {:g} is more than any device holds (at most {:g} GB); give the "
+                                    "memory reserved for the framework in GB",
+                                    gb, kMaxInputBytes / 1e9));
+  }
+  setup.reserved_bytes = *bytes;
+  return {};
+}
+
 struct SimulateArgs {
   std::string problem;
   ModelArgs model;
@@ -203,7 +216,7 @@ Result<Problem> BuildModelProblem(const ModelArgs& args, std::vector<std::pair<s
   if (!device.ok()) return device.error();
   TrainingSetup setup = args.setup;
   setup.gpipe = args.schedule == "gpipe";
-  if (args.reserved_gb >= 0) setup.reserved_bytes = static_cast<Bytes>(args.reserved_gb * 1e9);
+  if (Status reserved = SetReservedBytes(args.reserved_gb, setup); !reserved.ok()) return reserved.error();
   Result<Problem> problem = BuildProblem(model.value(), device.value(), setup);
   if (!problem.ok()) return problem.error();
   const ParameterCounts counts = CountParameters(model.value());
@@ -421,7 +434,7 @@ int RunSearch(SearchArgs& args) {
   Result<DeviceSpec> device = LoadDevice(args.device);
   if (!device.ok()) return Fail(device.error());
   SearchOptions& options = args.options;
-  if (args.reserved_gb >= 0) options.base.reserved_bytes = static_cast<Bytes>(args.reserved_gb * 1e9);
+  if (Status reserved = SetReservedBytes(args.reserved_gb, options.base); !reserved.ok()) return Fail(reserved.error());
   std::optional<ExportFormat> format;
   if (!args.export_format.empty() && args.export_format != "none") {
     Result<ExportFormat> parsed = ParseExportFormat(args.export_format);

@@ -89,7 +89,7 @@ TEST(Cli, OutWritesTheJsonAndNothingOnError) {
 TEST(Cli, UnreadableAndUnwritableFilesExitWithThree) {
   testing::CommandResult missing = RunBmpipe("simulate --problem /nonexistent.json");
   EXPECT_EQ(missing.exit_code, 3);
-  EXPECT_EQ(missing.err, "bmpipe: error: /nonexistent.json: cannot open file for reading\n");
+  EXPECT_EQ(missing.err, "bmpipe: error: /nonexistent.json: cannot open file for reading (No such file or directory)\n");
   testing::CommandResult unwritable = RunBmpipe(std::string("simulate ") + kTiny + " --out /nonexistent/dir/plan.json");
   EXPECT_EQ(unwritable.exit_code, 3);
   EXPECT_NE(unwritable.err.find("/nonexistent/dir/plan.json: cannot create the file"), std::string::npos);

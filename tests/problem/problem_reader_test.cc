@@ -161,7 +161,7 @@ TEST(ProblemReader, ZeroMicroBatches) {
   Json doc = Base();
   doc["pipeline"]["micro_batches"] = 0;
   EXPECT_EQ(ErrorOf(doc),
-            "p.json: pipeline.micro_batches = 0: must be between 1 and 1048576; a pipeline needs at least 1 "
+            "p.json: pipeline.micro_batches = 0: must be between 1 and 65536; a pipeline needs at least 1 "
             "micro-batch; set it to global batch / (data-parallel size x micro-batch size)");
 }
 
@@ -228,7 +228,7 @@ TEST(ProblemReader, EmptyListsAndWrongTypes) {
 TEST(ProblemReader, RepeatMustBePositive) {
   Json doc = Base();
   doc["layers"][1]["repeat"] = 0;
-  EXPECT_NE(ErrorOf(doc).find("p.json: layers[1].repeat = 0: must be between 1 and 1000000"), std::string::npos);
+  EXPECT_NE(ErrorOf(doc).find("p.json: layers[1].repeat = 0: must be between 1 and 100000"), std::string::npos);
 }
 
 TEST(ProblemReader, ReservedMustLeaveMemory) {
@@ -246,7 +246,7 @@ TEST(ProblemReader, LoadsTheExamplesAndReportsMissingFiles) {
   Result<Problem> missing = LoadProblem("/nonexistent/problem.json");
   ASSERT_FALSE(missing.ok());
   EXPECT_EQ(missing.error().kind, ErrorKind::kIo);
-  EXPECT_EQ(missing.error().message, "/nonexistent/problem.json: cannot open file for reading");
+  EXPECT_EQ(missing.error().message, "/nonexistent/problem.json: cannot open file for reading (No such file or directory)");
 }
 
 }  // namespace

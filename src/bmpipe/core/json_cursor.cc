@@ -8,11 +8,6 @@
 namespace bmpipe {
 namespace {
 
-// Largest accepted values: far beyond any real device, small enough that sums over millions of
-// layers and micro-batches stay inside int64.
-constexpr double kMaxSeconds = 1e6;
-constexpr double kMaxBytes = 1e15;
-
 std::string TypeName(const Json& j) {
   if (j.is_null()) return "null";
   if (j.is_boolean()) return "a boolean";
@@ -129,15 +124,15 @@ std::int64_t JsonCursor::Integer(std::int64_t min, std::int64_t max, std::string
 TimeNs JsonCursor::Seconds() const {
   double d = Number();
   if (d < 0) Fail("a time cannot be negative; give seconds >= 0");
-  if (d > kMaxSeconds) Fail(fmt::format("more than {:g} s; is the unit seconds?", kMaxSeconds));
-  return static_cast<TimeNs>(std::llround(d * 1e9));
+  if (d > kMaxInputSeconds) Fail(fmt::format("more than {:g} s; is the unit seconds?", kMaxInputSeconds));
+  return *CheckedNs(d);
 }
 
 Bytes JsonCursor::ByteCount() const {
   double d = Number();
   if (d < 0) Fail("a memory size cannot be negative; give bytes >= 0");
-  if (d > kMaxBytes) Fail(fmt::format("more than {:g} bytes; is the unit bytes?", kMaxBytes));
-  return static_cast<Bytes>(std::llround(d));
+  if (d > kMaxInputBytes) Fail(fmt::format("more than {:g} bytes; is the unit bytes?", kMaxInputBytes));
+  return *CheckedBytes(d);
 }
 
 std::size_t EditDistance(std::string_view a, std::string_view b) {

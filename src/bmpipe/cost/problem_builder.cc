@@ -1,6 +1,8 @@
 #include "bmpipe/cost/problem_builder.h"
 
 #include <cmath>
+#include <optional>
+#include <string_view>
 
 #include <fmt/format.h>
 
@@ -9,8 +11,32 @@
 namespace bmpipe {
 namespace {
 
-TimeNs Ns(double seconds) { return static_cast<TimeNs>(std::llround(seconds * 1e9)); }
-Bytes RoundBytes(double bytes) { return static_cast<Bytes>(std::llround(bytes)); }
+// Converts the cost model's seconds and bytes to the problem's integers. A value no input may give
+// (a device file with a tiny peak, a sequence of millions of tokens) is kept as the first error, so
+// that no conversion overflows and the message names what was out of range.
+class Converter {
+ public:
+  TimeNs Ns(double seconds, std::string_view what) {
+    if (std::optional<TimeNs> ns = CheckedNs(seconds)) return *ns;
+    Remember(fmt::format("{} of {:.3g} s", what, seconds), fmt::format("{:g} s", kMaxInputSeconds));
+    return 0;
+  }
+  Bytes RoundBytes(double bytes, std::string_view what) {
+    if (std::optional<Bytes> b = CheckedBytes(bytes)) return *b;
+    Remember(fmt::format("{} of {:.3g} bytes", what, bytes), fmt::format("{:g} bytes", kMaxInputBytes));
+    return 0;
+  }
+  const std::optional<Error>& error() const { return error_; }
+
+ private:
+  void Remember(const std::string& value, const std::string& limit) {
+    if (error_) return;
+    error_ = InvalidInput(fmt::format("the cost model gives {}, beyond the {} a problem may hold; check the device's "
+                                      "peak_flops, bandwidths and efficiencies, and --seq, --mbs and --tp",
+                                      value, limit));
+  }
+  std::optional<Error> error_;
+};
 
 struct Links {
   double dp_bandwidth, pp_bandwidth, pp_latency;
@@ -46,16 +72,21 @@ double UpdateSeconds(double parameters, const DeviceSpec& d, const TrainingSetup
 }
 
 Layer MakeLayer(const std::string& name, const LayerGraph& graph, const std::vector<std::string>& options,
-                double parameters, const DeviceSpec& d, const TrainingSetup& s, const Links& links, TimeNs p2p_ns) {
+                double parameters, const DeviceSpec& d, const TrainingSetup& s, const Links& links, TimeNs p2p_ns,
+                Converter& convert) {
   Layer layer;
   layer.name = name;
-  layer.static_bytes = RoundBytes(parameters * BytesPerParameter(s));
-  layer.update_ns = Ns(UpdateSeconds(parameters, d, s, links));
+  layer.static_bytes = convert.RoundBytes(parameters * BytesPerParameter(s), "the " + name + "'s static memory");
+  layer.update_ns = convert.Ns(UpdateSeconds(parameters, d, s, links), "the " + name + "'s update time");
   layer.p2p_ns = p2p_ns;
   for (const std::string& option : options) {
     const OptionCost c = EvaluateOption(graph, option);
-    layer.options.push_back(LayerOption{option, Ns(c.forward_s), Ns(c.backward_s), Ns(c.recompute_s),
-                                        RoundBytes(c.saved_bytes), RoundBytes(c.peak_extra_bytes)});
+    const std::string of = fmt::format("the {}'s option '{}'", name, option);
+    layer.options.push_back(LayerOption{option, convert.Ns(c.forward_s, of + " a forward time"),
+                                        convert.Ns(c.backward_s, of + " a backward time"),
+                                        convert.Ns(c.recompute_s, of + " a recompute time"),
+                                        convert.RoundBytes(c.saved_bytes, of + " saved activations"),
+                                        convert.RoundBytes(c.peak_extra_bytes, of + " transient memory")});
   }
   return layer;
 }
@@ -99,7 +130,8 @@ Result<Problem> BuildProblem(const ModelSpec& model, const DeviceSpec& device, c
   const Links links = LinksOf(device, setup);
   const double activation = static_cast<double>(setup.seq) * setup.micro_batch_size * model.hidden * 2 /
                             (setup.sequence_parallel ? setup.tp : 1);
-  p.p2p_ns = Ns(links.pp_latency + activation / links.pp_bandwidth);
+  Converter convert;
+  p.p2p_ns = convert.Ns(links.pp_latency + activation / links.pp_bandwidth, "a p2p time");
 
   const ParameterCounts counts = CountParameters(model);
   const double vocab = PaddedVocab(model.vocab, setup.tp);
@@ -112,17 +144,20 @@ Result<Problem> BuildProblem(const ModelSpec& model, const DeviceSpec& device, c
   const double head = norm + (head_matrix ? vocab * model.hidden / t : 0);
 
   p.layers.push_back(MakeLayer("embedding", EmbeddingGraph(model, device, setup), {"none"}, embedding, device, setup,
-                               links, p.p2p_ns));
+                               links, p.p2p_ns, convert));
   const LayerGraph dense = DecoderLayerGraph(model, device, setup, /*moe=*/false);
   const Layer dense_layer = MakeLayer("decoder", dense, setup.recompute, static_cast<double>(counts.dense_layer) / t,
-                                      device, setup, links, p.p2p_ns);
+                                      device, setup, links, p.p2p_ns, convert);
   Layer moe_layer;
   if (model.moe.enabled()) {
     moe_layer = MakeLayer("decoder-moe", DecoderLayerGraph(model, device, setup, /*moe=*/true), setup.recompute,
-                          static_cast<double>(counts.moe_layer) / t, device, setup, links, p.p2p_ns);
+                          static_cast<double>(counts.moe_layer) / t, device, setup, links, p.p2p_ns, convert);
   }
+  if (convert.error()) return *convert.error();
   for (int i = 0; i < model.layers; ++i) p.layers.push_back(IsMoeLayer(model, i) ? moe_layer : dense_layer);
-  p.layers.push_back(MakeLayer("head", HeadGraph(model, device, setup), {"none"}, head, device, setup, links, p.p2p_ns));
+  p.layers.push_back(
+      MakeLayer("head", HeadGraph(model, device, setup), {"none"}, head, device, setup, links, p.p2p_ns, convert));
+  if (convert.error()) return *convert.error();
   // Entries: runs of layers of one kind, as a problem file would list them with `repeat`.
   for (std::size_t i = 1; i < p.layers.size(); ++i) {
     p.layers[i].entry = p.layers[i - 1].entry + (p.layers[i].name == p.layers[i - 1].name ? 0 : 1);

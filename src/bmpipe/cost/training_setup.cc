@@ -23,7 +23,7 @@ Bytes ReservedBytesDefault(const DeviceSpec& device) {
 }
 
 int MicroBatches(const TrainingSetup& setup) {
-  return setup.global_batch_size / (setup.micro_batch_size * setup.dp);
+  return static_cast<int>(setup.global_batch_size / (std::int64_t{setup.micro_batch_size} * setup.dp));
 }
 
 Pipeline SetupPipeline(const TrainingSetup& setup) {
@@ -37,17 +37,18 @@ Pipeline SetupPipeline(const TrainingSetup& setup) {
 }
 
 Status ValidateSetup(const ModelSpec& model, const DeviceSpec& device, const TrainingSetup& s) {
-  auto positive = [](const char* flag, int v, const char* fix) -> Status {
-    if (v >= 1) return {};
-    return InvalidInput(fmt::format("{} = {} must be at least 1; {}", flag, v, fix));
+  // Upper bounds far beyond any real run; they keep every product below inside 64 bits.
+  auto in_range = [](const char* flag, int v, int max, const char* fix) -> Status {
+    if (v >= 1 && v <= max) return {};
+    return InvalidInput(fmt::format("{} = {} must be between 1 and {}; {}", flag, v, max, fix));
   };
-  for (Status st : {positive("--tp", s.tp, "give the tensor-parallel size"),
-                    positive("--pp", s.pp, "give the number of pipeline stages"),
-                    positive("--dp", s.dp, "give the data-parallel size"),
-                    positive("--vpp", s.vpp, "give model chunks per pipeline rank (1 = no interleaving)"),
-                    positive("--mbs", s.micro_batch_size, "give sequences per micro-batch"),
-                    positive("--gbs", s.global_batch_size, "give sequences per iteration"),
-                    positive("--seq", s.seq, "give the sequence length in tokens")}) {
+  for (Status st : {in_range("--tp", s.tp, kMaxTensorParallel, "give the tensor-parallel size"),
+                    in_range("--pp", s.pp, kMaxRanks, "give the number of pipeline stages"),
+                    in_range("--dp", s.dp, kMaxDataParallel, "give the data-parallel size"),
+                    in_range("--vpp", s.vpp, kMaxStages, "give model chunks per pipeline rank (1 = no interleaving)"),
+                    in_range("--mbs", s.micro_batch_size, kMaxBatch, "give sequences per micro-batch"),
+                    in_range("--gbs", s.global_batch_size, kMaxBatch, "give sequences per iteration"),
+                    in_range("--seq", s.seq, kMaxSequence, "give the sequence length in tokens")}) {
     if (!st.ok()) return st;
   }
   if (model.heads % s.tp != 0) {
@@ -83,6 +84,11 @@ Status ValidateSetup(const ModelSpec& model, const DeviceSpec& device, const Tra
         std::max(per_step, (s.global_batch_size / per_step) * per_step)));
   }
   const int m = MicroBatches(s);
+  if (m > kMaxMicroBatches) {
+    return InvalidInput(fmt::format("--gbs {} / (--mbs {} x --dp {}) = {} micro-batches; bmpipe plans at most {}; "
+                                    "raise --mbs or --dp, or lower --gbs",
+                                    s.global_batch_size, s.micro_batch_size, s.dp, m, kMaxMicroBatches));
+  }
   if (s.vpp > 1 && m % s.pp != 0) {
     return InvalidInput(fmt::format("interleaving (--vpp {}) needs the micro-batch count {} (= gbs / (mbs x dp)) to "
                                     "be a multiple of --pp {}; change --gbs or use --vpp 1",

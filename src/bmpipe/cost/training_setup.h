@@ -14,6 +14,12 @@
 
 namespace bmpipe {
 
+// Upper bounds of a setup's sizes (README, "Limits"), beside the pipeline's own (problem.h).
+inline constexpr int kMaxTensorParallel = 1024;
+inline constexpr int kMaxDataParallel = 1 << 24;
+inline constexpr int kMaxBatch = 1 << 24;       // sequences, per micro-batch or per iteration
+inline constexpr int kMaxSequence = 1 << 24;    // tokens
+
 struct TrainingSetup {
   int tp = 1;   // tensor-parallel size (within a node, as Megatron places it)
   int pp = 1;   // pipeline-parallel size: ranks of the pipeline

@@ -54,15 +54,17 @@ std::vector<DeviceSpec> Presets() {
 
 std::string PresetList() { return fmt::format("{}", fmt::join(DevicePresetNames(), ", ")); }
 
-double ReadPositive(const JsonCursor& c, const char* fix) {
+// A rate between `min` and `max`: wide enough for any real device, narrow enough that a unit
+// mistake (FLOP/s given in TFLOP/s, say) is caught here, not as an absurd plan.
+double ReadRate(const JsonCursor& c, double min, double max, const char* fix) {
   const double v = c.Number();
-  if (!(v > 0)) c.Fail(fix);
+  if (!(v >= min && v <= max)) c.Fail(fmt::format("must lie between {:g} and {:g}; {}", min, max, fix));
   return v;
 }
 
 double ReadFraction(const JsonCursor& c) {
   const double v = c.Number();
-  if (!(v > 0 && v <= 1)) c.Fail("an efficiency is a fraction of the peak in (0, 1]");
+  if (!(v >= 0.01 && v <= 1)) c.Fail("an efficiency is a fraction of the peak in [0.01, 1]");
   return v;
 }
 
@@ -87,26 +89,26 @@ DeviceSpec ReadDeviceTree(const Json& doc) {
   d.name = root.Has("name") ? root.Required("name", "").String() : (based ? d.name + " (modified)" : "custom device");
   if (auto a = root.Optional("approximate")) d.approximate = a->Bool();
   if (auto v = field("peak_flops", "dense 16-bit FLOP/s, e.g. 989e12")) {
-    d.peak_flops = ReadPositive(*v, "give the dense 16-bit peak in FLOP/s, e.g. 989e12");
+    d.peak_flops = ReadRate(*v, 1e9, 1e18, "give the dense 16-bit peak in FLOP/s, e.g. 989e12");
   }
   if (auto v = field("memory_bytes", "device memory in bytes")) {
     d.memory_bytes = v->ByteCount();
     if (d.memory_bytes == 0) v->Fail("give the device memory in bytes, e.g. 80e9");
   }
   if (auto v = field("memory_bandwidth_bytes_per_s", "HBM bandwidth in bytes/s")) {
-    d.memory_bandwidth_bytes_per_s = ReadPositive(*v, "give the HBM bandwidth in bytes/s, e.g. 3.35e12");
+    d.memory_bandwidth_bytes_per_s = ReadRate(*v, 1e8, 1e15, "give the HBM bandwidth in bytes/s, e.g. 3.35e12");
   }
   if (auto v = field("devices_per_node", "devices in one node")) {
     d.devices_per_node = static_cast<int>(v->Integer(1, 1 << 16, "give how many devices share a node, e.g. 8"));
   }
   if (auto v = field("intra_node_bandwidth_bytes_per_s", "per-device bandwidth inside a node, one direction")) {
-    d.intra_node_bandwidth_bytes_per_s = ReadPositive(*v, "give bytes/s per device and direction, e.g. 450e9");
+    d.intra_node_bandwidth_bytes_per_s = ReadRate(*v, 1e6, 1e15, "give bytes/s per device and direction, e.g. 450e9");
   }
   if (auto v = field("intra_node_latency_s", "latency of one message inside a node, seconds")) {
     d.intra_node_latency_s = ToSeconds(v->Seconds());
   }
   if (auto v = field("inter_node_bandwidth_bytes_per_s", "per-device bandwidth between nodes, one direction")) {
-    d.inter_node_bandwidth_bytes_per_s = ReadPositive(*v, "give bytes/s per device and direction, e.g. 50e9");
+    d.inter_node_bandwidth_bytes_per_s = ReadRate(*v, 1e6, 1e15, "give bytes/s per device and direction, e.g. 50e9");
   }
   if (auto v = field("inter_node_latency_s", "latency of one message between nodes, seconds")) {
     d.inter_node_latency_s = ToSeconds(v->Seconds());

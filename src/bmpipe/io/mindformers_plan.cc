@@ -13,7 +13,10 @@ namespace bmpipe {
 namespace {
 
 // An int, a list of P, or a V x P list, as a V x P table. `all` is the value `true` stands for.
-std::vector<std::vector<int>> ReadTable(const JsonCursor& c, int ranks, int chunks, int all_value, bool allow_bool) {
+// Every entry is a layer count or offset, so it lies within +-`layers`.
+std::vector<std::vector<int>> ReadTable(const JsonCursor& c, int ranks, int chunks, int all_value, bool allow_bool,
+                                        int layers) {
+  const std::string fix = fmt::format("the model has {} decoder layers", layers);
   std::vector<std::vector<int>> table(chunks, std::vector<int>(ranks, 0));
   const Json& j = c.json();
   if (j.is_boolean()) {
@@ -22,7 +25,7 @@ std::vector<std::vector<int>> ReadTable(const JsonCursor& c, int ranks, int chun
     return table;
   }
   if (j.is_number_integer()) {
-    for (auto& row : table) row.assign(ranks, static_cast<int>(c.Integer(-1'000'000, 1'000'000, "")));
+    for (auto& row : table) row.assign(ranks, static_cast<int>(c.Integer(-layers, layers, fix)));
     return table;
   }
   if (!j.is_array()) c.Fail("give a list of per-stage counts (or a list of lists, one per chunk)");
@@ -42,7 +45,7 @@ std::vector<std::vector<int>> ReadTable(const JsonCursor& c, int ranks, int chun
       if (!items[r].json().is_number_integer()) {
         items[r].Fail("give a layer count (pattern forms of the recompute lists name ops, not layer counts, and are not read)");
       }
-      table[v][r] = static_cast<int>(items[r].Integer(-1'000'000, 1'000'000, ""));
+      table[v][r] = static_cast<int>(items[r].Integer(-layers, layers, fix));
     }
   }
   return table;
@@ -64,28 +67,28 @@ Plan ReadTree(const Json& doc, const Problem& problem) {
   const ModelShape shape = ShapeOf(problem);
   const int layers = shape.body();
   JsonCursor parallel = root.Required("parallel_config", "pipeline_stage and micro_batch_num");
-  const std::int64_t stages = parallel.Required("pipeline_stage", "pipeline stages").Integer(1, 1 << 16, "");
+  const std::int64_t stages = parallel.Required("pipeline_stage", "pipeline stages").Integer(1, kMaxRanks, "");
   if (stages != p.ranks) {
     parallel.Required("pipeline_stage", "").Fail(fmt::format("the problem has {} pipeline ranks", p.ranks));
   }
   if (auto m = parallel.Optional("micro_batch_num")) {
-    if (m->Integer(1, 1 << 20, "") != p.micro_batches) m->Fail(fmt::format("the problem has {} micro-batches", p.micro_batches));
+    if (m->Integer(1, kMaxMicroBatches, "") != p.micro_batches) m->Fail(fmt::format("the problem has {} micro-batches", p.micro_batches));
   }
   JsonCursor config = root.Required("model", "model_config with offset").Required("model_config", "offset, num_layers");
   int chunks = 1;
-  if (auto v = config.Optional("pp_interleave_num")) chunks = static_cast<int>(v->Integer(1, 1024, ""));
+  if (auto v = config.Optional("pp_interleave_num")) chunks = static_cast<int>(v->Integer(1, kMaxStages, ""));
   if (chunks != p.chunks) {
     config.FailAt(fmt::format("pp_interleave_num = {}, but the problem has {} chunks per rank", chunks, p.chunks));
   }
   if (auto n = config.Optional("num_layers")) {
-    if (n->Integer(1, 1'000'000, "") != layers) {
+    if (n->Integer(1, kMaxLayers, "") != layers) {
       n->Fail(fmt::format("the problem has {} decoder layers (between its first and last layer)", layers));
     }
   }
   std::vector<std::vector<int>> offset(chunks, std::vector<int>(p.ranks, 0));
-  if (auto o = config.Optional("offset")) offset = ReadTable(*o, p.ranks, chunks, 0, false);
+  if (auto o = config.Optional("offset")) offset = ReadTable(*o, p.ranks, chunks, 0, false, layers);
   const int per = layers / (p.ranks * chunks);
-  int sum = 0;
+  std::int64_t sum = 0;
   for (const auto& row : offset) {
     for (int x : row) sum += x;
   }
@@ -96,9 +99,9 @@ Plan ReadTree(const Json& doc, const Problem& problem) {
   std::vector<std::vector<int>> full(chunks, std::vector<int>(p.ranks, 0)), select = full, comm = full;
   if (auto r = root.Optional("recompute_config")) {
     const int big = layers;
-    if (auto x = r->Optional("recompute")) full = ReadTable(*x, p.ranks, chunks, big, true);
-    if (auto x = r->Optional("select_recompute")) select = ReadTable(*x, p.ranks, chunks, big, true);
-    if (auto x = r->Optional("select_comm_recompute")) comm = ReadTable(*x, p.ranks, chunks, big, true);
+    if (auto x = r->Optional("recompute")) full = ReadTable(*x, p.ranks, chunks, big, true, layers);
+    if (auto x = r->Optional("select_recompute")) select = ReadTable(*x, p.ranks, chunks, big, true, layers);
+    if (auto x = r->Optional("select_comm_recompute")) comm = ReadTable(*x, p.ranks, chunks, big, true, layers);
   }
   Plan plan;
   plan.stage_begin.push_back(0);

@@ -1,5 +1,7 @@
 #include "bmpipe/problem/problem.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 namespace bmpipe {
@@ -33,15 +35,35 @@ bool SameCosts(const Layer& a, const Layer& b) {
 }
 
 Status ValidatePipeline(const Pipeline& p, int num_layers) {
-  if (p.ranks < 1) return InvalidInput(fmt::format("pipeline.stages = {}: must be at least 1", p.ranks));
-  if (p.chunks < 1) {
-    return InvalidInput(fmt::format("pipeline.virtual_stages = {}: must be at least 1", p.chunks));
+  if (p.ranks < 1 || p.ranks > kMaxRanks) {
+    return InvalidInput(fmt::format("pipeline.stages = {}: must be between 1 and {} pipeline ranks", p.ranks, kMaxRanks));
+  }
+  if (p.chunks < 1 || p.chunks > kMaxStages) {
+    return InvalidInput(fmt::format("pipeline.virtual_stages = {}: must be between 1 and {}", p.chunks, kMaxStages));
   }
   if (p.micro_batches < 1) {
     return InvalidInput(fmt::format(
         "pipeline.micro_batches = {}: a pipeline needs at least 1 micro-batch; set it to global batch / "
         "(data-parallel size x micro-batch size)",
         p.micro_batches));
+  }
+  if (p.micro_batches > kMaxMicroBatches) {
+    return InvalidInput(fmt::format("pipeline.micro_batches = {}: bmpipe plans at most {} micro-batches; a larger "
+                                    "micro-batch size gives fewer",
+                                    p.micro_batches, kMaxMicroBatches));
+  }
+  const std::int64_t stages = std::int64_t{p.ranks} * p.chunks;
+  if (stages > kMaxStages) {
+    return InvalidInput(fmt::format("pipeline: stages x virtual_stages = {} x {} = {} pipeline stages; bmpipe plans at "
+                                    "most {}; lower pipeline.stages or virtual_stages",
+                                    p.ranks, p.chunks, stages, kMaxStages));
+  }
+  const std::int64_t ops = 2 * stages * p.micro_batches;
+  if (ops > kMaxScheduleOps) {
+    return InvalidInput(fmt::format("pipeline: {} stages x {} micro-batches make {} forward and backward ops; bmpipe "
+                                    "schedules at most {} ({} x stages x micro-batches); fewer micro-batches or "
+                                    "stages would do",
+                                    stages, p.micro_batches, ops, kMaxScheduleOps, 2));
   }
   if (p.schedule == ScheduleKind::kGPipe && p.chunks != 1) {
     return InvalidInput(fmt::format(
@@ -75,8 +97,50 @@ Status ValidatePipeline(const Pipeline& p, int num_layers) {
   return {};
 }
 
+namespace {
+
+// The longest iteration and the fullest rank the problem can describe (see kMaxIterationNs), in
+// floating point so that the check itself cannot overflow.
+Status CheckMagnitudes(const Problem& problem) {
+  const double m = problem.pipeline.micro_batches;
+  double work = 0, updates = 0, p2p = 0, memory = static_cast<double>(problem.reserved_bytes), transient = 0;
+  for (const Layer& layer : problem.layers) {
+    double longest = 0, saved = 0;
+    for (const LayerOption& o : layer.options) {
+      longest = std::max(longest, static_cast<double>(o.forward_ns) + static_cast<double>(o.backward_ns) + static_cast<double>(o.recompute_ns));
+      saved = std::max(saved, static_cast<double>(o.saved_bytes));
+      transient = std::max(transient, static_cast<double>(o.peak_extra_bytes));
+    }
+    work += m * longest;
+    updates += static_cast<double>(layer.update_ns);
+    p2p += 2 * m * static_cast<double>(layer.p2p_ns);
+    memory += static_cast<double>(layer.static_bytes) + m * saved;
+  }
+  if (work + updates + p2p > static_cast<double>(kMaxIterationNs)) {
+    return InvalidInput(fmt::format(
+        "the iteration could last up to {:.3g} s (pipeline.micro_batches = {} times the layers' forward, backward "
+        "and recompute times, plus p2p and updates), more than the {:.3g} s bmpipe represents; check that the times "
+        "are in seconds, or plan fewer micro-batches or layers",
+        (work + updates + p2p) / 1e9, problem.pipeline.micro_batches, static_cast<double>(kMaxIterationNs) / 1e9));
+  }
+  if (memory + transient > static_cast<double>(kMaxRankBytes)) {
+    return InvalidInput(fmt::format(
+        "a rank could hold up to {:.3g} bytes (reserved and static bytes, plus pipeline.micro_batches = {} times "
+        "the layers' saved_bytes), more than the {:.3g} bytes bmpipe represents; check that the sizes are in bytes, "
+        "or plan fewer micro-batches",
+        memory + transient, problem.pipeline.micro_batches, static_cast<double>(kMaxRankBytes)));
+  }
+  return {};
+}
+
+}  // namespace
+
 Status ValidateProblem(const Problem& problem) {
   if (problem.layers.empty()) return InvalidInput("layers: the model has no layers; list at least one");
+  if (problem.num_layers() > kMaxLayers) {
+    return InvalidInput(fmt::format("layers: the model has {} layers; bmpipe plans at most {}", problem.num_layers(),
+                                    kMaxLayers));
+  }
   Status pipeline = ValidatePipeline(problem.pipeline, problem.num_layers());
   if (!pipeline.ok()) return pipeline;
   if (problem.memory_bytes <= 0) {
@@ -89,6 +153,10 @@ Status ValidateProblem(const Problem& problem) {
     const Layer& layer = problem.layers[l];
     if (layer.options.empty()) {
       return InvalidInput(fmt::format("layer {} ('{}') has no options; give at least 'none'", l, layer.name));
+    }
+    if (static_cast<int>(layer.options.size()) > kMaxOptionsPerLayer) {
+      return InvalidInput(fmt::format("layer {} ('{}') has {} options; bmpipe takes at most {} per layer", l,
+                                      layer.name, layer.options.size(), kMaxOptionsPerLayer));
     }
     if (layer.static_bytes < 0 || layer.update_ns < 0 || layer.p2p_ns < 0) {
       return InvalidInput(fmt::format("layer {} ('{}') has a negative static_bytes, update_s or p2p_s", l, layer.name));
@@ -107,7 +175,7 @@ Status ValidateProblem(const Problem& problem) {
       }
     }
   }
-  return {};
+  return CheckMagnitudes(problem);
 }
 
 }  // namespace bmpipe

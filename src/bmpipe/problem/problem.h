@@ -4,6 +4,7 @@
 // Semantics: DESIGN.md §2. File format: DESIGN.md §4.1 (read by problem_reader.h).
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -18,6 +19,21 @@ using StageIdx = int;
 using RankIdx = int;
 using OptionIdx = int;
 using MicroBatchIdx = int;
+
+// The sizes a problem may have (README, "Limits"), whatever it was read or built from. They keep
+// the planner's and the simulator's memory bounded, and with the magnitudes below every sum of
+// times or bytes they form inside int64 with margin.
+inline constexpr int kMaxLayers = 100'000;
+inline constexpr int kMaxOptionsPerLayer = 16;
+inline constexpr int kMaxRanks = 1024;         // pipeline ranks (p)
+inline constexpr int kMaxStages = 4096;        // ranks x chunks (p x v)
+inline constexpr int kMaxMicroBatches = 65'536;
+inline constexpr std::int64_t kMaxScheduleOps = std::int64_t{1} << 24;  // 2 x stages x micro-batches
+// Bounds on the longest iteration and the fullest rank a problem can describe: the micro-batches
+// times every layer's forward, backward and recompute time (plus p2p and updates), and the
+// reserved, static and, with every micro-batch in flight, saved bytes of every layer.
+inline constexpr TimeNs kMaxIterationNs = TimeNs{1} << 61;  // about 73 years
+inline constexpr Bytes kMaxRankBytes = Bytes{1} << 61;      // about 2.3e18 bytes
 
 enum class ScheduleKind {
   kGPipe,               // all forwards, then all backwards
@@ -77,7 +93,8 @@ Status ValidatePipeline(const Pipeline& pipeline, int num_layers);
 bool SameCosts(const Layer& a, const Layer& b);
 
 // Checks everything a Problem built in code (not read from a file) must satisfy: the pipeline,
-// non-negative costs, at least one option per layer, unique option names per layer.
+// non-negative costs, at least one option per layer, unique option names per layer, the sizes and
+// magnitudes above.
 Status ValidateProblem(const Problem& problem);
 
 }  // namespace bmpipe

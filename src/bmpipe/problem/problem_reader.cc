@@ -7,12 +7,6 @@
 namespace bmpipe {
 namespace {
 
-// Upper bounds that keep every later sum inside int64 and every allocation sane.
-constexpr std::int64_t kMaxLayers = 1'000'000;
-constexpr std::int64_t kMaxRanks = 1 << 16;
-constexpr std::int64_t kMaxChunks = 1 << 10;
-constexpr std::int64_t kMaxMicroBatches = 1 << 20;
-
 ScheduleKind ReadSchedule(const JsonCursor& c, int chunks) {
   const std::string name = c.String();
   if (name == "gpipe") return ScheduleKind::kGPipe;
@@ -30,7 +24,7 @@ Pipeline ReadPipeline(const JsonCursor& c) {
   p.ranks = static_cast<int>(c.Required("stages", "number of pipeline ranks")
                                  .Integer(1, kMaxRanks, "give the pipeline-parallel size"));
   if (auto v = c.Optional("virtual_stages")) {
-    p.chunks = static_cast<int>(v->Integer(1, kMaxChunks, "give the number of model chunks per rank (1 = no interleaving)"));
+    p.chunks = static_cast<int>(v->Integer(1, kMaxStages, "give the number of model chunks per rank (1 = no interleaving)"));
   }
   JsonCursor m = c.Required("micro_batches", "micro-batches per iteration");
   p.micro_batches = static_cast<int>(
@@ -66,6 +60,9 @@ void ReadLayerEntry(const JsonCursor& c, int entry, TimeNs default_p2p, std::vec
   if (auto p = c.Optional("p2p_s")) layer.p2p_ns = p->Seconds();
   JsonCursor options = c.Required("options", "a list of recomputation options, at least one");
   std::vector<JsonCursor> elements = options.Elements();
+  if (elements.size() > static_cast<std::size_t>(kMaxOptionsPerLayer)) {
+    options.FailAt(fmt::format("{} options; bmpipe takes at most {} per layer", elements.size(), kMaxOptionsPerLayer));
+  }
   for (std::size_t i = 0; i < elements.size(); ++i) {
     LayerOption o = ReadOption(elements[i]);
     for (std::size_t k = 0; k < layer.options.size(); ++k) {

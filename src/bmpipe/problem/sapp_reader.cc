@@ -101,7 +101,7 @@ Dryrun ReadDryrun(const JsonCursor& root) {
   JsonCursor pc = root.Required("pipeline_config", "pipeline_num, num_layer and offset of the dry run");
   pc.ExpectKeys({"pipeline_num", "num_layer", "offset"});
   d.stages = static_cast<int>(pc.Required("pipeline_num", "dry-run pipeline stages").Integer(3, 4096, "the decomposition needs at least 3 stages (head, body, tail)"));
-  d.layers = static_cast<int>(pc.Required("num_layer", "decoder layers").Integer(1, 1'000'000, ""));
+  d.layers = static_cast<int>(pc.Required("num_layer", "decoder layers").Integer(1, kMaxLayers, ""));
   std::optional<JsonCursor> offset = pc.Optional("offset");
   int rounds = 1;
   if (offset && offset->json().is_array() && !offset->json().empty() && offset->json()[0].is_array()) {
@@ -257,10 +257,25 @@ Result<Problem> Build(const Described& d, const SappTarget& target, const std::s
   p.pipeline.chunks = target.interleave;
   p.pipeline.micro_batches = target.micro_batches;
   p.pipeline.schedule = target.interleave > 1 ? ScheduleKind::kInterleavedOneFOneB : ScheduleKind::kOneFOneB;
-  p.memory_bytes = static_cast<Bytes>(std::llround(target.memory_mb * kMB));
-  p.reserved_bytes = static_cast<Bytes>(std::llround(std::max(0.0, d.constant_mb) * kMB));
-  auto ns = [](double ms) { return static_cast<TimeNs>(std::llround(ms * 1e6)); };
-  auto bytes = [](double mb) { return static_cast<Bytes>(std::llround(std::max(0.0, mb) * kMB)); };
+  // The tool's milliseconds and megabytes as the problem's integers; the first value out of range
+  // is the error.
+  std::string out_of_range;
+  auto ns = [&](double ms) {
+    if (std::optional<TimeNs> t = CheckedNs(ms / 1e3)) return *t;
+    if (out_of_range.empty()) {
+      out_of_range = fmt::format("a time of {:g} ms: times must lie between 0 and {:g} ms", ms, kMaxInputSeconds * 1e3);
+    }
+    return TimeNs{0};
+  };
+  auto bytes = [&](double mb) {
+    if (std::optional<Bytes> b = CheckedBytes(std::max(0.0, mb) * kMB)) return *b;
+    if (out_of_range.empty()) {
+      out_of_range = fmt::format("a memory of {:g} MB: memories must lie below {:g} MB", mb, kMaxInputBytes / kMB);
+    }
+    return Bytes{0};
+  };
+  p.memory_bytes = bytes(target.memory_mb);
+  p.reserved_bytes = bytes(d.constant_mb);
   auto end_layer = [&](const char* n, double forward, double static_mb) {
     Layer l;
     l.name = n;
@@ -279,6 +294,7 @@ Result<Problem> Build(const Described& d, const SappTarget& target, const std::s
   for (int i = 0; i < d.body_layers; ++i) p.layers.push_back(body);
   p.layers.push_back(end_layer("tail", d.tail_forward, d.tail_static_mb));
   for (std::size_t i = 1; i < p.layers.size(); ++i) p.layers[i].entry = i == p.layers.size() - 1 ? 2 : 1;
+  if (!out_of_range.empty()) return InvalidInput(fmt::format("{}: {}", name, out_of_range));
   Status ok = ValidateProblem(p);
   if (!ok.ok()) return ok.error();
   return p;
@@ -304,7 +320,7 @@ Described FromInit(const JsonCursor& root) {
   d.tail_forward = tc.Required("tail", "the head's forward time, ms").Number();
   d.head_static_mb = m.head;
   d.tail_static_mb = m.tail;
-  d.body_layers = static_cast<int>(root.Required("pipeline_config", "").Required("num_layer", "").Integer(1, 1'000'000, ""));
+  d.body_layers = static_cast<int>(root.Required("pipeline_config", "").Required("num_layer", "").Integer(1, kMaxLayers, ""));
   d.body_parameter_mb = m.parameter;
   d.types = m.types;
   d.activation_mb = m.activation;
@@ -347,7 +363,7 @@ Described FromLayerJson(const JsonCursor& root) {
       body = true;
       d.body_forward = forward;
       d.body_parameter_mb = memory;
-      d.body_layers = static_cast<int>(l.Required("nb_layer", "decoder layers").Integer(1, 1'000'000, ""));
+      d.body_layers = static_cast<int>(l.Required("nb_layer", "decoder layers").Integer(1, kMaxLayers, ""));
       for (const TypeInfo& t : kTypes) {
         if (!l.Has(t.memory_field)) continue;
         const double activation = l.Required(t.memory_field, "").Number();
