@@ -58,18 +58,20 @@ int Fail(const Error& error) {
   return kExitInternal;
 }
 
-// Writes the JSON to --out (atomically) and prints the JSON or the report.
-int Emit(const std::string& out, bool json, const std::string& json_text, const std::string& report) {
-  if (!out.empty()) {
-    Status written = WriteFileAtomically(out, json_text);
-    if (!written.ok()) return Fail(written.error());
-  }
+// The end of a command that succeeded: writes the files it staged and the JSON to --out, all or
+// none, then prints the JSON or the report. A command that fails returns before this, so it
+// leaves no file behind.
+int Emit(OutputFiles& files, const std::string& out, bool json, const std::string& json_text,
+         const std::string& report) {
+  if (!out.empty()) files.Add(out, json_text);
+  Status written = files.Commit();
+  if (!written.ok()) return Fail(written.error());
   std::cout << (json ? json_text : report);
   return kExitOk;
 }
 
-// Writes the timeline of `panels` (each simulated again with its memory trace) to `path`.
-Status WriteSvg(const std::string& path, const Problem& problem, const std::string& title,
+// Stages the timeline of `panels` (each simulated again with its memory trace) for `path`.
+Status StageSvg(OutputFiles& files, const std::string& path, const Problem& problem, const std::string& title,
                 const std::vector<std::pair<std::string, Plan>>& plans) {
   std::vector<TimelinePanel> panels;
   SimOptions options;
@@ -79,7 +81,8 @@ Status WriteSvg(const std::string& path, const Problem& problem, const std::stri
     if (!sim.ok()) return sim.error();
     panels.push_back({label, plan, sim.value()});
   }
-  return WriteFileAtomically(path, TimelineSvg(problem, title, panels));
+  files.Add(path, TimelineSvg(problem, title, panels));
+  return {};
 }
 
 // The cost-model form of a problem: a model, a device and a training setup.
@@ -92,7 +95,8 @@ struct ModelArgs {
   std::string dump_problem;
 };
 
-Result<Problem> BuildModelProblem(const ModelArgs& args, std::vector<std::pair<std::string, std::string>>& lines);
+Result<Problem> BuildModelProblem(const ModelArgs& args, std::vector<std::pair<std::string, std::string>>& lines,
+                                  OutputFiles& files);
 
 // --reserved-gb in bytes; `gb` < 0 (the flag not given) leaves the default.
 Status SetReservedBytes(double gb, TrainingSetup& setup) {
@@ -134,7 +138,9 @@ int RunSimulate(const SimulateArgs& args) {
     }
     recompute = *global;
   }
-  Result<Problem> problem = args.model.model.empty() ? LoadProblem(args.problem) : BuildModelProblem(args.model, origin);
+  OutputFiles files;
+  Result<Problem> problem =
+      args.model.model.empty() ? LoadProblem(args.problem) : BuildModelProblem(args.model, origin, files);
   if (!problem.ok()) return Fail(problem.error());
   const Problem& pb = problem.value();
   if (origin.empty()) origin.push_back({"problem", args.problem + (pb.name.empty() ? "" : " (" + pb.name + ")")});
@@ -167,12 +173,12 @@ int RunSimulate(const SimulateArgs& args) {
   ReportHeader header{"bmpipe simulate", origin};
   header.lines.push_back({"plan", plan_origin});
   if (!args.svg.empty()) {
-    Status written = WriteSvg(args.svg, pb, "bmpipe simulate: " + (pb.name.empty() ? args.problem : pb.name),
+    Status written = StageSvg(files, args.svg, pb, "bmpipe simulate: " + (pb.name.empty() ? args.problem : pb.name),
                               {{plan_origin, plan}});
     if (!written.ok()) return Fail(written.error());
     header.lines.push_back({"timeline", "written to " + args.svg});
   }
-  const int code = Emit(args.out, args.json, PlanJsonText(pb, plan, sim.value(), solver),
+  const int code = Emit(files, args.out, args.json, PlanJsonText(pb, plan, sim.value(), solver),
                         FormatReport(header, pb, plan, sim.value()));
   if (code == kExitOk && !sim.value().fits) {
     std::cerr << "bmpipe: warning: the plan exceeds device memory on at least one rank (see the report)\n";
@@ -209,7 +215,8 @@ Result<Problem> LoadProblemOrExample(const std::string& path, std::string& shown
 
 // Builds the problem from --model, --device and the setup; `lines` gets what the report says
 // about where the costs came from.
-Result<Problem> BuildModelProblem(const ModelArgs& args, std::vector<std::pair<std::string, std::string>>& lines) {
+Result<Problem> BuildModelProblem(const ModelArgs& args, std::vector<std::pair<std::string, std::string>>& lines,
+                                  OutputFiles& files) {
   Result<ModelSpec> model = LoadModel(args.model);
   if (!model.ok()) return model.error();
   Result<DeviceSpec> device = LoadDevice(args.device);
@@ -226,8 +233,7 @@ Result<Problem> BuildModelProblem(const ModelArgs& args, std::vector<std::pair<s
                                         device.value().approximate ? " (approximate device figures)" : "")});
   for (const std::string& note : model.value().not_modeled) lines.push_back({"not modeled", note});
   if (!args.dump_problem.empty()) {
-    Status written = WriteFileAtomically(args.dump_problem, ProblemJsonText(problem.value(), ""));
-    if (!written.ok()) return written.error();
+    files.Add(args.dump_problem, ProblemJsonText(problem.value(), ""));
     lines.push_back({"problem", "written to " + args.dump_problem});
   }
   return problem;
@@ -252,9 +258,21 @@ int RunPlan(const PlanArgs& args) {
     return Fail(InvalidInput("--sapp needs the pipeline to plan: -s STAGES -mb MICRO_BATCHES -mem MEMORY_MB (as the "
                              "MindFormers tool takes them), e.g. -s 16 -mb 16 -mem 56000"));
   }
+  // A user of the MindFormers tool gets the lists to paste into the MindFormers configuration.
+  const std::string export_format = args.export_format.empty() && !args.sapp.empty() ? "mindformers" : args.export_format;
+  std::optional<ExportFormat> format;
+  if (!export_format.empty()) {
+    Result<ExportFormat> parsed = ParseExportFormat(export_format);
+    if (!parsed.ok()) return Fail(parsed.error());
+    format = parsed.value();
+  }
+  if (!args.lp_file.empty() && args.solver != "cbc") {
+    return Fail(InvalidInput("--lp-file writes the integer program CBC solves; add --solver cbc"));
+  }
+  OutputFiles files;
   Result<Problem> problem = !args.sapp.empty()           ? LoadSappProblem(args.sapp, args.sapp_target)
                             : args.model.model.empty() ? LoadProblemOrExample(args.problem, shown)
-                                                       : BuildModelProblem(args.model, origin);
+                                                       : BuildModelProblem(args.model, origin, files);
   if (!problem.ok()) return Fail(problem.error());
   const Problem& pb = problem.value();
   if (!args.sapp.empty()) {
@@ -270,7 +288,7 @@ int RunPlan(const PlanArgs& args) {
                                                 : PlannerKind::kBranchAndBound;
   options.time_limit_s = args.time_limit_s;
   options.node_limit = args.node_limit;
-  options.lp_file = args.lp_file;
+  options.write_lp = !args.lp_file.empty();
   Result<PlannerResult> planned = PlanPipeline(pb, options);
   if (!planned.ok()) return Fail(planned.error());
   const PlannerResult& r = planned.value();
@@ -295,30 +313,29 @@ int RunPlan(const PlanArgs& args) {
   ReportHeader header{"bmpipe plan", origin};
   for (auto& line : PlannerLines(r)) header.lines.push_back(line);
   if (!args.svg.empty()) {
-    Status written = WriteSvg(args.svg, pb, "bmpipe plan: " + (pb.name.empty() ? shown : pb.name),
+    Status written = StageSvg(files, args.svg, pb, "bmpipe plan: " + (pb.name.empty() ? shown : pb.name),
                               {{"bmpipe (" + std::string(r.status == PlanStatus::kOptimal ? "proven optimal" : "best found") + ")",
                                 r.plan}});
     if (!written.ok()) return Fail(written.error());
     header.lines.push_back({"timeline", "written to " + args.svg});
   }
   std::string exported;
-  // A user of the MindFormers tool gets the lists to paste into the MindFormers configuration.
-  const std::string export_format = args.export_format.empty() && !args.sapp.empty() ? "mindformers" : args.export_format;
-  if (!export_format.empty()) {
-    Result<ExportFormat> format = ParseExportFormat(export_format);
-    if (!format.ok()) return Fail(format.error());
-    Result<std::string> text = ExportPlan(pb, r.plan, format.value());
+  if (format) {
+    Result<std::string> text = ExportPlan(pb, r.plan, *format);
     if (!text.ok()) return Fail(text.error());
     exported = text.value();
     if (!args.export_out.empty()) {
-      Status written = WriteFileAtomically(args.export_out, exported);
-      if (!written.ok()) return Fail(written.error());
+      files.Add(args.export_out, exported);
       header.lines.push_back({"export", export_format + " written to " + args.export_out});
       exported.clear();
     }
   }
-  const int code =
-      Emit(args.out, args.json, PlanJsonText(pb, r.plan, sim, solver), FormatReport(header, pb, r.plan, sim));
+  if (!args.lp_file.empty()) {
+    files.Add(args.lp_file, r.lp_text);
+    header.lines.push_back({"integer program", "written to " + args.lp_file});
+  }
+  const int code = Emit(files, args.out, args.json, PlanJsonText(pb, r.plan, sim, solver),
+                        FormatReport(header, pb, r.plan, sim));
   if (code == kExitOk && !exported.empty()) std::cout << "\n" << exported;
   return code;
 }
@@ -341,8 +358,7 @@ int RunExport(const ExportArgs& args) {
   if (!text.ok()) return Fail(text.error());
   if (!args.out.empty()) {
     Status written = WriteFileAtomically(args.out, text.value());
-    if (!written.ok()) return Fail(written.error());
-    return kExitOk;
+    return written.ok() ? kExitOk : Fail(written.error());
   }
   std::cout << text.value();
   return kExitOk;
@@ -361,8 +377,9 @@ struct CompareArgs {
 int RunCompare(const CompareArgs& args) {
   std::string shown;
   std::vector<std::pair<std::string, std::string>> origin;
+  OutputFiles files;
   Result<Problem> problem = args.model.model.empty() ? LoadProblemOrExample(args.problem, shown)
-                                                     : BuildModelProblem(args.model, origin);
+                                                     : BuildModelProblem(args.model, origin, files);
   if (!problem.ok()) return Fail(problem.error());
   const Problem& pb = problem.value();
   if (origin.empty()) origin.push_back({"problem", shown + (pb.name.empty() ? "" : " (" + pb.name + ")")});
@@ -394,13 +411,13 @@ int RunCompare(const CompareArgs& args) {
     for (const CompareRow& row : rows.value()) {
       if ((row.name == "bmpipe" || row.name == "megatron") && row.has_plan) plans.push_back({row.name + ": " + row.note, row.plan});
     }
-    Status written = WriteSvg(args.svg, pb, "bmpipe compare: " + (pb.name.empty() ? shown : pb.name), plans);
+    Status written = StageSvg(files, args.svg, pb, "bmpipe compare: " + (pb.name.empty() ? shown : pb.name), plans);
     if (!written.ok()) return Fail(written.error());
     origin.push_back({"timeline", "bmpipe and megatron written to " + args.svg});
   }
   std::string title = "bmpipe compare";
   for (const auto& [label, value] : origin) title += fmt::format("\n  {:<10} {}", label, value);
-  return Emit(args.out, args.json, CompareToJson(pb, rows.value()).dump(2) + "\n",
+  return Emit(files, args.out, args.json, CompareToJson(pb, rows.value()).dump(2) + "\n",
               FormatCompare(title, pb, rows.value()));
 }
 
@@ -470,6 +487,7 @@ int RunSearch(SearchArgs& args) {
                                                  options.node_limit < 0 ? std::string("no limit on") : std::to_string(options.node_limit))});
   for (const std::string& note : m.not_modeled) header.push_back({"not modeled", note});
   std::string report = FormatSearch(header, options, result);
+  OutputFiles files;
   std::string exported;
   Json doc = SearchToJson(options, result);
   if (!result.ranking.empty()) {
@@ -481,12 +499,12 @@ int RunSearch(SearchArgs& args) {
                              {{"setup", DescribeConfig(best.config)}, {"launch", MegatronFlags(options, best.config)}}};
     for (auto& line : PlannerLines(best.planner)) plan_header.lines.push_back(line);
     if (!args.plan_out.empty()) {
-      Status written = WriteFileAtomically(args.plan_out, plan_json);
-      if (!written.ok()) return Fail(written.error());
+      files.Add(args.plan_out, plan_json);
       plan_header.lines.push_back({"plan", "written to " + args.plan_out});
     }
     if (!args.svg.empty()) {
-      Status written = WriteSvg(args.svg, problem, "bmpipe search: " + problem.name, {{DescribeConfig(best.config), best.planner.plan}});
+      Status written = StageSvg(files, args.svg, problem, "bmpipe search: " + problem.name,
+                                {{DescribeConfig(best.config), best.planner.plan}});
       if (!written.ok()) return Fail(written.error());
       plan_header.lines.push_back({"timeline", "written to " + args.svg});
     }
@@ -495,8 +513,7 @@ int RunSearch(SearchArgs& args) {
       if (!text.ok()) return Fail(text.error());
       exported = text.value();
       if (!args.export_out.empty()) {
-        Status written = WriteFileAtomically(args.export_out, exported);
-        if (!written.ok()) return Fail(written.error());
+        files.Add(args.export_out, exported);
         plan_header.lines.push_back({"export", args.export_format + " written to " + args.export_out});
         exported.clear();
       }
@@ -504,13 +521,15 @@ int RunSearch(SearchArgs& args) {
     report += "\n" + FormatReport(plan_header, problem, best.planner.plan, sim);
     doc["best_plan"] = Json::parse(plan_json);
   }
-  const int code = Emit(args.out, args.json, doc.dump(2) + "\n", report);
-  if (code == kExitOk && !args.json && !exported.empty()) std::cout << "\n" << exported;
-  if (code == kExitOk && result.ranking.empty()) {
+  if (result.ranking.empty()) {
+    // Why every configuration failed is still worth reading; no file is written (exit 4).
+    std::cout << (args.json ? doc.dump(2) + "\n" : report);
     std::cerr << "bmpipe: no configuration fits in memory; more devices, a shorter --seq, a smaller --gbs or more "
                  "recomputation options (--recompute) would help\n";
     return kExitNoFit;
   }
+  const int code = Emit(files, args.out, args.json, doc.dump(2) + "\n", report);
+  if (code == kExitOk && !args.json && !exported.empty()) std::cout << "\n" << exported;
   return code;
 }
 
@@ -520,7 +539,8 @@ int RunValidate(const std::string& path, bool json, bool markdown, const std::st
   if (!table.ok()) return Fail(table.error());
   Result<Validation> v = Validate(table.value());
   if (!v.ok()) return Fail(v.error());
-  return Emit(out, json, ValidationToJson(table.value(), v.value()).dump(2) + "\n",
+  OutputFiles files;
+  return Emit(files, out, json, ValidationToJson(table.value(), v.value()).dump(2) + "\n",
               markdown ? ValidationMarkdown(table.value(), v.value()) : FormatValidation(table.value(), v.value()));
 }
 

@@ -1,32 +1,179 @@
 #include "bmpipe/io/output_file.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <climits>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
-#include <fstream>
+#include <iostream>
+
+#include <fmt/format.h>
 
 namespace bmpipe {
+namespace {
 
-Status WriteFileAtomically(const std::string& path, const std::string& content) {
-  const std::string temporary = path + ".tmp." + std::to_string(::getpid());
-  {
-    std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
-    if (!out) return IoError(path + ": cannot create the file (" + std::strerror(errno) + "); check the directory");
-    out << content;
-    out.flush();
-    if (!out) {
-      std::remove(temporary.c_str());
-      return IoError(path + ": error while writing the file");
-    }
+std::string Reason() { return std::strerror(errno); }
+
+bool StartsWith(const std::string& s, const char* prefix) { return s.rfind(prefix, 0) == 0; }
+
+// Where the bytes for one output path go.
+struct Target {
+  std::string path;     // as the user gave it, for messages
+  std::string file;     // the file replaced (the path, or the regular file a link names)
+  bool direct = false;  // written in place: a pipe, a device, standard output
+  std::string temporary;
+};
+
+Result<Target> Resolve(const std::string& path) {
+  if (path.empty()) return InvalidInput("an output file name is empty; give a path");
+  if (path == "-") return Target{path, path, true, ""};
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) != 0) {
+    if (errno == ENOENT) return Target{path, path, false, ""};  // a new file
+    return IoError(fmt::format("{}: cannot write the file ({})", path, Reason()));
   }
-  if (std::rename(temporary.c_str(), path.c_str()) != 0) {
-    const std::string reason = std::strerror(errno);
-    std::remove(temporary.c_str());
-    return IoError(path + ": cannot write the file (" + reason + ")");
+  if (S_ISDIR(st.st_mode)) return IoError(fmt::format("{}: is a directory; give a file name", path));
+  if (S_ISREG(st.st_mode)) return Target{path, path, false, ""};
+  if (S_ISLNK(st.st_mode)) {
+    struct stat target {};
+    if (::stat(path.c_str(), &target) != 0) {
+      return IoError(fmt::format("{}: a symbolic link to a file that cannot be reached ({}); give the file's own path",
+                                 path, Reason()));
+    }
+    if (S_ISDIR(target.st_mode)) return IoError(fmt::format("{}: is a link to a directory; give a file name", path));
+    // /dev/stdout and /proc/self/fd/N name a file the shell already has open: replacing it would
+    // lose whatever else is written there, so it is written in place like a pipe.
+    if (!S_ISREG(target.st_mode) || StartsWith(path, "/dev/") || StartsWith(path, "/proc/")) {
+      return Target{path, path, true, ""};
+    }
+    char* real = ::realpath(path.c_str(), nullptr);
+    if (real == nullptr) return IoError(fmt::format("{}: cannot follow the link ({})", path, Reason()));
+    std::string file = real;
+    std::free(real);
+    return Target{path, file, false, ""};
+  }
+  return Target{path, path, true, ""};  // a named pipe, a device, a socket
+}
+
+Status WriteAll(int fd, const std::string& content, const std::string& path) {
+  std::size_t done = 0;
+  while (done < content.size()) {
+    const ssize_t n = ::write(fd, content.data() + done, content.size() - done);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return IoError(fmt::format("{}: error while writing the file ({})", path, Reason()));
+    }
+    done += static_cast<std::size_t>(n);
   }
   return {};
+}
+
+Status WriteDirect(const Target& t, const std::string& content) {
+  if (t.path == "-" || t.path == "/dev/stdout") {
+    std::cout << content << std::flush;
+    return std::cout ? Status{} : IoError(fmt::format("{}: error while writing standard output", t.path));
+  }
+  // Non-blocking open: a pipe with no reader fails at once (ENXIO) instead of waiting for one.
+  const int fd = ::open(t.path.c_str(), O_WRONLY | O_APPEND | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+  if (fd < 0) {
+    if (errno == ENXIO) return IoError(fmt::format("{}: a named pipe that no program is reading; start the reader first", t.path));
+    return IoError(fmt::format("{}: cannot write the file ({})", t.path, Reason()));
+  }
+  const int flags = ::fcntl(fd, F_GETFL);
+  if (flags >= 0) ::fcntl(fd, F_SETFL, flags & ~O_NONBLOCK);
+  Status written = WriteAll(fd, content, t.path);
+  if (::close(fd) != 0 && written.ok()) {
+    return IoError(fmt::format("{}: error while writing the file ({})", t.path, Reason()));
+  }
+  return written;
+}
+
+// Writes `content` to a new file beside t.file, created exclusively under a random name.
+Status WriteTemporary(Target& t, const std::string& content) {
+  const std::size_t slash = t.file.rfind('/');
+  const std::string dir = slash == std::string::npos ? "." : (slash == 0 ? "/" : t.file.substr(0, slash));
+  const std::string base = slash == std::string::npos ? t.file : t.file.substr(slash + 1);
+  std::string name = (dir == "/" ? "" : dir) + "/." + base + ".bmpipe-XXXXXX";
+  const int fd = ::mkostemp(name.data(), O_CLOEXEC);
+  if (fd < 0) {
+    return IoError(fmt::format("{}: cannot create the file in {} ({}); check that the directory exists and is writable",
+                               t.path, dir, Reason()));
+  }
+  t.temporary = name;
+  // mkostemp makes the file private; give it the permissions any new file gets.
+  const mode_t mask = ::umask(0);
+  ::umask(mask);
+  Status written = WriteAll(fd, content, t.path);
+  if (written.ok() && (::fchmod(fd, 0666 & ~mask) != 0 || ::fsync(fd) != 0)) {
+    written = IoError(fmt::format("{}: error while writing the file ({})", t.path, Reason()));
+  }
+  if (::close(fd) != 0 && written.ok()) {
+    written = IoError(fmt::format("{}: error while writing the file ({})", t.path, Reason()));
+  }
+  return written;
+}
+
+}  // namespace
+
+void OutputFiles::Add(const std::string& path, std::string content) {
+  files_.emplace_back(path, std::move(content));
+}
+
+Status OutputFiles::Commit() {
+  std::vector<Target> targets;
+  for (std::size_t i = 0; i < files_.size(); ++i) {
+    for (std::size_t k = 0; k < i; ++k) {
+      if (files_[k].first == files_[i].first) {
+        return InvalidInput(fmt::format("{} is given for two outputs; give each output its own file", files_[i].first));
+      }
+    }
+    Result<Target> t = Resolve(files_[i].first);
+    if (!t.ok()) return t.error();
+    targets.push_back(t.value());
+  }
+  auto remove_temporaries = [&] {
+    for (const Target& t : targets) {
+      if (!t.temporary.empty()) ::unlink(t.temporary.c_str());
+    }
+  };
+  // Every regular file is written before any is put in place, so a failure leaves none behind.
+  for (std::size_t i = 0; i < targets.size(); ++i) {
+    if (targets[i].direct) continue;
+    Status written = WriteTemporary(targets[i], files_[i].second);
+    if (!written.ok()) {
+      remove_temporaries();
+      return written;
+    }
+  }
+  for (std::size_t i = 0; i < targets.size(); ++i) {
+    if (!targets[i].direct) continue;
+    Status written = WriteDirect(targets[i], files_[i].second);
+    if (!written.ok()) {
+      remove_temporaries();
+      return written;
+    }
+  }
+  for (Target& t : targets) {
+    if (t.direct) continue;
+    if (std::rename(t.temporary.c_str(), t.file.c_str()) != 0) {
+      const std::string reason = Reason();
+      remove_temporaries();
+      return IoError(fmt::format("{}: cannot write the file ({})", t.path, reason));
+    }
+    t.temporary.clear();
+  }
+  files_.clear();
+  return {};
+}
+
+Status WriteFileAtomically(const std::string& path, const std::string& content) {
+  OutputFiles files;
+  files.Add(path, content);
+  return files.Commit();
 }
 
 }  // namespace bmpipe

@@ -1,10 +1,16 @@
 // The only file that includes COIN-OR headers.
 #include "bmpipe/solve/coin.h"
 
+#include <unistd.h>
+
 #include <cfloat>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
 #include <mutex>
+#include <sstream>
 
 #include <coin/Cbc_C_Interface.h>
 #include <coin/Clp_C_Interface.h>
@@ -59,6 +65,22 @@ struct ColumnMajor {
   }
 };
 
+// CBC writes LP files only to a path: it writes into a private temporary directory, and the text
+// comes back, so that the caller decides whether the file appears (only when the run succeeds).
+std::string LpText(Cbc_Model* cbc) {
+  const char* tmp = std::getenv("TMPDIR");
+  std::string dir = std::string(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp") + "/bmpipe-lp-XXXXXX";
+  if (::mkdtemp(dir.data()) == nullptr) return "";
+  const std::string file = dir + "/model.lp";
+  Cbc_writeLp(cbc, file.c_str());
+  std::ifstream in(file, std::ios::binary);
+  std::ostringstream text;
+  text << in.rdbuf();
+  std::remove(file.c_str());
+  ::rmdir(dir.c_str());
+  return text.str();
+}
+
 }  // namespace
 
 MipResult SolveMip(const LinearModel& model, const MipOptions& options) {
@@ -74,7 +96,8 @@ MipResult SolveMip(const LinearModel& model, const MipOptions& options) {
     if (model.integer[c]) Cbc_setInteger(cbc, c);
   }
   for (int r = 0; r < model.num_rows(); ++r) Cbc_setRowName(cbc, r, model.rows[r].name.c_str());
-  if (!options.lp_file.empty()) Cbc_writeLp(cbc, options.lp_file.c_str());
+  MipResult result;
+  if (options.write_lp) result.lp_text = LpText(cbc);
   Cbc_setLogLevel(cbc, 0);
   Cbc_setMaximumSeconds(cbc, options.time_limit_s);
   Cbc_setAllowableFractionGap(cbc, options.relative_gap);
@@ -92,7 +115,6 @@ MipResult SolveMip(const LinearModel& model, const MipOptions& options) {
   }
   Cbc_solve(cbc);
 
-  MipResult result;
   const double* best = Cbc_bestSolution(cbc);
   const bool has_solution = best != nullptr;
   if (has_solution) {

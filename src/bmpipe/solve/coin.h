@@ -24,7 +24,7 @@ struct MipOptions {
   double time_limit_s = 60;
   double relative_gap = 1e-9;
   std::vector<double> start;  // optional MIP start: a value per column
-  std::string lp_file;        // when set, the model is also written there (CPLEX LP format)
+  bool write_lp = false;      // return the model as text (CPLEX LP format) in MipResult::lp_text
 };
 
 struct MipResult {
@@ -34,6 +34,7 @@ struct MipResult {
   std::vector<double> solution;
   double seconds = 0;
   long nodes = 0;
+  std::string lp_text;  // with MipOptions::write_lp
 };
 
 MipResult SolveMip(const LinearModel& model, const MipOptions& options);

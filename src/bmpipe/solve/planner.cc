@@ -36,8 +36,9 @@ PlannerResult RunCbc(const Problem& problem, const Candidates& candidates, const
   MipOptions mip;
   mip.time_limit_s = options.time_limit_s;
   mip.relative_gap = kOptimalityTolerance;
-  mip.lp_file = options.lp_file;
-  const MipResult m = SolveMip(f.model, mip);
+  mip.write_lp = options.write_lp;
+  MipResult m = SolveMip(f.model, mip);
+  r.lp_text = std::move(m.lp_text);
   r.seconds = m.seconds;
   r.nodes = m.nodes;
   switch (m.status) {

@@ -20,7 +20,7 @@ struct PlannerOptions {
   PlannerKind kind = PlannerKind::kBranchAndBound;
   double time_limit_s = 60;
   long node_limit = -1;  // branch and bound only; -1: none
-  std::string lp_file;   // CBC only: write the model here
+  bool write_lp = false;  // CBC only: return the integer program in LP format in PlannerResult::lp_text
 };
 
 enum class PlanStatus {
@@ -45,6 +45,7 @@ struct PlannerResult {
   long lp_solves = 0;
   long cuts = 0;
   long candidates = 0;
+  std::string lp_text;  // with PlannerOptions::write_lp
 };
 
 // Plans `problem`. Fails only on input the planner cannot take (e.g. brute force on a large
