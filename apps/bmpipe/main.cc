@@ -52,7 +52,7 @@ int Fail(const Error& error) {
     case ErrorKind::kTooLarge:
       return kExitTooLarge;
     case ErrorKind::kInternal:
-      std::cerr << "bmpipe: this is a bug in bmpipe; please report it with the input that caused it\n";
+      std::cerr << "bmpipe: this is a bug in bmpipe; please report it with the command line, the input files and this message\n";
       return kExitInternal;
   }
   return kExitInternal;

@@ -1,6 +1,7 @@
 #include "bmpipe/sim/simulator.h"
 
 #include <algorithm>
+#include <cassert>
 #include <string>
 
 #include "bmpipe/sim/timing.h"
@@ -75,6 +76,7 @@ void AccountRanks(const Schedule& schedule, const std::vector<StageCost>& stages
         rr.recompute_ns += c.recompute_ns;
         saved -= c.saved_bytes;
         --in_flight;
+        assert(saved >= 0 && in_flight >= 0 && "a backward frees only what its forward saved");
       }
       rr.max_in_flight = std::max(rr.max_in_flight, in_flight);
       const Bytes after = rr.static_bytes + saved;
@@ -87,6 +89,7 @@ void AccountRanks(const Schedule& schedule, const std::vector<StageCost>& stages
         trace->push_back({t.end_ns, after});
       }
     }
+    assert(saved == 0 && in_flight == 0 && "every micro-batch's activations are freed by the end");
     rr.compute_end_ns = ops.empty() ? 0 : result.op_timing[r].back().end_ns;
     rr.finish_ns = rr.compute_end_ns + rr.update_ns;
     result.iteration_ns = std::max(result.iteration_ns, rr.finish_ns);

@@ -1,6 +1,7 @@
 #include "bmpipe/sim/timing.h"
 
 #include <algorithm>
+#include <cassert>
 
 namespace bmpipe {
 namespace {
@@ -58,6 +59,7 @@ Timing<Time> TimeSchedule(const Schedule& schedule, const Durations<Time>& durat
       const Time previous = i == 0 ? Time(0) : t.end[r][i - 1];
       const Time start = std::max(previous, ready);
       const Time duration = op.kind == OpKind::kForward ? durations.forward[op.stage] : durations.backward[op.stage];
+      assert(duration >= Time(0) && ready >= Time(0) && "durations are non-negative and bounded (kMaxIterationNs)");
       t.start[r][i] = start;
       t.end[r][i] = start + duration;
       if (record_binding) t.bound_by_dependency[r][i] = dep.exists && ready >= previous && (i == 0 || ready > previous);
