@@ -73,6 +73,7 @@ int Emit(OutputFiles& files, const std::string& out, bool json, const std::strin
 // Stages the timeline of `panels` (each simulated again with its memory trace) for `path`.
 Status StageSvg(OutputFiles& files, const std::string& path, const Problem& problem, const std::string& title,
                 const std::vector<std::pair<std::string, Plan>>& plans) {
+  if (Status size = CheckTimelineSize(problem, static_cast<int>(plans.size())); !size.ok()) return size;
   std::vector<TimelinePanel> panels;
   SimOptions options;
   options.record_memory = true;
@@ -144,6 +145,7 @@ int RunSimulate(const SimulateArgs& args) {
   if (!problem.ok()) return Fail(problem.error());
   const Problem& pb = problem.value();
   if (origin.empty()) origin.push_back({"problem", args.problem + (pb.name.empty() ? "" : " (" + pb.name + ")")});
+  if (Status size = CheckTimelineSize(pb, 1); !args.svg.empty() && !size.ok()) return Fail(size.error());
 
   Plan plan;
   SolverInfo solver{"none", SolveStatus::kFeasible, 0.0};
@@ -275,6 +277,7 @@ int RunPlan(const PlanArgs& args) {
                                                        : BuildModelProblem(args.model, origin, files);
   if (!problem.ok()) return Fail(problem.error());
   const Problem& pb = problem.value();
+  if (Status size = CheckTimelineSize(pb, 1); !args.svg.empty() && !size.ok()) return Fail(size.error());
   if (!args.sapp.empty()) {
     origin.push_back({"problem", "the MindFormers pipeline-balance tool's input " + args.sapp});
     origin.push_back({"memory", fmt::format("stage constant {} on every rank (counted once; the tool adds it again on "
@@ -383,6 +386,7 @@ int RunCompare(const CompareArgs& args) {
   if (!problem.ok()) return Fail(problem.error());
   const Problem& pb = problem.value();
   if (origin.empty()) origin.push_back({"problem", shown + (pb.name.empty() ? "" : " (" + pb.name + ")")});
+  if (Status size = CheckTimelineSize(pb, 2); !args.svg.empty() && !size.ok()) return Fail(size.error());
   CompareOptions options;
   options.time_limit_s = args.time_limit_s;
   if (!args.baselines.empty()) {

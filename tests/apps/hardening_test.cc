@@ -142,6 +142,10 @@ TEST(Hardening, FailedRunsLeaveNoFile) {
   Scratch s;
   ExpectError("plan --problem examples/tiny/problem.json --svg '" + s.Path("t.svg") + "' --export bogus", 2,
               "bogus");
+  ExpectError("simulate --problem '" + s.Write("big.json", ProblemJson(64, 2048, "1f1b", 64, 1e-3, 0)) + "' --svg '" +
+                  s.Path("t.svg") + "'",
+              2, "--svg: the timeline would draw 262144 ops, more than the 200000 it can show readably");
+  std::remove(s.Path("big.json").c_str());
   ExpectError("plan --model llama3-70b --device l4 --pp 2 --gbs 8 --seq 8192 --dump-problem '" + s.Path("dump.json") +
                   "'",
               4, "");

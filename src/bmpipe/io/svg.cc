@@ -41,6 +41,14 @@ std::string Fill(OpKind kind, int chunk, int chunks) {
 
 }  // namespace
 
+Status CheckTimelineSize(const Problem& problem, int panels) {
+  const std::int64_t ops = 2 * std::int64_t{problem.pipeline.stages()} * problem.pipeline.micro_batches * panels;
+  if (ops <= kMaxTimelineOps) return {};
+  return InvalidInput(fmt::format("--svg: the timeline would draw {} ops, more than the {} it can show readably; draw "
+                                  "it for fewer micro-batches or stages, or leave out --svg",
+                                  ops, kMaxTimelineOps));
+}
+
 std::string TimelineSvg(const Problem& problem, const std::string& title, const std::vector<TimelinePanel>& panels) {
   const Pipeline& p = problem.pipeline;
   const Schedule schedule = BuildSchedule(p);

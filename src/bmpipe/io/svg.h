@@ -4,6 +4,7 @@
 // bmpipe's plan and Megatron's best) share one time scale. Deterministic bytes.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -20,5 +21,11 @@ struct TimelinePanel {
 };
 
 std::string TimelineSvg(const Problem& problem, const std::string& title, const std::vector<TimelinePanel>& panels);
+
+// A timeline draws a box per op; past this many it is unreadable and its text grows without bound.
+inline constexpr std::int64_t kMaxTimelineOps = 200'000;
+
+// Fails when `panels` timelines of `problem` would draw more than kMaxTimelineOps boxes.
+Status CheckTimelineSize(const Problem& problem, int panels);
 
 }  // namespace bmpipe
