@@ -38,7 +38,11 @@ double MegatronFormulaFlops(const ModelSpec& m, const TrainingSetup& s, double c
   return coefficient * b * seq * l * h * h * (1 + seq / (6 * h) + v / (16 * l * h));
 }
 
-int Devices(const TrainingSetup& s) { return s.tp * s.pp * s.dp; }
+// Each run is simulated, and each calibration run once per point of the fit's grid.
+constexpr std::size_t kMaxRuns = 1000;
+constexpr std::size_t kMaxCalibrationRuns = 100;
+
+double Devices(const TrainingSetup& s) { return static_cast<double>(s.tp) * s.pp * s.dp; }
 
 ModelSpec ReadModel(const JsonCursor& c, std::string& name) {
   if (c.json().is_string()) {
@@ -54,9 +58,11 @@ ModelSpec ReadModel(const JsonCursor& c, std::string& name) {
   return model.value();
 }
 
-int ReadCount(const JsonCursor& run, const char* key, const char* what, std::optional<int> default_value = {}) {
+// A count of the setup, within the bounds the cost model takes (training_setup.h).
+int ReadCount(const JsonCursor& run, const char* key, const char* what, int max,
+              std::optional<int> default_value = {}) {
   if (default_value && !run.Has(key)) return *default_value;
-  return static_cast<int>(run.Required(key, what).Integer(1, 1 << 30, what));
+  return static_cast<int>(run.Required(key, what).Integer(1, max, what));
 }
 
 bool ReadFlag(const JsonCursor& run, const char* key) {
@@ -144,13 +150,13 @@ PublishedRun ReadRun(const JsonCursor& c) {
   if (!preset.ok()) device.Fail(preset.error().message);
   run.device = preset.value();
   TrainingSetup& s = run.setup;
-  s.tp = ReadCount(c, "tp", "the tensor-parallel size");
-  s.pp = ReadCount(c, "pp", "the pipeline-parallel size");
-  s.dp = ReadCount(c, "dp", "the data-parallel size");
-  s.vpp = ReadCount(c, "vpp", "model chunks per pipeline rank", 1);
-  s.micro_batch_size = ReadCount(c, "mbs", "the micro-batch size");
-  s.global_batch_size = ReadCount(c, "gbs", "the global batch size");
-  s.seq = ReadCount(c, "seq", "the sequence length");
+  s.tp = ReadCount(c, "tp", "the tensor-parallel size", kMaxTensorParallel);
+  s.pp = ReadCount(c, "pp", "the pipeline-parallel size", kMaxRanks);
+  s.dp = ReadCount(c, "dp", "the data-parallel size", kMaxDataParallel);
+  s.vpp = ReadCount(c, "vpp", "model chunks per pipeline rank", kMaxStages, 1);
+  s.micro_batch_size = ReadCount(c, "mbs", "the micro-batch size", kMaxBatch);
+  s.global_batch_size = ReadCount(c, "gbs", "the global batch size", kMaxBatch);
+  s.seq = ReadCount(c, "seq", "the sequence length", kMaxSequence);
   s.sequence_parallel = ReadFlag(c, "sequence_parallel");
   s.flash_attention = ReadFlag(c, "flash_attention");
   s.distributed_optimizer = ReadFlag(c, "distributed_optimizer");
@@ -193,7 +199,12 @@ Calibration ReadCalibration(const JsonCursor& c, const std::set<std::string>& id
     cal.start_from = s->String();
     if (!done.count(cal.start_from)) s->Fail("name a device calibrated earlier in the list");
   }
-  for (const JsonCursor& r : c.Required("runs", "the ids of the calibration runs").Elements()) {
+  const std::vector<JsonCursor> runs = c.Required("runs", "the ids of the calibration runs").Elements();
+  if (runs.size() > kMaxCalibrationRuns) {
+    c.Required("runs", "").FailAt(fmt::format("{} calibration runs; a device is fitted on at most {}", runs.size(),
+                                              kMaxCalibrationRuns));
+  }
+  for (const JsonCursor& r : runs) {
     const std::string id = r.String();
     if (!ids.count(id)) r.Fail("no run has this id");
     cal.runs.push_back(id);
@@ -207,7 +218,11 @@ RunTable ReadTable(const Json& doc, const std::string& source) {
   RunTable table;
   table.source = source;
   std::set<std::string> ids;
-  for (const JsonCursor& r : root.Required("runs", "the published runs").Elements()) {
+  const std::vector<JsonCursor> runs = root.Required("runs", "the published runs").Elements();
+  if (runs.size() > kMaxRuns) {
+    root.Required("runs", "").FailAt(fmt::format("{} runs; a table holds at most {}", runs.size(), kMaxRuns));
+  }
+  for (const JsonCursor& r : runs) {
     PublishedRun run = ReadRun(r);
     if (!ids.insert(run.id).second) r.Required("id", "").Fail("two runs have this id");
     table.runs.push_back(std::move(run));
