@@ -127,6 +127,10 @@ TEST(Hardening, SumsThatWouldOverflowAreRefused) {
   ExpectError("search --model llama3-8b --device h100-80gb --devices 8 --gbs 64 --seq 2147483647 -q", 2,
               "--seq = 2147483647 must be between 1 and 16777216");
 
+  std::string table = testing::ReadFile(testing::SourcePath("data/published-runs.yaml"));
+  table.replace(table.find("tp: 8"), 5, "tp: 1073741824");
+  ExpectError("validate --table '" + s.Write("runs.yaml", table) + "'", 2, ".tp = 1073741824: must be between 1 and 1024");
+
   std::string init = testing::ReadFile(testing::SourcePath("examples/mindformers-demo/init_demo.yaml"));
   init.replace(init.find("body: 90"), 8, "body: 1e12");
   ExpectError("plan --sapp '" + s.Write("init.yaml", init) + "' -s 16 -mb 16 -mem 56000", 2,
