@@ -493,6 +493,11 @@ int RunSearch(SearchArgs& args) {
   }
   const int code = Emit(args.out, args.json, doc.dump(2) + "\n", report);
   if (code == kExitOk && !args.json && !exported.empty()) std::cout << "\n" << exported;
+  if (code == kExitOk && result.ranking.empty() && result.budget_exhausted) {
+    std::cerr << "bmpipe: no plan found: the time budget ran out before a configuration was planned; raise "
+                 "--time-budget or restrict the space (--tp, --pp, --vpp, --mbs)\n";
+    return kExitNoPlan;
+  }
   if (code == kExitOk && result.ranking.empty()) {
     std::cerr << "bmpipe: no configuration fits in memory; more devices, a shorter --seq, a smaller --gbs or more "
                  "recomputation options (--recompute) would help\n";
