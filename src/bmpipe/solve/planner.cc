@@ -182,6 +182,8 @@ Result<PlannerResult> PlanPipeline(const Problem& problem, const PlannerOptions&
   }
   CandidateLimits limits;
   limits.deadline = deadline;
+  limits.memory_budget_bytes = options.candidate_memory_budget_bytes;
+  limits.max_candidates = options.max_candidates;
   const Candidates candidates = GenerateCandidates(problem, schedule, limits);
   long count = 0;
   bool every_stage = true;

@@ -8,6 +8,7 @@
 #include "bmpipe/core/error.h"
 #include "bmpipe/problem/plan.h"
 #include "bmpipe/problem/problem.h"
+#include "bmpipe/solve/candidates.h"
 
 namespace bmpipe {
 
@@ -25,6 +26,9 @@ struct PlannerOptions {
   // A deadline of the caller's (e.g. the search's time budget); the sooner of the two stops the run.
   Deadline deadline;
   long node_limit = -1;  // branch and bound only; -1: none
+  // The candidates' budgets (candidates.h); lowered only by tests.
+  std::int64_t candidate_memory_budget_bytes = kCandidateMemoryBudgetBytes;
+  long max_candidates = kMaxCandidates;
   std::string lp_file;   // CBC only: write the model here
 };
 
