@@ -177,7 +177,7 @@ LpSolver::Status LpSolver::Solve(const Deadline& deadline) {
   }
   if (Clp_isProvenOptimal(clp)) return Status::kOptimal;
   if (Clp_isProvenPrimalInfeasible(clp)) return Status::kInfeasible;
-  while (stopped_by_limit() && !deadline.Expired()) {
+  while (!deadline.IsNever() && stopped_by_limit() && !deadline.Expired()) {
     limit();
     Clp_dual(clp, 0);
     if (Clp_isProvenOptimal(clp)) return Status::kOptimal;
