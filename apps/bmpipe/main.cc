@@ -493,7 +493,7 @@ int RunSearch(SearchArgs& args) {
   }
   const int code = Emit(args.out, args.json, doc.dump(2) + "\n", report);
   if (code == kExitOk && !args.json && !exported.empty()) std::cout << "\n" << exported;
-  if (code == kExitOk && result.ranking.empty() && result.budget_exhausted) {
+  if (code == kExitOk && result.ranking.empty() && result.budget_exhausted && options.time_budget_s > 0) {
     std::cerr << "bmpipe: no plan found: the time budget ran out before a configuration was planned; raise "
                  "--time-budget or restrict the space (--tp, --pp, --vpp, --mbs)\n";
     return kExitNoPlan;
