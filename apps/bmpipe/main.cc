@@ -526,8 +526,13 @@ int RunSearch(SearchArgs& args) {
     doc["best_plan"] = Json::parse(plan_json);
   }
   if (result.ranking.empty()) {
-    // Why every configuration failed is still worth reading; no file is written (exit 4).
+    // Why every configuration failed is still worth reading; no file is written.
     std::cout << (args.json ? doc.dump(2) + "\n" : report);
+    if (result.budget_exhausted && options.time_budget_s > 0) {
+      std::cerr << "bmpipe: no plan found: the time budget ran out before a configuration was planned; raise "
+                   "--time-budget or restrict the space (--tp, --pp, --vpp, --mbs)\n";
+      return kExitNoPlan;
+    }
     std::cerr << "bmpipe: no configuration fits in memory; more devices, a shorter --seq, a smaller --gbs or more "
                  "recomputation options (--recompute) would help\n";
     return kExitNoFit;

@@ -2,9 +2,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <functional>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include "bmpipe/core/document.h"
@@ -276,6 +279,73 @@ TEST(CliSearch, BadInputExitsWithTwo) {
   r = RunBmpipe("search --model llama3-8b --device a100-80gb --devices 16 --gbs 32 --seq 2048 --tp 3");
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("no valid configuration"), std::string::npos) << r.err;
+}
+
+TEST(CliSearch, NegativeCountsOtherThanMinusOneExitWithTwo) {
+  const std::string setup = "search --model llama3-8b --device a100-80gb --devices 16 --gbs 32 --seq 2048 -q";
+  for (const char* bad : {"--plan-count -5", "--node-limit -2", "--threads 5000", "--top 0", "--threads -1",
+                          "--time-budget -1"}) {
+    testing::CommandResult r = RunBmpipe(setup + " " + bad);
+    EXPECT_EQ(r.exit_code, 2) << bad << "\n" << r.err;
+  }
+}
+
+// Limits hold end to end: the run returns within its limit plus a margin, with the right exit.
+double SecondsOf(const std::function<void()>& run) {
+  const auto began = std::chrono::steady_clock::now();
+  run();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
+}
+
+// `layers` decoder layers with six options none of which dominates another (the option mixes of
+// a block explode), or two plain ones.
+std::string LayersProblemFile(const std::string& dir, int stages, int layers, bool six_options) {
+  std::string options;
+  if (six_options) {
+    const int x[] = {0, 13, 101, 277, 389, 433}, y[] = {433, 311, 173, 59, 17, 0};
+    for (int o = 0; o < 6; ++o) {
+      options += fmt::format("{}{{\"name\": \"o{}\", \"forward_s\": {}, \"backward_s\": {}, \"saved_bytes\": {}}}",
+                             o == 0 ? "" : ", ", o, 0.010 + x[o] * 1e-6, 0.020 + y[o] * 1e-6, (1000 - x[o] - y[o]) * 1e6);
+    }
+  } else {
+    options = "{\"name\": \"none\", \"forward_s\": 0.001, \"backward_s\": 0.002, \"saved_bytes\": 1e6}, "
+              "{\"name\": \"full\", \"forward_s\": 0.001, \"backward_s\": 0.002, \"recompute_s\": 0.001, "
+              "\"saved_bytes\": 1e5}";
+  }
+  const std::string path = dir + "/p.json";
+  std::ofstream(path) << fmt::format(
+      "{{\"pipeline\": {{\"stages\": {}, \"micro_batches\": 8, \"schedule\": \"1f1b\"}}, \"device\": "
+      "{{\"memory_bytes\": 80e9}}, \"p2p_s\": 0.0001, \"layers\": [{{\"name\": \"decoder\", \"repeat\": {}, "
+      "\"static_bytes\": 1e6, \"options\": [{}]}}]}}",
+      stages, layers, options);
+  return path;
+}
+
+TEST(CliPlan, TimeLimitHoldsWhenCandidateFrontsExplode) {
+  const std::string dir = testing::MakeTempDir();
+  const std::string path = LayersProblemFile(dir, 4, 60, true);
+  testing::CommandResult r;
+  const double seconds = SecondsOf([&] { r = RunBmpipe("plan --problem '" + path + "' --time-limit 1 --json"); });
+  EXPECT_LT(seconds, 1 + 5);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const Json plan = Json::parse(r.out);
+  EXPECT_EQ(plan["solver"]["status"], "feasible");
+  EXPECT_NE(plan["solver"]["stopped_by"].get<std::string>().find("time limit 1 s"), std::string::npos);
+  std::remove(path.c_str());
+  rmdir(dir.c_str());
+}
+
+TEST(CliCompare, TimeLimitHoldsForEveryPlannerOnAHundredThousandLayers) {
+  const std::string dir = testing::MakeTempDir();
+  const std::string path = LayersProblemFile(dir, 8, 100'000, false);
+  testing::CommandResult r;
+  // bmpipe and six baselines, each with its own limit.
+  const double seconds = SecondsOf([&] { r = RunBmpipe("compare --problem '" + path + "' --time-limit 0.5"); });
+  EXPECT_LT(seconds, 7 * 0.5 + 5);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("stopped by time limit 0.5 s"), std::string::npos) << r.out;
+  std::remove(path.c_str());
+  rmdir(dir.c_str());
 }
 
 // compare: one row per planner, bmpipe first, every row judged by the simulator.

@@ -126,6 +126,9 @@ TEST(Hardening, SumsThatWouldOverflowAreRefused) {
               "--reserved-gb 1e+300 is more than any device holds");
   ExpectError("search --model llama3-8b --device h100-80gb --devices 8 --gbs 64 --seq 2147483647 -q", 2,
               "--seq = 2147483647 must be between 1 and 16777216");
+  ExpectError("search --model llama3-8b --device h100-80gb --devices 8 --gbs 64 --seq 16777216 -q", 2,
+              "configurations the setup rules accept can be planned; the first: the cost model gives the decoder's "
+              "option 'none' saved activations of 1.8e+16 bytes");
 
   std::string table = testing::ReadFile(testing::SourcePath("data/published-runs.yaml"));
   table.replace(table.find("tp: 8"), 5, "tp: 1073741824");

@@ -2,6 +2,7 @@
 #include "bmpipe/baselines/baselines.h"
 
 #include <algorithm>
+#include <chrono>
 #include <numeric>
 #include <random>
 
@@ -211,6 +212,27 @@ TEST(Baselines, BmpipeIsAtLeastAsFastAsEveryBaseline) {
   }
   EXPECT_GT(compared, 40);
   EXPECT_GT(beaten, 10);  // and often strictly faster
+}
+
+TEST(Baselines, EachRespectsItsTimeLimitOnAHundredThousandLayers) {
+  // The reproducer: `compare` on 10^6 layers exhausted memory; with 100,000 layers each baseline
+  // must stop at its limit (their dynamic programs and enumerations are quadratic in the layers).
+  const Problem p = LlamaLike(ScheduleKind::kOneFOneB, 8, 1, 64, 100'000, 300);
+  BaselineOptions options;
+  options.time_limit_s = 0.5;
+  for (BaselineKind kind : AllBaselines()) {
+    const auto began = std::chrono::steady_clock::now();
+    const BaselineResult r = RunBaseline(kind, p, options);
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
+    EXPECT_LT(seconds, options.time_limit_s + 4) << r.name;
+    if (!r.stopped_by.empty()) {
+      EXPECT_NE(r.config.find("stopped by"), std::string::npos) << r.name << ": " << r.config;
+    }
+    if (r.has_plan) {
+      const Result<SimResult> sim = SimulatePlan(p, r.plan);
+      EXPECT_TRUE(sim.ok()) << r.name;
+    }
+  }
 }
 
 }  // namespace

@@ -2,6 +2,8 @@
 // and its result does not depend on the number of threads.
 #include "bmpipe/search/search.h"
 
+#include <chrono>
+
 #include <gtest/gtest.h>
 
 #include "bmpipe/cost/problem_builder.h"
@@ -151,6 +153,46 @@ TEST(Search, RejectsOptionsWithAClearMessage) {
   r = SearchConfigurations(c.model, c.device, c.options);
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.error().message.find("no valid configuration"), std::string::npos) << r.error().message;
+}
+
+TEST(Search, RefusesNegativeCountsOtherThanMinusOne) {
+  // --plan-count -5 used to plan every configuration (it hung on large spaces).
+  auto message = [](const SmallCase& c) {
+    const Result<SearchResult> r = SearchConfigurations(c.model, c.device, c.options);
+    return r.ok() ? std::string("accepted") : r.error().message;
+  };
+  SmallCase c;
+  c.options.plan_count = -5;
+  EXPECT_NE(message(c).find("--plan-count -5 must be -1"), std::string::npos) << message(c);
+  c = SmallCase();
+  c.options.node_limit = -2;
+  EXPECT_NE(message(c).find("--node-limit -2 must be -1"), std::string::npos) << message(c);
+  c = SmallCase();
+  c.options.threads = 5000;
+  EXPECT_NE(message(c).find("--threads 5000"), std::string::npos) << message(c);
+  c = SmallCase();
+  c.options.top = 0;
+  EXPECT_NE(message(c).find("--top 0"), std::string::npos) << message(c);
+}
+
+TEST(Search, TimeBudgetBoundsEveryStepOnAHugeModel) {
+  // The reproducer: 100,000 layers; `search --time-budget 3` ran past 180 s.
+  SmallCase c;
+  c.model.layers = 100'000;
+  c.device = DevicePreset("h100-80gb").value();
+  c.options.devices = 64;
+  c.options.base.global_batch_size = 64;
+  c.options.base.seq = 4096;
+  c.options.node_limit = 0;
+  c.options.plan_count = 12;
+  c.options.time_budget_s = 2;
+  const auto began = std::chrono::steady_clock::now();
+  const Result<SearchResult> r = SearchConfigurations(c.model, c.device, c.options);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
+  EXPECT_LT(seconds, c.options.time_budget_s + 5);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_TRUE(r.value().budget_exhausted);
+  EXPECT_GT(r.value().Count(Verdict::kNotPlanned), 0);
 }
 
 }  // namespace

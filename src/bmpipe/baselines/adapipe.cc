@@ -13,8 +13,15 @@
 #include "bmpipe/baselines/common.h"
 
 namespace bmpipe {
+namespace {
 
-BaselineResult RunAdaPipe(const Problem& problem) {
+// The most (stage, start, length) entries its dynamic program may hold (12 bytes each): beyond,
+// it is not run.
+constexpr double kMaxEntries = 1 << 25;
+
+}  // namespace
+
+BaselineResult RunAdaPipe(const Problem& problem, const Deadline& deadline) {
   BaselineResult result;
   const Pipeline& pipeline = problem.pipeline;
   if (pipeline.chunks > 1) {
@@ -22,7 +29,22 @@ BaselineResult RunAdaPipe(const Problem& problem) {
   }
   const int n = problem.num_layers();
   const int stages = pipeline.stages();
-  const Candidates candidates = GenerateCandidates(problem, BuildSchedule(pipeline));
+  const double entries = static_cast<double>(stages) * (n + 1) * (n + 2) / 2;
+  if (entries > kMaxEntries) {
+    result.stopped_by = fmt::format(
+        "its memory budget: its dynamic program holds stages x layers^2 / 2 = {:.3g} entries (at most {:.3g}); fewer "
+        "layers",
+        entries, kMaxEntries);
+    return result;
+  }
+  CandidateLimits limits;
+  limits.deadline = deadline;
+  const Candidates candidates = GenerateCandidates(problem, BuildSchedule(pipeline), limits);
+  if (candidates.stop != CandidateStop::kNone) {
+    result.stopped_by =
+        candidates.stop == CandidateStop::kDeadline ? std::string(kStoppedByTimeLimit) : candidates.stop_reason;
+    return result;
+  }
   constexpr double kNone = std::numeric_limits<double>::infinity();
   // time[s][b][e - b], pick[s][b][e - b]: the fastest fitting candidate of stage s on [b, e).
   std::vector<std::vector<std::vector<double>>> time(stages, std::vector<std::vector<double>>(n + 1));
@@ -52,8 +74,11 @@ BaselineResult RunAdaPipe(const Problem& problem) {
   std::sort(values.begin(), values.end());
   values.erase(std::unique(values.begin(), values.end()), values.end());
   // The least sum of stage times with every stage at most `cap`; fills `from` for the plan.
+  // Infinite also when the deadline has passed (`stopped`).
   std::vector<std::vector<LayerIdx>> from(stages, std::vector<LayerIdx>(n + 1, -1));
+  bool stopped = false;
   auto least_sum = [&](double cap) {
+    if (stopped || (stopped = deadline.Expired())) return kNone;
     std::vector<std::vector<double>> sum(stages, std::vector<double>(n + 1, kNone));
     for (LayerIdx e = 1; e <= n; ++e) {
       if (time[0][0][e] <= cap) sum[0][e] = time[0][0][e];
@@ -87,6 +112,10 @@ BaselineResult RunAdaPipe(const Problem& problem) {
     }
   }
   PlanPicker picker(problem);
+  if (stopped) {
+    result.stopped_by = kStoppedByTimeLimit;
+    return result;
+  }
   if (best != kNone) {
     least_sum(best_cap);
     std::vector<LayerIdx> end(stages);

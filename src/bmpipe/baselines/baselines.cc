@@ -1,15 +1,18 @@
 #include "bmpipe/baselines/baselines.h"
+#include "bmpipe/baselines/common.h"
 
 #include <chrono>
 
+#include <fmt/format.h>
+
 namespace bmpipe {
 
-BaselineResult RunMegatron(const Problem& problem);
-BaselineResult RunPipeDream(const Problem& problem);
-BaselineResult RunMerak(const Problem& problem);
-BaselineResult RunAdaPipe(const Problem& problem);
-BaselineResult RunMist(const Problem& problem, double time_limit_s);
-BaselineResult RunMindFormersTool(const Problem& problem, double time_limit_s);
+BaselineResult RunMegatron(const Problem& problem, const Deadline& deadline);
+BaselineResult RunPipeDream(const Problem& problem, const Deadline& deadline);
+BaselineResult RunMerak(const Problem& problem, const Deadline& deadline);
+BaselineResult RunAdaPipe(const Problem& problem, const Deadline& deadline);
+BaselineResult RunMist(const Problem& problem, const Deadline& deadline);
+BaselineResult RunMindFormersTool(const Problem& problem, const Deadline& deadline);
 
 std::vector<BaselineKind> AllBaselines() {
   return {BaselineKind::kMegatron, BaselineKind::kPipeDream, BaselineKind::kMerak,
@@ -36,28 +39,33 @@ std::string BaselineName(BaselineKind kind) {
 
 BaselineResult RunBaseline(BaselineKind kind, const Problem& problem, const BaselineOptions& options) {
   const auto began = std::chrono::steady_clock::now();
+  const Deadline deadline = Deadline::In(options.time_limit_s);
   BaselineResult r;
   switch (kind) {
     case BaselineKind::kMegatron:
-      r = RunMegatron(problem);
+      r = RunMegatron(problem, deadline);
       break;
     case BaselineKind::kPipeDream:
-      r = RunPipeDream(problem);
+      r = RunPipeDream(problem, deadline);
       break;
     case BaselineKind::kMerak:
-      r = RunMerak(problem);
+      r = RunMerak(problem, deadline);
       break;
     case BaselineKind::kAdaPipe:
-      r = RunAdaPipe(problem);
+      r = RunAdaPipe(problem, deadline);
       break;
     case BaselineKind::kMist:
-      r = RunMist(problem, options.time_limit_s);
+      r = RunMist(problem, deadline);
       break;
     case BaselineKind::kMindFormersTool:
-      r = RunMindFormersTool(problem, options.time_limit_s);
+      r = RunMindFormersTool(problem, deadline);
       break;
   }
   r.name = BaselineName(kind);
+  if (!r.stopped_by.empty()) {
+    if (r.stopped_by == kStoppedByTimeLimit) r.stopped_by = fmt::format("time limit {:g} s", options.time_limit_s);
+    r.config += (r.config.empty() ? "" : "; ") + ("stopped by " + r.stopped_by);
+  }
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
   return r;
 }

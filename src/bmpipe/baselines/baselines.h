@@ -25,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "bmpipe/core/deadline.h"
 #include "bmpipe/core/error.h"
 #include "bmpipe/problem/plan.h"
 #include "bmpipe/problem/problem.h"
@@ -38,7 +39,7 @@ std::vector<BaselineKind> AllBaselines();
 std::string BaselineName(BaselineKind kind);  // "megatron", "pipedream", ...
 
 struct BaselineOptions {
-  double time_limit_s = 60;  // for the ones that run CBC
+  double time_limit_s = 60;  // for each baseline: its dynamic programs, enumerations and CBC
 };
 
 struct BaselineResult {
@@ -49,6 +50,7 @@ struct BaselineResult {
   bool fits = false;           // the plan fits in memory (by the simulator)
   Plan plan;
   std::string config;          // the configuration it chose, in the planner's own terms
+  std::string stopped_by;      // the limit that stopped it before it had tried everything, if any
   double seconds = 0;
 };
 

@@ -143,17 +143,30 @@ Bytes StageMemory::Peak(StageIdx s, LayerIdx begin, LayerIdx end, const std::vec
 }
 
 std::vector<LayerIdx> MinMaxPartition(const Problem& problem, int stages,
-                                      const std::function<double(StageIdx, LayerIdx, LayerIdx)>& cost) {
+                                      const std::function<double(StageIdx, LayerIdx, LayerIdx)>& cost,
+                                      const Deadline& deadline, bool* stopped) {
+  // A cost can take O(layers): the clock is read every few calls.
+  DeadlinePoll poll(deadline, 16);
   const int n = problem.num_layers();
   constexpr double kNone = std::numeric_limits<double>::infinity();
   // best[s][e]: the least largest cost of stages 0..s covering layers [0, e).
   std::vector<std::vector<double>> best(stages, std::vector<double>(n + 1, kNone));
   std::vector<std::vector<LayerIdx>> from(stages, std::vector<LayerIdx>(n + 1, -1));
-  for (LayerIdx e = 1; e <= n - stages + 1; ++e) best[0][e] = cost(0, 0, e);
+  for (LayerIdx e = 1; e <= n - stages + 1; ++e) {
+    if (poll.Expired()) {
+      if (stopped != nullptr) *stopped = true;
+      return {};
+    }
+    best[0][e] = cost(0, 0, e);
+  }
   for (StageIdx s = 1; s < stages; ++s) {
     for (LayerIdx e = s + 1; e <= n - stages + s + 1; ++e) {
       for (LayerIdx b = s; b < e; ++b) {
         if (best[s - 1][b] == kNone) continue;
+        if (poll.Expired()) {
+          if (stopped != nullptr) *stopped = true;
+          return {};
+        }
         const double c = std::max(best[s - 1][b], cost(s, b, e));
         if (c < best[s][e]) {
           best[s][e] = c;

@@ -82,8 +82,12 @@ std::vector<double> MerakCheckpointRatios(int stages, double r0);
 
 // Stage boundaries minimizing the largest stage cost, cost(s, begin, end) for stage s holding
 // layers [begin, end) (infinite = not allowed); ties prefer the earliest boundaries. Empty when
-// no partition has a finite cost.
+// no partition has a finite cost, or when `deadline` passed first (then *stopped is set).
 std::vector<LayerIdx> MinMaxPartition(const Problem& problem, int stages,
-                                      const std::function<double(StageIdx, LayerIdx, LayerIdx)>& cost);
+                                      const std::function<double(StageIdx, LayerIdx, LayerIdx)>& cost,
+                                      const Deadline& deadline = Deadline::Never(), bool* stopped = nullptr);
+
+// What a baseline says when its deadline stopped it.
+inline constexpr const char* kStoppedByTimeLimit = "the time limit";
 
 }  // namespace bmpipe

@@ -26,36 +26,43 @@ struct Split {
   bool uniform = true;        // equal stages, up to the embedding or loss counted as a layer
 };
 
-std::vector<Split> Splits(int layers, int p, int v) {
+// Calls fn on every split in order, one at a time (there are about layers^2 / (p - 2) uneven ones);
+// stops when fn returns false.
+template <typename Fn>
+void ForEachSplit(int layers, int p, int v, const Fn& fn) {
   const int stages = p * v;
-  std::vector<Split> splits;
   auto uniform = [&](int total, int minus_first, int minus_last, const std::string& flags) {
-    if (total % stages != 0) return;
+    if (total % stages != 0) return true;
     const int k = total / stages;
     Split s{flags, std::vector<int>(stages, k), true};
     s.decoders.front() -= minus_first;
     s.decoders.back() -= minus_last;
-    splits.push_back(s);
+    return fn(s);
   };
-  uniform(layers, 0, 0, "even split");
-  uniform(layers + 1, 1, 0, "--account-for-embedding-in-pipeline-split");
-  uniform(layers + 1, 0, 1, "--account-for-loss-in-pipeline-split");
-  uniform(layers + 2, 1, 1, "--account-for-embedding-in-pipeline-split --account-for-loss-in-pipeline-split");
+  if (!uniform(layers, 0, 0, "even split") ||
+      !uniform(layers + 1, 1, 0, "--account-for-embedding-in-pipeline-split") ||
+      !uniform(layers + 1, 0, 1, "--account-for-loss-in-pipeline-split") ||
+      !uniform(layers + 2, 1, 1, "--account-for-embedding-in-pipeline-split --account-for-loss-in-pipeline-split")) {
+    return;
+  }
   // Uneven first and last stages are not available with interleaving (Megatron-LM #1303).
   if (v == 1 && p >= 2) {
     for (int first = 1; first < layers; ++first) {
-      for (int last = 1; first + last <= layers; ++last) {
-        const int middle = layers - first - last;
-        if (p == 2 ? middle != 0 : (middle <= 0 || middle % (p - 2) != 0)) continue;
+      const int rest = layers - first;  // last + the middle stages
+      // The middle stages take equal shares (none when p = 2): last runs over the values that
+      // leave a multiple of p - 2, in increasing order.
+      const int step = p == 2 ? rest : p - 2;
+      for (int last = p == 2 ? rest : (rest % step == 0 ? step : rest % step); last <= rest; last += step) {
+        const int middle = rest - last;
+        if (p > 2 && middle <= 0) break;
         Split s{fmt::format("--decoder-first-pipeline-num-layers {} --decoder-last-pipeline-num-layers {}", first, last),
                 std::vector<int>(stages, p == 2 ? 0 : middle / (p - 2)), false};
         s.decoders.front() = first;
         s.decoders.back() = last;
-        splits.push_back(s);
+        if (!fn(s)) return;
       }
     }
   }
-  return splits;
 }
 
 // The plan of `split` (decoder layers per stage), every layer at its NoneOption; nullopt when a
@@ -96,34 +103,43 @@ std::string CannotSplit(const ModelShape& shape, const Pipeline& pipeline) {
 
 }  // namespace
 
-BaselineResult RunMegatron(const Problem& problem) {
+BaselineResult RunMegatron(const Problem& problem, const Deadline& deadline) {
   BaselineResult result;
   const Pipeline& pipeline = problem.pipeline;
   const ModelShape shape = ShapeOf(problem);
   PlanPicker picker(problem);
   std::set<std::vector<int>> seen;
-  for (const Split& split : Splits(shape.body(), pipeline.ranks, pipeline.chunks)) {
+  bool stopped = false;
+  // Each offer is a simulation: the clock is read before each.
+  auto offer = [&](const Plan& plan, const std::string& config) {
+    if (stopped || (stopped = deadline.Expired())) return false;
+    picker.Offer(plan, config);
+    return true;
+  };
+  ForEachSplit(shape.body(), pipeline.ranks, pipeline.chunks, [&](const Split& split) {
+    if (stopped || (stopped = deadline.Expired())) return false;
     const std::optional<Plan> base = PlanOfSplit(problem, shape, split);
-    if (!base || !seen.insert(split.decoders).second) continue;
+    if (!base || !seen.insert(split.decoders).second) return true;
     const int most = *std::max_element(split.decoders.begin(), split.decoders.end());
     auto recompute = [&](int count, OptionIdx (*option_of)(const Layer&)) {
       return WithRecompute(problem, shape, *base, count, option_of);
     };
-    picker.Offer(*base, split.flags + ", no recomputation");
-    picker.Offer(recompute(most, SelectiveOption), split.flags + ", --recompute-granularity selective");
-    picker.Offer(recompute(most, FullOption),
-                 split.flags + ", --recompute-granularity full --recompute-method uniform --recompute-num-layers 1");
-    for (int n = 1; n < most; ++n) {
-      picker.Offer(recompute(n, FullOption),
-                   split.flags + fmt::format(", --recompute-granularity full --recompute-method block "
-                                             "--recompute-num-layers {}",
-                                             n));
+    offer(*base, split.flags + ", no recomputation");
+    offer(recompute(most, SelectiveOption), split.flags + ", --recompute-granularity selective");
+    offer(recompute(most, FullOption),
+          split.flags + ", --recompute-granularity full --recompute-method uniform --recompute-num-layers 1");
+    for (int n = 1; n < most && !stopped; ++n) {
+      offer(recompute(n, FullOption), split.flags + fmt::format(", --recompute-granularity full --recompute-method "
+                                                                "block --recompute-num-layers {}",
+                                                                n));
     }
-  }
-  if (seen.empty()) {
+    return !stopped;
+  });
+  if (seen.empty() && !stopped) {
     return NotApplicable(CannotSplit(shape, pipeline));
   }
   picker.Fill(result);
+  if (stopped) result.stopped_by = kStoppedByTimeLimit;
   return result;
 }
 
@@ -142,17 +158,17 @@ Result<MegatronLaunch> MegatronDefaultPlan(const Problem& problem, GlobalRecompu
   int best_most = 0;
   // The uniform rules in the order a user reaches for them; the first that applies wins. Uneven
   // first and last stages only when none does, with the fewest layers on the fullest stage.
-  for (const Split& split : Splits(shape.body(), pipeline.ranks, pipeline.chunks)) {
-    const std::optional<Plan> plan = PlanOfSplit(problem, shape, split);
-    if (!plan) continue;
+  ForEachSplit(shape.body(), pipeline.ranks, pipeline.chunks, [&](const Split& split) {
     const bool uniform = split.uniform;
     const int most = *std::max_element(split.decoders.begin(), split.decoders.end());
-    if (best && (uniform || most >= best_most)) continue;
+    if (best && (uniform || most >= best_most)) return true;
+    const std::optional<Plan> plan = PlanOfSplit(problem, shape, split);
+    if (!plan) return true;
     best = plan;
     flags = split.flags;
     best_most = most;
-    if (uniform) break;
-  }
+    return !uniform;
+  });
   if (!best) return InvalidInput(CannotSplit(shape, pipeline) + "; change --pp or --vpp");
   switch (recompute) {
     case GlobalRecompute::kNone:

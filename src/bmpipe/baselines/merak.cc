@@ -13,7 +13,7 @@
 
 namespace bmpipe {
 
-BaselineResult RunMerak(const Problem& problem) {
+BaselineResult RunMerak(const Problem& problem, const Deadline& deadline) {
   BaselineResult result;
   if (problem.pipeline.chunks > 1) {
     return NotApplicable("Merak's schedules have no interleaving");
@@ -21,12 +21,22 @@ BaselineResult RunMerak(const Problem& problem) {
   const int stages = problem.pipeline.stages();
   const ModelShape shape = ShapeOf(problem);
   const std::vector<OptionIdx> none = NoneOptions(problem);
+  bool stopped = false;
   const std::vector<LayerIdx> end = MinMaxPartition(
-      problem, stages, [&](StageIdx, LayerIdx b, LayerIdx e) { return ComputeNs(problem, b, e, none); });
+      problem, stages, [&](StageIdx, LayerIdx b, LayerIdx e) { return ComputeNs(problem, b, e, none); }, deadline,
+      &stopped);
+  if (stopped) {
+    result.stopped_by = kStoppedByTimeLimit;
+    return result;
+  }
   const Plan base = PlanWithEnds(problem, end);
   PlanPicker picker(problem);
   std::set<std::vector<int>> seen;
   for (int step = 0; step <= 100; ++step) {
+    if (deadline.Expired()) {
+      result.stopped_by = kStoppedByTimeLimit;
+      break;
+    }
     const double r0 = step / 100.0;
     std::vector<int> counts(stages, 0);
     Plan plan = base;

@@ -25,7 +25,7 @@
 
 namespace bmpipe {
 
-BaselineResult RunMindFormersTool(const Problem& problem, double time_limit_s) {
+BaselineResult RunMindFormersTool(const Problem& problem, const Deadline& deadline) {
   BaselineResult result;
   const Pipeline& pipeline = problem.pipeline;
   const ModelShape shape = ShapeOf(problem);
@@ -165,7 +165,7 @@ BaselineResult RunMindFormersTool(const Problem& problem, double time_limit_s) {
     model.AddRow(std::move(mem));
   }
   MipOptions mip;
-  mip.time_limit_s = std::min(time_limit_s, 90.0);  // the tool's default -t
+  mip.time_limit_s = std::max(1e-3, std::min(deadline.SecondsLeft(), 90.0));  // the tool's default -t
   const MipResult solved = SolveMip(model, mip);
   PlanPicker picker(problem);
   if (solved.status == MipStatus::kOptimal || solved.status == MipStatus::kFeasible) {

@@ -18,7 +18,7 @@
 
 namespace bmpipe {
 
-BaselineResult RunMist(const Problem& problem, double time_limit_s) {
+BaselineResult RunMist(const Problem& problem, const Deadline& deadline) {
   BaselineResult result;
   const Pipeline& pipeline = problem.pipeline;
   const ModelShape shape = ShapeOf(problem);
@@ -55,6 +55,10 @@ BaselineResult RunMist(const Problem& problem, double time_limit_s) {
       if (end <= begin) continue;
       const LayerIdx body_from = std::max(begin, shape.body_begin);
       for (int c = 0; c <= j; ++c) {
+        if (deadline.Expired()) {
+          result.stopped_by = kStoppedByTimeLimit;
+          return result;
+        }
         std::vector<OptionIdx> option = NoneOptions(problem);
         for (int k = 0; k < c; ++k) option[body_from + k] = full;
         if (!memory.Fits(i, begin, end, option)) continue;
@@ -100,7 +104,7 @@ BaselineResult RunMist(const Problem& problem, double time_limit_s) {
   }
   model.AddRow(std::move(total));
   MipOptions mip;
-  mip.time_limit_s = time_limit_s;
+  mip.time_limit_s = std::max(1e-3, deadline.SecondsLeft());
   const MipResult solved = SolveMip(model, mip);
   PlanPicker picker(problem);
   if (solved.status == MipStatus::kOptimal || solved.status == MipStatus::kFeasible) {

@@ -7,21 +7,25 @@
 
 namespace bmpipe {
 
-BaselineResult RunPipeDream(const Problem& problem) {
+BaselineResult RunPipeDream(const Problem& problem, const Deadline& deadline) {
   BaselineResult result;
   if (problem.pipeline.chunks > 1) {
     return NotApplicable("PipeDream's planner has no interleaved schedule");
   }
   const StageMemory memory(problem);
   const std::vector<OptionIdx> none = NoneOptions(problem);
-  const std::vector<LayerIdx> end =
-      MinMaxPartition(problem, problem.pipeline.stages(), [&](StageIdx s, LayerIdx b, LayerIdx e) {
+  bool stopped = false;
+  const std::vector<LayerIdx> end = MinMaxPartition(
+      problem, problem.pipeline.stages(),
+      [&](StageIdx s, LayerIdx b, LayerIdx e) {
         return memory.Fits(s, b, e, none) ? ComputeNs(problem, b, e, none) : std::numeric_limits<double>::infinity();
-      });
+      },
+      deadline, &stopped);
   PlanPicker picker(problem);
   if (!end.empty()) picker.Offer(PlanWithEnds(problem, end), "layers per stage " + StageSizes(end) + ", no recomputation");
   picker.Fill(result);
-  if (!result.has_plan) result.config = "no partition fits without recomputation";
+  if (stopped) result.stopped_by = kStoppedByTimeLimit;
+  if (!result.has_plan && !stopped) result.config = "no partition fits without recomputation";
   return result;
 }
 

@@ -118,6 +118,8 @@ Status ValidateSetup(const ModelSpec& model, const DeviceSpec& device, const Tra
     return InvalidInput(fmt::format("reserved memory {} bytes is not below the device's {} bytes; lower --reserved-gb",
                                     reserved, device.memory_bytes));
   }
+  // The pipeline's own limits (problem.h: sizes, ops of the schedule).
+  if (Status pipeline = ValidatePipeline(SetupPipeline(s), model.layers + 2); !pipeline.ok()) return pipeline;
   if (s.recompute.empty()) return InvalidInput("--recompute needs at least one option, e.g. none");
   for (const std::string& option : s.recompute) {
     Status st = CheckRecomputeOption(option);

@@ -3,15 +3,19 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <exception>
 #include <mutex>
 #include <numeric>
+#include <optional>
 #include <thread>
 #include <tuple>
 
 #include <fmt/format.h>
 
+#include "bmpipe/core/deadline.h"
 #include "bmpipe/cost/problem_builder.h"
 #include "bmpipe/solve/load_bound.h"
+#include "bmpipe/solve/quick_plan.h"
 
 namespace bmpipe {
 namespace {
@@ -19,6 +23,14 @@ namespace {
 // Configurations planned between two updates of the pruning threshold. Fixed, so that which
 // configurations are planned does not depend on the number of threads.
 constexpr int kWave = 8;
+
+// At most this many threads (--threads): more only adds stacks and contention.
+constexpr int kMaxThreads = 1024;
+
+// The memory bound keeps, per distinct count of activations held, the layers' sorted costs: at
+// most this many entries in all (8 bytes each); beyond, counts are rounded down to fewer levels,
+// which lowers the bound (it stays valid).
+constexpr std::int64_t kMemoryBoundEntries = std::int64_t{1} << 24;
 
 auto Key(const SearchConfig& c) {
   return std::make_tuple(c.tp, c.pp, c.dp, c.vpp, c.mbs, c.sequence_parallel, c.distributed_optimizer);
@@ -40,17 +52,28 @@ bool Allowed(const std::vector<int>& only, int v) {
   return only.empty() || std::find(only.begin(), only.end(), v) != only.end();
 }
 
-// Runs fn(0..n-1) on `threads` threads; fn must only write to its own index's state.
+// Runs fn(0..n-1) on `threads` threads; fn must only write to its own index's state. An exception
+// in any call (out of memory, say) stops the others from starting new indices and is rethrown
+// here, on the caller's thread, instead of ending the process.
 template <typename Fn>
 void ParallelFor(int n, int threads, const Fn& fn) {
   std::atomic<int> next{0};
+  std::mutex failed_lock;
+  std::exception_ptr failed;
   auto worker = [&] {
-    for (int i = next++; i < n; i = next++) fn(i);
+    try {
+      for (int i = next++; i < n; i = next++) fn(i);
+    } catch (...) {
+      next = n;
+      std::lock_guard<std::mutex> guard(failed_lock);
+      if (!failed) failed = std::current_exception();
+    }
   };
   std::vector<std::thread> pool;
   for (int t = 1; t < std::min(threads, n); ++t) pool.emplace_back(worker);
   worker();
   for (std::thread& t : pool) t.join();
+  if (failed) std::rethrow_exception(failed);
 }
 
 // What dominance compares: the problem less the layers that repeat. Every configuration has the
@@ -121,31 +144,51 @@ std::vector<int> HeldAtFirstBackward(const Schedule& schedule) {
 // cheapest of (static + held_r x fewest saved bytes) fit. Reserved bytes included.
 Bytes MemoryLowerBound(const Problem& problem, const Schedule& schedule) {
   const Pipeline& p = problem.pipeline;
-  const std::vector<int> held = HeldAtFirstBackward(schedule);
-  std::vector<std::vector<Bytes>> prefix(p.ranks);  // per rank: sums of its k cheapest layers
+  std::vector<int> held = HeldAtFirstBackward(schedule);
+  // Ranks holding the same count share their sums; too many counts are rounded down to levels.
+  std::vector<int> levels = held;
+  std::sort(levels.begin(), levels.end());
+  levels.erase(std::unique(levels.begin(), levels.end()), levels.end());
+  const std::int64_t n = problem.num_layers() + 1;
+  const std::size_t most = static_cast<std::size_t>(std::max<std::int64_t>(1, kMemoryBoundEntries / n));
+  if (levels.size() > most) {
+    std::vector<int> fewer;  // evenly spaced, the smallest included, so every count has a level below it
+    for (std::size_t i = 0; i < most; ++i) fewer.push_back(levels[i * levels.size() / most]);
+    levels = fewer;
+  }
+  std::vector<int> level_of(p.ranks);
   for (RankIdx r = 0; r < p.ranks; ++r) {
+    level_of[r] = static_cast<int>(std::upper_bound(levels.begin(), levels.end(), held[r]) - levels.begin() - 1);
+  }
+  std::vector<Bytes> fewest_saved;
+  for (const Layer& layer : problem.layers) {
+    Bytes saved = layer.options[0].saved_bytes;
+    for (const LayerOption& o : layer.options) saved = std::min(saved, o.saved_bytes);
+    fewest_saved.push_back(saved);
+  }
+  std::vector<std::vector<Bytes>> prefix(levels.size());  // per level: sums of the k cheapest layers
+  for (std::size_t v = 0; v < levels.size(); ++v) {
     std::vector<Bytes> cost;
-    for (const Layer& layer : problem.layers) {
-      Bytes saved = layer.options[0].saved_bytes;
-      for (const LayerOption& o : layer.options) saved = std::min(saved, o.saved_bytes);
-      cost.push_back(layer.static_bytes + held[r] * saved);
+    for (LayerIdx l = 0; l < problem.num_layers(); ++l) {
+      cost.push_back(problem.layers[l].static_bytes + levels[v] * fewest_saved[l]);
     }
     std::sort(cost.begin(), cost.end());
-    prefix[r].assign(1, 0);
-    for (Bytes c : cost) prefix[r].push_back(prefix[r].back() + c);
+    prefix[v].assign(1, 0);
+    for (Bytes c : cost) prefix[v].push_back(prefix[v].back() + c);
   }
   // Can every layer be placed with at most `capacity` bytes of layers per rank?
   auto placeable = [&](Bytes capacity) {
     long total = 0;
     for (RankIdx r = 0; r < p.ranks; ++r) {
-      const long k = std::upper_bound(prefix[r].begin(), prefix[r].end(), capacity) - prefix[r].begin() - 1;
+      const std::vector<Bytes>& sums = prefix[level_of[r]];
+      const long k = std::upper_bound(sums.begin(), sums.end(), capacity) - sums.begin() - 1;
       if (k < p.chunks) return false;
       total += k;
     }
     return total >= problem.num_layers();
   };
   Bytes lo = 0, hi = 0;
-  for (RankIdx r = 0; r < p.ranks; ++r) hi = std::max(hi, prefix[r].back());
+  for (const std::vector<Bytes>& sums : prefix) hi = std::max(hi, sums.back());
   while (lo < hi) {
     const Bytes mid = lo + (hi - lo) / 2;
     if (placeable(mid)) {
@@ -155,40 +198,6 @@ Bytes MemoryLowerBound(const Problem& problem, const Schedule& schedule) {
     }
   }
   return lo + problem.reserved_bytes;
-}
-
-// The screening plan: one recomputation option on every layer that has it (the first on those
-// that do not), stages cut where the cumulative compute crosses equal shares; for each option,
-// simulated; the fastest that fits (0 when none does). Milliseconds, where the planner takes
-// seconds on the largest configurations; only its time is used, as an upper bound.
-TimeNs ScreenTime(const Problem& problem, const Schedule& schedule) {
-  const int n = problem.num_layers();
-  const int stages = problem.pipeline.stages();
-  std::size_t most = 1;
-  for (const Layer& layer : problem.layers) most = std::max(most, layer.options.size());
-  TimeNs best = 0;
-  for (std::size_t o = 0; o < most; ++o) {
-    Plan plan;
-    std::vector<double> prefix(1, 0);
-    for (const Layer& layer : problem.layers) {
-      const OptionIdx option = static_cast<OptionIdx>(o < layer.options.size() ? o : 0);
-      plan.option.push_back(option);
-      const LayerOption& c = layer.options[option];
-      prefix.push_back(prefix.back() + static_cast<double>(c.forward_ns + c.backward_ns + c.recompute_ns));
-    }
-    plan.stage_begin.assign(1, 0);
-    for (StageIdx st = 1; st < stages; ++st) {
-      const double share = prefix.back() * st / stages;
-      LayerIdx cut = static_cast<LayerIdx>(std::lower_bound(prefix.begin(), prefix.end(), share) - prefix.begin());
-      cut = std::clamp(cut, plan.stage_begin.back() + 1, n - (stages - st));
-      plan.stage_begin.push_back(cut);
-    }
-    plan.stage_begin.push_back(n);
-    Result<SimResult> sim = Simulate(schedule, ComputeStageCosts(problem, plan), ComputeRankCosts(problem, plan),
-                                     problem.memory_bytes);
-    if (sim.ok() && sim.value().fits && (best == 0 || sim.value().iteration_ns < best)) best = sim.value().iteration_ns;
-  }
-  return best;
 }
 
 bool HasPlan(const ConfigOutcome& out) {
@@ -220,7 +229,16 @@ Status CheckOptions(const SearchOptions& o) {
   }
   if (o.base.seq < 1) return InvalidInput(fmt::format("--seq {} must be at least 1 token", o.base.seq));
   if (o.top < 1) return InvalidInput(fmt::format("--top {} must be at least 1", o.top));
-  if (o.threads < 0) return InvalidInput(fmt::format("--threads {} must be at least 0 (0: every hardware thread)", o.threads));
+  if (o.threads < 0 || o.threads > kMaxThreads) {
+    return InvalidInput(fmt::format("--threads {} must be from 0 (every hardware thread) to {}", o.threads, kMaxThreads));
+  }
+  if (o.plan_count < -1) {
+    return InvalidInput(fmt::format("--plan-count {} must be -1 (every configuration not ruled out) or at least 0",
+                                    o.plan_count));
+  }
+  if (o.node_limit < -1) {
+    return InvalidInput(fmt::format("--node-limit {} must be -1 (no limit) or at least 0", o.node_limit));
+  }
   if (o.time_budget_s < 0) return InvalidInput(fmt::format("--time-budget {} must not be negative", o.time_budget_s));
   for (const auto& [flag, values] : {std::pair<const char*, const std::vector<int>*>{"--tp", &o.tp},
                                      {"--pp", &o.pp},
@@ -284,10 +302,13 @@ Result<SearchResult> SearchConfigurations(const ModelSpec& model, const DeviceSp
   ok = ValidateModel(model);
   if (!ok.ok()) return ok.error();
   const auto began = std::chrono::steady_clock::now();
+  // Bounds every step: bounds, screening and planning (planner runs in flight stop at it too).
+  const Deadline deadline = options.time_budget_s > 0 ? Deadline::In(options.time_budget_s) : Deadline::Never();
   SearchResult result;
   result.threads = options.threads > 0 ? options.threads : std::max(1u, std::thread::hardware_concurrency());
   const int gbs = options.base.global_batch_size;
-  const int max_stages = model.layers + 2;
+  const int max_stages = std::min(model.layers + 2, kMaxStages);
+  DeadlinePoll enumerating(deadline);
 
   // 1. Every valid combination.
   Error first_invalid = InvalidInput("");
@@ -308,6 +329,7 @@ Result<SearchResult> SearchConfigurations(const ModelSpec& model, const DeviceSp
             if (sp && tp == 1) continue;  // the same configuration
             for (bool zero : {false, true}) {
               if (zero && dp == 1) continue;
+              if (enumerating.Expired()) break;
               ++result.combinations;
               const SearchConfig c{tp, pp, dp, vpp, mbs, sp, zero};
               Status valid = ValidateSetup(model, device, SetupOf(options, c));
@@ -325,49 +347,89 @@ Result<SearchResult> SearchConfigurations(const ModelSpec& model, const DeviceSp
       }
     }
   }
-  if (result.configs.empty()) {
+  if (result.configs.empty() && deadline.Expired()) {
+    return TooLarge(fmt::format("the time budget ran out after {} combinations, before any valid one; restrict the "
+                                "space with --tp, --pp, --vpp and --mbs, or raise --time-budget",
+                                result.combinations));
+  }
+  if (deadline.Expired()) result.budget_exhausted = true;
+  auto no_valid_configuration = [&] {
     return InvalidInput(fmt::format(
         "no valid configuration of {} devices for global batch {}: {} combinations tried{}{}; check --devices, --gbs "
         "and the --tp/--pp/--vpp/--mbs restrictions",
         options.devices, gbs, result.combinations, result.invalid > 0 ? ", the first rejected because: " : "",
         result.invalid > 0 ? first_invalid.message : ""));
-  }
+  };
+  if (result.configs.empty()) return no_valid_configuration();
   std::sort(result.configs.begin(), result.configs.end(),
             [](const ConfigOutcome& a, const ConfigOutcome& b) { return a.config < b.config; });
-  const int n = static_cast<int>(result.configs.size());
+  int n = static_cast<int>(result.configs.size());
 
   // 2. Bounds and signatures, in parallel (each index writes its own slot).
   result.model_flops = ModelFlopsPerIteration(model, device, options.base);
   std::vector<Signature> signatures(n);
-  std::vector<std::string> build_errors(n);
+  std::vector<std::optional<Error>> build_errors(n);
+  std::vector<char> bounded(n, 0);  // not when the time budget ran out first
   ParallelFor(n, result.threads, [&](int i) {
+    if (deadline.Expired()) return;
     ConfigOutcome& out = result.configs[i];
     Result<Problem> problem = BuildProblem(model, device, SetupOf(options, out.config));
     if (!problem.ok()) {
-      build_errors[i] = problem.error().message;
+      build_errors[i] = problem.error();
       return;
     }
     const Schedule schedule = BuildSchedule(problem.value().pipeline);
     out.time_bound_ns = RankLoadBound(problem.value(), schedule);
     out.memory_bound_bytes = MemoryLowerBound(problem.value(), schedule);
     if (!options.exhaustive) signatures[i] = SignatureOf(problem.value());
+    bounded[i] = 1;
   });
+  // A configuration whose costs lie beyond what a problem may hold (a sequence of millions of
+  // tokens, say) is rejected like one the setup rules reject.
+  std::vector<int> kept;
   for (int i = 0; i < n; ++i) {
-    if (!build_errors[i].empty()) {
-      return InternalError(fmt::format("the cost model rejected a configuration the setup rules accepted ({}): {}",
-                                       DescribeConfig(result.configs[i].config), build_errors[i]));
+    if (!build_errors[i]) {
+      kept.push_back(i);
+      continue;
+    }
+    if (build_errors[i]->kind != ErrorKind::kInvalidInput) {
+      return InternalError(fmt::format("the cost model failed on a configuration ({}): {}",
+                                       DescribeConfig(result.configs[i].config), build_errors[i]->message));
+    }
+    ++result.invalid;
+  }
+  if (static_cast<int>(kept.size()) < n) {
+    for (std::size_t k = 0; k < kept.size(); ++k) {
+      if (static_cast<int>(k) == kept[k]) continue;
+      result.configs[k] = std::move(result.configs[kept[k]]);
+      signatures[k] = std::move(signatures[kept[k]]);
+      bounded[k] = bounded[kept[k]];
+    }
+    n = static_cast<int>(kept.size());
+    result.configs.resize(n);
+    signatures.resize(n);
+    bounded.resize(n);
+    if (n == 0) {
+      const int failed = static_cast<int>(build_errors.size());
+      for (const std::optional<Error>& e : build_errors) {
+        if (e) return InvalidInput(fmt::format("none of the {} configurations the setup rules accept can be "
+                                               "planned; the first: {}", failed, e->message));
+      }
     }
   }
 
   std::vector<int> survivors;
   result.bound_seconds = SecondsSince(began);
   if (options.exhaustive) {
-    survivors.resize(n);
-    std::iota(survivors.begin(), survivors.end(), 0);
+    for (int i = 0; i < n; ++i) {
+      if (bounded[i]) survivors.push_back(i);
+    }
   } else {
     // 3. Dominance within each pipeline shape; among equal signatures the first in key order stays.
-    std::vector<int> order(n);
-    std::iota(order.begin(), order.end(), 0);
+    std::vector<int> order;
+    for (int i = 0; i < n; ++i) {
+      if (bounded[i]) order.push_back(i);
+    }
     auto shape = [&](int i) {
       const Pipeline& p = signatures[i].pipeline;
       return std::make_tuple(p.ranks, p.chunks, p.micro_batches);
@@ -390,7 +452,9 @@ Result<SearchResult> SearchConfigurations(const ModelSpec& model, const DeviceSp
     }
     for (int i = 0; i < n; ++i) {
       ConfigOutcome& out = result.configs[i];
-      if (out.memory_bound_bytes > device.memory_bytes) {
+      if (!bounded[i]) {
+        out.verdict = Verdict::kNotPlanned;  // the time budget ran out before its bounds
+      } else if (out.memory_bound_bytes > device.memory_bytes) {
         out.verdict = Verdict::kMemoryBound;
       } else if (out.dominated_by >= 0) {
         out.verdict = Verdict::kDominated;
@@ -417,7 +481,7 @@ Result<SearchResult> SearchConfigurations(const ModelSpec& model, const DeviceSp
     if (options.exhaustive || static_cast<int>(found.size()) < options.top) return -1;
     return found[options.top - 1];
   };
-  auto out_of_time = [&] { return options.time_budget_s > 0 && SecondsSince(began) > options.time_budget_s; };
+  auto out_of_time = [&] { return deadline.Expired(); };
   // Runs `step` on `order` in waves until `limit` configurations have run (-1: all), marking those
   // the threshold prunes; returns the configurations that ran, in order.
   auto in_waves = [&](const std::vector<int>& order, int limit, const auto& step, const auto& after) {
@@ -448,14 +512,21 @@ Result<SearchResult> SearchConfigurations(const ModelSpec& model, const DeviceSp
     const std::vector<int> screened = in_waves(
         survivors, -1,
         [&](ConfigOutcome& out) {
+          if (out_of_time()) {
+            out.verdict = Verdict::kNotPlanned;
+            return;
+          }
           const Problem problem = BuildProblem(model, device, SetupOf(options, out.config)).value();
-          out.screen_ns = ScreenTime(problem, BuildSchedule(problem.pipeline));
+          const std::optional<QuickPlan> quick = FindQuickPlan(problem, BuildSchedule(problem.pipeline), deadline);
+          out.screen_ns = quick ? quick->iteration_ns : 0;
           out.verdict = Verdict::kScreened;
         },
         [&](const ConfigOutcome& out) {
           if (out.screen_ns > 0) add_found(out.screen_ns);
         });
-    result.screened = static_cast<int>(screened.size());
+    result.screened = static_cast<int>(std::count_if(screened.begin(), screened.end(), [&](int i) {
+      return result.configs[i].verdict == Verdict::kScreened;
+    }));
     // Most promising first: by screened time; those the screen could not fit after, by their bound.
     planned_order = screened;
     std::stable_sort(planned_order.begin(), planned_order.end(), [&](int a, int b) {
@@ -471,6 +542,7 @@ Result<SearchResult> SearchConfigurations(const ModelSpec& model, const DeviceSp
   PlannerOptions planner;
   planner.kind = PlannerKind::kBranchAndBound;
   planner.time_limit_s = 1e9;  // limits are in work, not seconds: see node_limit
+  planner.deadline = deadline;  // but a run in flight stops at the time budget
   planner.node_limit = options.node_limit;
   std::mutex progress_lock;
   SearchProgress progress;
@@ -492,7 +564,9 @@ Result<SearchResult> SearchConfigurations(const ModelSpec& model, const DeviceSp
           return;
         }
         out.planner = planned.value();
-        out.verdict = out.planner.status == PlanStatus::kInfeasible ? Verdict::kNoFit : Verdict::kPlanned;
+        out.verdict = out.planner.status == PlanStatus::kInfeasible ? Verdict::kNoFit
+                      : out.planner.status == PlanStatus::kNoPlan   ? Verdict::kNotPlanned
+                                                                    : Verdict::kPlanned;
         if (HasPlan(out)) Measure(problem, options, result.model_flops, device.peak_flops, out);
         std::lock_guard<std::mutex> guard(progress_lock);
         ++progress.planned;
@@ -515,6 +589,7 @@ Result<SearchResult> SearchConfigurations(const ModelSpec& model, const DeviceSp
   for (int i = 0; i < n; ++i) {
     const ConfigOutcome& out = result.configs[i];
     ++result.count[static_cast<int>(out.verdict)];
+    if (out.verdict == Verdict::kNotPlanned) result.budget_exhausted = true;
     if (HasPlan(out)) with_plan.push_back(i);
   }
   std::sort(with_plan.begin(), with_plan.end(), [&](int a, int b) {

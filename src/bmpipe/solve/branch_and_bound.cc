@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdint>
 #include <queue>
 #include <set>
 
@@ -27,6 +28,12 @@ struct Node {
   double bound = 0;             // parent's bound (a valid lower bound for this node too)
   int depth = 0;
   long id = 0;
+
+  // Bytes it holds, for the memory budget.
+  std::int64_t Bytes() const {
+    return static_cast<std::int64_t>(sizeof(Node) + 4 * 16 +
+                                     (b_lo.size() + b_hi.size() + k_lo.size() + k_hi.size()) * sizeof(int));
+  }
 };
 
 struct NodeOrder {
@@ -39,16 +46,21 @@ struct NodeOrder {
 
 class Search {
  public:
-  Search(const Problem& problem, const Candidates& candidates, const Schedule& schedule, const PlannerOptions& options)
+  Search(const Problem& problem, const Candidates& candidates, const Schedule& schedule, const PlannerOptions& options,
+         const Deadline& deadline, const std::string& deadline_name)
       : problem_(problem),
         candidates_(candidates),
         schedule_(schedule),
         options_(options),
+        deadline_(deadline),
+        deadline_name_(deadline_name),
+        began_(std::chrono::steady_clock::now()),
         formulation_(BuildFormulation(problem, candidates, schedule, /*binary=*/false)),
         lp_(formulation_.model),
         builder_(problem, candidates),
-        family_(problem, candidates, schedule),
-        began_(std::chrono::steady_clock::now()) {}
+        // Timing the schedule twice per stage can take long on the largest problems: at most a
+        // quarter of the time.
+        family_(problem, candidates, schedule, deadline.Share(0.25)) {}
 
   PlannerResult Run() {
     const int stages = problem_.pipeline.stages();
@@ -56,8 +68,9 @@ class Search {
     for (const std::vector<int>& end : {StageEnds(EvenPlan(problem_)),
                                         MemoryBalancedBoundaries(problem_, candidates_.memory_rows)}) {
       if (std::optional<CandidatePlan> start = builder_.Complete(end, nullptr, /*allow_over=*/true)) {
-        OfferCandidatePlan(ImproveLocally(builder_, *start, LocalSearchBudget()));
+        OfferCandidatePlan(ImproveLocally(builder_, *start, LocalSearchDeadline()));
       }
+      if (deadline_.Expired()) break;
     }
     Node root;
     for (StageIdx s = 0; s + 1 < stages; ++s) {
@@ -67,18 +80,24 @@ class Search {
     root.k_lo.assign(stages, 0);
     for (StageIdx s = 0; s < stages; ++s) root.k_hi.push_back(static_cast<int>(candidates_.per_stage[s].size()));
     std::priority_queue<Node, std::vector<Node>, NodeOrder> open;
-    open.push(root);
+    Push(open, root);
     while (!open.empty()) {
-      if (Elapsed() > options_.time_limit_s) {
-        result_.stopped_by = fmt::format("time limit {:g} s", options_.time_limit_s);
+      if (deadline_.Expired()) {
+        result_.stopped_by = deadline_name_;
         break;
       }
       if (options_.node_limit >= 0 && result_.nodes >= options_.node_limit) {
         result_.stopped_by = "node limit " + std::to_string(options_.node_limit);
         break;
       }
+      if (held_bytes_ > kBranchAndBoundMemoryBudgetBytes) {
+        result_.stopped_by = fmt::format("the branch-and-bound memory budget ({} MiB of open nodes and cuts)",
+                                         kBranchAndBoundMemoryBudgetBytes >> 20);
+        break;
+      }
       Node node = open.top();
       open.pop();
+      held_bytes_ -= node.Bytes();
       if (Pruned(node.bound)) continue;
       ++result_.nodes;
       Evaluate(node, open);
@@ -133,8 +152,12 @@ class Search {
   bool SolveRelaxation(double& bound, std::vector<double>& x) {
     for (int round = 0; round < kMaxCutRounds; ++round) {
       ++result_.lp_solves;
-      const LpSolver::Status status = lp_.Solve();
+      const LpSolver::Status status = lp_.Solve(deadline_);
       if (status == LpSolver::Status::kInfeasible) return false;
+      if (status == LpSolver::Status::kStopped) {
+        lp_stopped_ = true;
+        return false;
+      }
       if (status == LpSolver::Status::kError) {
         lp_error_ = true;
         return false;
@@ -142,7 +165,7 @@ class Search {
       x = lp_.solution();
       bound = x[formulation_.t];
       // Any T is a valid bound: stop cutting when out of time.
-      if (Elapsed() > options_.time_limit_s || !AddViolatedCut(x, bound)) return true;
+      if (deadline_.Expired() || !AddViolatedCut(x, bound)) return true;
     }
     return true;
   }
@@ -159,8 +182,12 @@ class Search {
     key.insert(key.end(), path.backward.begin(), path.backward.end());
     key.insert(key.end(), path.hops.begin(), path.hops.end());
     key.push_back(path.update_rank);
+    const std::int64_t key_bytes = static_cast<std::int64_t>(key.size() * sizeof(int) + 64);
     if (!cut_keys_.insert(key).second) return false;  // already a cut: numerical noise only
-    lp_.AddRow(PathCut(formulation_, path, static_cast<int>(result_.cuts)));
+    const LinearRow cut = PathCut(formulation_, path, static_cast<int>(result_.cuts));
+    // Our key, and CLP's copy of the row (index and value per term).
+    held_bytes_ += key_bytes + static_cast<std::int64_t>(cut.terms.size() * (sizeof(int) + sizeof(double)));
+    lp_.AddRow(cut);
     ++result_.cuts;
     return true;
   }
@@ -172,13 +199,13 @@ class Search {
     // micro-batches per rank it is the weaker one, and its states grow).
     double family = 0;
     if (node.depth == 0 || use_family_) {
-      family = family_.Bound(node.b_lo, node.b_hi, node.k_lo, node.k_hi) / formulation_.time_unit_ns;
+      family = family_.Bound(node.b_lo, node.b_hi, node.k_lo, node.k_hi, deadline_) / formulation_.time_unit_ns;
       if (family == kInfinity || Pruned(family)) return;
     }
     double bound = 0;
     std::vector<double> x;
     if (!SolveRelaxation(bound, x)) {
-      if (lp_error_) unresolved_ = std::min(unresolved_, node.bound);  // not proven empty
+      if (lp_error_ || lp_stopped_) unresolved_ = std::min(unresolved_, node.bound);  // not proven empty
       return;
     }
     if (node.depth == 0) use_family_ = family >= bound;
@@ -246,6 +273,7 @@ class Search {
     for (std::size_t s = 0; s < node.k_lo.size(); ++s) {
       if (node.k_lo[s] >= node.k_hi[s]) return;
     }
+    held_bytes_ += node.Bytes();
     open.push(node);
   }
 
@@ -270,10 +298,11 @@ class Search {
     }
     std::optional<CandidatePlan> plan = builder_.Complete(end, &preferred, /*allow_over=*/improve);
     if (!plan) return;
-    OfferCandidatePlan(improve ? ImproveLocally(builder_, *plan, LocalSearchBudget()) : *plan);
+    OfferCandidatePlan(improve ? ImproveLocally(builder_, *plan, LocalSearchDeadline()) : *plan);
   }
 
-  double LocalSearchBudget() const { return std::max(0.0, options_.time_limit_s - Elapsed()) / 4; }
+  // A quarter of the time left.
+  Deadline LocalSearchDeadline() const { return deadline_.Share(0.25); }
 
   void OfferCandidatePlan(const CandidatePlan& plan) {
     if (builder_.Fits(plan)) Offer(builder_.ToPlan(plan), -1);
@@ -302,6 +331,7 @@ class Search {
     long count = 0;
     for (const auto& stage : candidates_.per_stage) count += static_cast<long>(stage.size());
     r.candidates = count;
+    if (lp_stopped_ && r.stopped_by.empty()) r.stopped_by = deadline_name_;
     if (lp_error_ && r.stopped_by.empty()) r.stopped_by = "an LP relaxation CLP could not solve";
     if (has_plan_) {
       r.plan = best_plan_;
@@ -326,11 +356,15 @@ class Search {
   const Candidates& candidates_;
   const Schedule& schedule_;
   const PlannerOptions& options_;
+  const Deadline deadline_;
+  const std::string deadline_name_;
+  std::chrono::steady_clock::time_point began_;
   Formulation formulation_;
   LpSolver lp_;
   PlanBuilder builder_;
   FamilyBound family_;
-  std::chrono::steady_clock::time_point began_;
+  std::int64_t held_bytes_ = 0;  // open nodes and cuts, against the memory budget
+  bool lp_stopped_ = false;
   std::set<std::vector<int>> cut_keys_;
   PlannerResult result_;
   long next_id_ = 0;
@@ -347,8 +381,9 @@ class Search {
 }  // namespace
 
 PlannerResult RunBranchAndBound(const Problem& problem, const Candidates& candidates, const Schedule& schedule,
-                                const PlannerOptions& options) {
-  Search search(problem, candidates, schedule, options);
+                                const PlannerOptions& options, const Deadline& deadline,
+                                const std::string& deadline_name) {
+  Search search(problem, candidates, schedule, options, deadline, deadline_name);
   return search.Run();
 }
 

@@ -16,13 +16,23 @@
 // timed by the simulator: the plan's value is the simulated iteration time.
 #pragma once
 
+#include <cstdint>
+#include <string>
+
 #include "bmpipe/schedule/schedule.h"
 #include "bmpipe/solve/candidates.h"
 #include "bmpipe/solve/planner.h"
 
 namespace bmpipe {
 
+// The most memory the search's open nodes and cuts may hold; beyond it the search stops as at a
+// time limit (docs/planner.md, "Limits").
+inline constexpr std::int64_t kBranchAndBoundMemoryBudgetBytes = std::int64_t{512} << 20;
+
+// Stops at `deadline` (stopped_by then says `deadline_name`), at options.node_limit, or at the
+// memory budget.
 PlannerResult RunBranchAndBound(const Problem& problem, const Candidates& candidates, const Schedule& schedule,
-                                const PlannerOptions& options);
+                                const PlannerOptions& options, const Deadline& deadline,
+                                const std::string& deadline_name);
 
 }  // namespace bmpipe

@@ -4,6 +4,8 @@
 #include <map>
 #include <tuple>
 
+#include <fmt/format.h>
+
 namespace bmpipe {
 namespace {
 
@@ -34,10 +36,75 @@ struct Mix {
   }
 };
 
+// Bytes a mix holds (its option counts on the heap included, with the allocator's overhead).
+std::int64_t MixBytes(const Mix& m) {
+  std::int64_t bytes = sizeof(Mix);
+  for (const std::vector<int>& counts : m.option_count) {
+    bytes += static_cast<std::int64_t>(sizeof(std::vector<int>) + 16 + counts.size() * sizeof(int));
+  }
+  return bytes;
+}
+
+// What generation holds against its budget, and whether it must stop (the deadline, polled).
+class Limiter {
+ public:
+  explicit Limiter(const CandidateLimits& limits) : limits_(limits), poll_(limits.deadline, 64) {}
+
+  // Whether `bytes` more could be held now (for transient work).
+  bool Affords(std::int64_t bytes) {
+    if (held_ + bytes <= limits_.memory_budget_bytes) return true;
+    OverBudget();
+    return false;
+  }
+  // Holds `bytes` from now on; false (and stopped) when that is over the budget.
+  bool Charge(std::int64_t bytes) {
+    if (!Affords(bytes)) return false;
+    held_ += bytes;
+    return true;
+  }
+  bool CountCandidate() {
+    if (++candidates_ <= limits_.max_candidates) return true;
+    Stop(CandidateStop::kBudget,
+         fmt::format("more than {} candidate blocks (about stages x layers per stage x recomputation mixes); fewer "
+                     "layers (merge identical ones), fewer stages or fewer recomputation options per layer would help",
+                     limits_.max_candidates));
+    return false;
+  }
+  bool Stopped() {
+    if (stop_ == CandidateStop::kNone && poll_.Expired()) Stop(CandidateStop::kDeadline, "the time limit");
+    return stop_ != CandidateStop::kNone;
+  }
+  DeadlinePoll& poll() { return poll_; }
+  CandidateStop stop() const { return stop_; }
+  const std::string& reason() const { return reason_; }
+
+ private:
+  void OverBudget() {
+    Stop(CandidateStop::kBudget,
+         fmt::format("the candidate blocks need more than their memory budget of {} MiB (the Pareto fronts of "
+                     "recomputation mixes grow with the layers a stage can hold and the options per layer); more "
+                     "stages, fewer layers (merge identical ones) or fewer recomputation options per layer would help",
+                     limits_.memory_budget_bytes >> 20));
+  }
+  void Stop(CandidateStop stop, std::string reason) {
+    if (stop_ != CandidateStop::kNone) return;
+    stop_ = stop;
+    reason_ = std::move(reason);
+  }
+
+  const CandidateLimits& limits_;
+  DeadlinePoll poll_;
+  std::int64_t held_ = 0;
+  long candidates_ = 0;
+  CandidateStop stop_ = CandidateStop::kNone;
+  std::string reason_;
+};
+
 // The indices (among `which`) of the mixes no other of them dominates, in Key order; among equal
 // ones the first in Key order. Dominance is in (forward, backward), and with `with_memory` also
-// in (saved, transient).
-std::vector<std::size_t> ParetoIndices(const std::vector<Mix>& mixes, std::vector<std::size_t> which, bool with_memory) {
+// in (saved, transient). Stops early (with part of the front) when `poll` expires.
+std::vector<std::size_t> ParetoIndices(const std::vector<Mix>& mixes, std::vector<std::size_t> which, bool with_memory,
+                                       DeadlinePoll* poll = nullptr) {
   // Ties in Key (mixes given without option counts) keep their given order.
   std::stable_sort(which.begin(), which.end(), [&](std::size_t a, std::size_t b) { return mixes[a].Key() < mixes[b].Key(); });
   std::vector<std::size_t> front;
@@ -58,6 +125,7 @@ std::vector<std::size_t> ParetoIndices(const std::vector<Mix>& mixes, std::vecto
   levels.erase(std::unique(levels.begin(), levels.end()), levels.end());
   std::vector<std::map<TimeNs, Bytes>> stairs(levels.size());  // backward -> least saved
   for (std::size_t i : which) {
+    if (poll != nullptr && poll->Expired()) break;
     const Mix& m = mixes[i];
     const std::size_t level = std::lower_bound(levels.begin(), levels.end(), m.transient) - levels.begin();
     const std::map<TimeNs, Bytes>& stair = stairs[level];
@@ -78,11 +146,11 @@ std::vector<std::size_t> ParetoIndices(const std::vector<Mix>& mixes, std::vecto
 }
 
 // The mixes no other mix dominates (ParetoIndices over all of them).
-std::vector<Mix> ParetoFront(std::vector<Mix> mixes, bool with_memory) {
+std::vector<Mix> ParetoFront(std::vector<Mix> mixes, bool with_memory, DeadlinePoll* poll) {
   std::vector<std::size_t> all(mixes.size());
   for (std::size_t i = 0; i < all.size(); ++i) all[i] = i;
   std::vector<Mix> front;
-  for (std::size_t i : ParetoIndices(mixes, std::move(all), with_memory)) front.push_back(std::move(mixes[i]));
+  for (std::size_t i : ParetoIndices(mixes, std::move(all), with_memory, poll)) front.push_back(std::move(mixes[i]));
   return front;
 }
 
@@ -90,8 +158,10 @@ std::vector<Mix> ParetoFront(std::vector<Mix> mixes, bool with_memory) {
 // at k-1 layers stays dominated after adding the same option.
 class RunFronts {
  public:
-  RunFronts(const Problem& problem, const std::vector<LayerRun>& runs) : problem_(problem), runs_(runs), fronts_(runs.size()) {}
+  RunFronts(const Problem& problem, const std::vector<LayerRun>& runs, Limiter& limiter)
+      : problem_(problem), runs_(runs), limiter_(limiter), fronts_(runs.size()) {}
 
+  // Empty when the limiter stopped generation.
   const std::vector<Mix>& Get(int run, int k) {
     std::vector<std::vector<Mix>>& f = fronts_[run];
     if (f.empty()) {
@@ -102,6 +172,11 @@ class RunFronts {
     while (static_cast<int>(f.size()) <= k) {
       std::vector<Mix> next;
       const std::vector<LayerOption>& options = Options(run);
+      const std::int64_t each = f.back().empty() ? 0 : MixBytes(f.back().front());
+      if (limiter_.Stopped() ||
+          !limiter_.Affords(each * static_cast<std::int64_t>(f.back().size() * options.size()))) {
+        return empty_;
+      }
       for (const Mix& m : f.back()) {
         for (std::size_t o = 0; o < options.size(); ++o) {
           Mix n = m;
@@ -110,7 +185,8 @@ class RunFronts {
           next.push_back(std::move(n));
         }
       }
-      f.push_back(ParetoFront(std::move(next), /*with_memory=*/true));
+      f.push_back(ParetoFront(std::move(next), /*with_memory=*/true, &limiter_.poll()));
+      if (limiter_.Stopped() || !limiter_.Charge(each * static_cast<std::int64_t>(f.back().size()))) return empty_;
     }
     return f[k];
   }
@@ -120,15 +196,22 @@ class RunFronts {
 
   const Problem& problem_;
   const std::vector<LayerRun>& runs_;
+  Limiter& limiter_;
   std::vector<std::vector<std::vector<Mix>>> fronts_;
+  const std::vector<Mix> empty_;
 };
 
-// Minkowski sum of the fronts of a shape's parts, pruned after each part.
-std::vector<Mix> ShapeMixes(RunFronts& fronts, const std::vector<std::pair<int, int>>& shape) {
+// Minkowski sum of the fronts of a shape's parts, pruned after each part. Empty when the limiter
+// stopped generation.
+std::vector<Mix> ShapeMixes(RunFronts& fronts, const std::vector<std::pair<int, int>>& shape, Limiter& limiter) {
   std::vector<Mix> mixes(1);
   for (const auto& [run, count] : shape) {
     // Costs of every pair first (no option counts: cheap), then only the front is built.
     const std::vector<Mix>& part = fronts.Get(run, count);
+    if (limiter.Stopped() ||
+        !limiter.Affords(static_cast<std::int64_t>((sizeof(Mix) + sizeof(std::size_t)) * mixes.size() * part.size()))) {
+      return {};
+    }
     std::vector<Mix> costs;
     std::vector<std::size_t> all;
     for (const Mix& a : mixes) {
@@ -145,13 +228,14 @@ std::vector<Mix> ShapeMixes(RunFronts& fronts, const std::vector<std::pair<int, 
       }
     }
     std::vector<Mix> next;
-    for (std::size_t i : ParetoIndices(costs, std::move(all), /*with_memory=*/true)) {
+    for (std::size_t i : ParetoIndices(costs, std::move(all), /*with_memory=*/true, &limiter.poll())) {
       Mix n = mixes[i / part.size()];
       n.option_count.push_back(part[i % part.size()].option_count[0]);
       n.AddCosts(part[i % part.size()]);
       next.push_back(std::move(n));
     }
     mixes = std::move(next);
+    if (limiter.Stopped()) return {};
   }
   return mixes;
 }
@@ -175,7 +259,8 @@ bool FitsAlone(const StageContext& ctx, Bytes static_bytes, Bytes saved, Bytes t
 
 class Generator {
  public:
-  Generator(const Problem& problem, Candidates& out) : problem_(problem), out_(out), fronts_(problem, out.runs) {
+  Generator(const Problem& problem, Candidates& out, Limiter& limiter)
+      : problem_(problem), out_(out), limiter_(limiter), fronts_(problem, out.runs, limiter) {
     for (const LayerRun& run : out.runs) {
       const Layer& layer = problem.layers[run.begin];
       Bytes min_saved = layer.options[0].saved_bytes, min_transient = layer.options[0].peak_extra_bytes;
@@ -197,6 +282,7 @@ class Generator {
     for (int g = 0; g < static_cast<int>(runs.size()); ++g) {
       // Inside run g: k layers starting anywhere in [lo, hi].
       for (int k = 1; k <= runs[g].size(); ++k) {
+        if (limiter_.Stopped()) return;
         if (!MayFit(ctx, {{g, k}})) break;
         LayerIdx lo = std::max(runs[g].begin, first_lo);
         LayerIdx hi = std::min(runs[g].end - k, end_hi - k);
@@ -212,6 +298,7 @@ class Generator {
         bool stop = false;
         for (int h = g + 1; h < static_cast<int>(runs.size()) && !stop; ++h) {
           for (int k_h = 1; k_h <= runs[h].size(); ++k_h) {
+            if (limiter_.Stopped()) return;
             shape.push_back({h, k_h});
             const LayerIdx end = runs[h].begin + k_h;
             if (end > end_hi || !MayFit(ctx, shape)) {
@@ -253,7 +340,13 @@ class Generator {
     }
     // A shape's mixes do not depend on the stage: computed once, shared by every stage.
     auto cached = shape_mixes_.find(shape);
-    if (cached == shape_mixes_.end()) cached = shape_mixes_.emplace(shape, ShapeMixes(fronts_, shape)).first;
+    if (cached == shape_mixes_.end()) {
+      std::vector<Mix> mixes = ShapeMixes(fronts_, shape, limiter_);
+      std::int64_t bytes = 0;
+      for (const Mix& m : mixes) bytes += MixBytes(m);
+      if (limiter_.Stopped() || !limiter_.Charge(bytes)) return;
+      cached = shape_mixes_.emplace(shape, std::move(mixes)).first;
+    }
     const std::vector<Mix>& all = cached->second;
     std::vector<std::size_t> fitting;
     for (std::size_t i = 0; i < all.size(); ++i) {
@@ -273,12 +366,18 @@ class Generator {
       c.cost = StageCost{m.forward, m.backward, m.recompute, m.saved, m.transient, last.p2p_ns};
       c.static_bytes = static_bytes;
       c.update_ns = update;
+      std::int64_t bytes = sizeof(Candidate);
+      for (const RunPart& part : c.parts) {
+        bytes += static_cast<std::int64_t>(sizeof(RunPart) + 16 + part.option_count.size() * sizeof(int));
+      }
+      if (!limiter_.CountCandidate() || !limiter_.Charge(bytes)) return;
       out_.per_stage[ctx.stage].push_back(std::move(c));
     }
   }
 
   const Problem& problem_;
   Candidates& out_;
+  Limiter& limiter_;
   RunFronts fronts_;
   std::map<std::vector<std::pair<int, int>>, std::vector<Mix>> shape_mixes_;
   std::vector<Bytes> min_saved_;
@@ -302,43 +401,44 @@ std::vector<LayerRun> FindRuns(const Problem& problem) {
 std::vector<std::vector<MemoryRow>> PeakMemoryRows(const Schedule& schedule) {
   const Pipeline& p = schedule.pipeline;
   std::vector<std::vector<MemoryRow>> rows(p.ranks);
-  for (RankIdx r = 0; r < p.ranks; ++r) {
-    std::vector<int> in_flight(p.chunks, 0);
-    std::vector<MemoryRow> all;
-    for (const Op& op : schedule.rank_ops[r]) {
-      const int chunk = p.ChunkOf(op.stage);
-      all.push_back({in_flight, chunk});  // while the op runs (a backward's own activations still held)
-      in_flight[chunk] += op.kind == OpKind::kForward ? 1 : -1;
+  auto covers = [&](const MemoryRow& a, const MemoryRow& b) {
+    if (a.transient_chunk != b.transient_chunk) return false;
+    for (int c = 0; c < p.chunks; ++c) {
+      if (b.in_flight[c] > a.in_flight[c]) return false;
     }
-    // Keep the rows no other row with the same transient chunk covers.
-    std::sort(all.begin(), all.end(), [](const MemoryRow& a, const MemoryRow& b) {
+    return true;
+  };
+  for (RankIdx r = 0; r < p.ranks; ++r) {
+    // Keep the rows no other row with the same transient chunk covers, as they come (holding every
+    // row of a rank would take ops x chunks counts), then in a fixed order.
+    std::vector<MemoryRow>& kept = rows[r];
+    MemoryRow row{std::vector<int>(p.chunks, 0), 0};
+    for (const Op& op : schedule.rank_ops[r]) {
+      row.transient_chunk = p.ChunkOf(op.stage);  // while the op runs (a backward's own activations still held)
+      if (std::none_of(kept.begin(), kept.end(), [&](const MemoryRow& k) { return covers(k, row); })) {
+        kept.erase(std::remove_if(kept.begin(), kept.end(), [&](const MemoryRow& k) { return covers(row, k); }),
+                   kept.end());
+        kept.push_back(row);
+      }
+      row.in_flight[row.transient_chunk] += op.kind == OpKind::kForward ? 1 : -1;
+    }
+    std::sort(kept.begin(), kept.end(), [](const MemoryRow& a, const MemoryRow& b) {
       return std::tie(a.transient_chunk, a.in_flight) > std::tie(b.transient_chunk, b.in_flight);
     });
-    for (const MemoryRow& row : all) {
-      bool covered = false;
-      for (const MemoryRow& kept : rows[r]) {
-        if (kept.transient_chunk != row.transient_chunk) continue;
-        bool all_le = true;
-        for (int c = 0; c < p.chunks; ++c) all_le = all_le && row.in_flight[c] <= kept.in_flight[c];
-        if (all_le) {
-          covered = true;
-          break;
-        }
-      }
-      if (!covered) rows[r].push_back(row);
-    }
   }
   return rows;
 }
 
-Candidates GenerateCandidates(const Problem& problem, const Schedule& schedule) {
+Candidates GenerateCandidates(const Problem& problem, const Schedule& schedule, const CandidateLimits& limits) {
   Candidates out;
   out.runs = FindRuns(problem);
   out.memory_rows = PeakMemoryRows(schedule);
   out.memory_exact = problem.pipeline.chunks == 1;
   out.per_stage.resize(problem.pipeline.stages());
-  Generator generator(problem, out);
+  Limiter limiter(limits);
+  Generator generator(problem, out, limiter);
   for (StageIdx s = 0; s < problem.pipeline.stages(); ++s) {
+    if (limiter.Stopped()) break;
     const RankIdx r = problem.pipeline.RankOf(s);
     generator.Stage({s, problem.pipeline.ChunkOf(s), &out.memory_rows[r], problem.memory_bytes - problem.reserved_bytes});
     // A fixed order, shortest blocks first: branch and bound splits candidate index ranges.
@@ -348,6 +448,8 @@ Candidates GenerateCandidates(const Problem& problem, const Schedule& schedule) 
                                                          b.cost.forward_ns, b.cost.saved_bytes, b.cost.transient_bytes);
     });
   }
+  out.stop = limiter.stop();
+  out.stop_reason = limiter.reason();
   return out;
 }
 

@@ -10,8 +10,11 @@
 // because iteration time and memory are monotone in all four.
 #pragma once
 
+#include <cstdint>
+#include <string>
 #include <vector>
 
+#include "bmpipe/core/deadline.h"
 #include "bmpipe/problem/plan.h"
 #include "bmpipe/problem/problem.h"
 #include "bmpipe/schedule/schedule.h"
@@ -52,7 +55,31 @@ struct Candidate {
   TimeNs update_ns = 0;
 };
 
+// The most memory candidate generation may hold: the Pareto fronts of runs, the mixes of block
+// shapes and the candidates themselves (estimated from their sizes), and the most candidates in all
+// (each is a column of the planner's linear program and costs about as much again there). Beyond
+// either, generation stops (docs/planner.md, "Limits").
+inline constexpr std::int64_t kCandidateMemoryBudgetBytes = std::int64_t{1} << 30;
+inline constexpr long kMaxCandidates = 1'000'000;
+
+struct CandidateLimits {
+  Deadline deadline;
+  std::int64_t memory_budget_bytes = kCandidateMemoryBudgetBytes;
+  long max_candidates = kMaxCandidates;
+};
+
+// Why generation stopped before it finished.
+enum class CandidateStop {
+  kNone,      // finished: the candidates are exact
+  kDeadline,  // the deadline
+  kBudget,    // the memory budget or the candidate count
+};
+
 struct Candidates {
+  // When not kNone the candidates are incomplete: plans made of them are real plans, but they
+  // prove nothing (no bound, no infeasibility). `stop_reason` then says which size was too large.
+  CandidateStop stop = CandidateStop::kNone;
+  std::string stop_reason;
   std::vector<LayerRun> runs;
   std::vector<std::vector<MemoryRow>> memory_rows;  // per rank
   std::vector<std::vector<Candidate>> per_stage;
@@ -62,8 +89,9 @@ struct Candidates {
 };
 
 // All candidates of every stage that can fit in memory on their own. Exact: every feasible plan
-// is made of one candidate per stage, up to replacing a stage's mix by one that dominates it.
-Candidates GenerateCandidates(const Problem& problem, const Schedule& schedule);
+// is made of one candidate per stage, up to replacing a stage's mix by one that dominates it;
+// unless `limits` stopped generation (see Candidates::stop).
+Candidates GenerateCandidates(const Problem& problem, const Schedule& schedule, const CandidateLimits& limits = {});
 
 // Layer options of a candidate placed at `start`, in layer order: within each run part the
 // options are given in the order of the layer's option list (lowest index first).

@@ -3,6 +3,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cfloat>
 #include <chrono>
 #include <cmath>
@@ -182,21 +183,35 @@ void LpSolver::AddRow(const LinearRow& row) {
   Clp_addRows(impl_->clp, 1, &lower, &upper, starts, index.data(), value.data());
 }
 
-LpSolver::Status LpSolver::Solve() {
+LpSolver::Status LpSolver::Solve(const Deadline& deadline) {
   std::lock_guard<std::mutex> guard(CoinLock());
+  Clp_Simplex* clp = impl_->clp;
+  // CLP's own limit, checked between its iterations; it counts the process's CPU time, which runs
+  // ahead of the clock while other threads work: CLP is resumed until the deadline has passed.
+  auto limit = [&] { Clp_setMaximumSeconds(clp, deadline.IsNever() ? -1.0 : std::max(1e-3, deadline.SecondsLeft())); };
+  auto stopped_by_limit = [&] { return Clp_status(clp) == 3; };
+  limit();
   if (impl_->solved_once) {
-    Clp_dual(impl_->clp, 0);
+    Clp_dual(clp, 0);
   } else {
-    Clp_initialSolve(impl_->clp);
+    Clp_initialSolve(clp);
     impl_->solved_once = true;
   }
-  if (Clp_isProvenOptimal(impl_->clp)) return Status::kOptimal;
-  if (Clp_isProvenPrimalInfeasible(impl_->clp)) return Status::kInfeasible;
+  if (Clp_isProvenOptimal(clp)) return Status::kOptimal;
+  if (Clp_isProvenPrimalInfeasible(clp)) return Status::kInfeasible;
+  while (!deadline.IsNever() && stopped_by_limit() && !deadline.Expired()) {
+    limit();
+    Clp_dual(clp, 0);
+    if (Clp_isProvenOptimal(clp)) return Status::kOptimal;
+    if (Clp_isProvenPrimalInfeasible(clp)) return Status::kInfeasible;
+  }
+  if (deadline.Expired()) return Status::kStopped;
   // Dual simplex from a stale basis can stop without a verdict; retry from scratch once.
-  Clp_initialSolve(impl_->clp);
-  if (Clp_isProvenOptimal(impl_->clp)) return Status::kOptimal;
-  if (Clp_isProvenPrimalInfeasible(impl_->clp)) return Status::kInfeasible;
-  return Status::kError;
+  limit();
+  Clp_initialSolve(clp);
+  if (Clp_isProvenOptimal(clp)) return Status::kOptimal;
+  if (Clp_isProvenPrimalInfeasible(clp)) return Status::kInfeasible;
+  return deadline.Expired() ? Status::kStopped : Status::kError;
 }
 
 double LpSolver::objective() const { return Clp_getObjValue(impl_->clp); }

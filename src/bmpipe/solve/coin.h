@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "bmpipe/core/deadline.h"
 #include "bmpipe/solve/linear_model.h"
 
 namespace bmpipe {
@@ -48,11 +49,12 @@ class LpSolver {
   LpSolver(const LpSolver&) = delete;
   LpSolver& operator=(const LpSolver&) = delete;
 
-  enum class Status { kOptimal, kInfeasible, kError };
+  enum class Status { kOptimal, kInfeasible, kStopped, kError };  // kStopped: the deadline
 
   void SetColumnBounds(const std::vector<double>& lower, const std::vector<double>& upper);
   void AddRow(const LinearRow& row);
-  Status Solve();
+  // CLP stops at `deadline` (kStopped).
+  Status Solve(const Deadline& deadline = Deadline::Never());
   double objective() const;
   std::vector<double> solution() const;
   int num_rows() const;

@@ -73,7 +73,8 @@ void Prune(std::vector<State>& states) {
 
 }  // namespace
 
-FamilyBound::FamilyBound(const Problem& problem, const Candidates& candidates, const Schedule& schedule)
+FamilyBound::FamilyBound(const Problem& problem, const Candidates& candidates, const Schedule& schedule,
+                         const Deadline& deadline)
     : problem_(problem), candidates_(candidates) {
   const Pipeline& p = problem.pipeline;
   const int stages = p.stages();
@@ -83,6 +84,10 @@ FamilyBound::FamilyBound(const Problem& problem, const Candidates& candidates, c
     group.after.assign(stages, {kInfinity, kInfinity, kInfinity});
     group.at.resize(stages);
     for (StageIdx target = 0; target < stages; ++target) {
+      if (deadline.Expired()) {
+        available_ = false;
+        return;
+      }
       Durations<double> d;
       d.forward.assign(stages, 1);
       d.backward.assign(stages, 1);
@@ -112,7 +117,9 @@ FamilyBound::FamilyBound(const Problem& problem, const Candidates& candidates, c
 }
 
 double FamilyBound::Bound(const std::vector<int>& end_lo, const std::vector<int>& end_hi,
-                          const std::vector<int>& k_lo, const std::vector<int>& k_hi) const {
+                          const std::vector<int>& k_lo, const std::vector<int>& k_hi, const Deadline& deadline) const {
+  if (!available_) return 0;
+  DeadlinePoll poll(deadline);
   const int stages = problem_.pipeline.stages();
   const int n = problem_.num_layers();
   auto cost = [](const Weights& w, const Candidate& c) {
@@ -134,6 +141,7 @@ double FamilyBound::Bound(const std::vector<int>& end_lo, const std::vector<int>
     for (int start = 0; start <= n; ++start) {
       if (states[start].empty()) continue;
       for (int k = k_lo[s]; k < k_hi[s]; ++k) {
+        if (poll.Expired()) return 0;
         const Candidate& c = candidates_.per_stage[s][k];
         const int end = start + c.length;
         if (start < c.start_min || start > c.start_max || end < lo || end > hi) continue;

@@ -19,6 +19,7 @@
 
 #include <vector>
 
+#include "bmpipe/core/deadline.h"
 #include "bmpipe/schedule/schedule.h"
 #include "bmpipe/solve/candidates.h"
 
@@ -26,13 +27,16 @@ namespace bmpipe {
 
 class FamilyBound {
  public:
-  FamilyBound(const Problem& problem, const Candidates& candidates, const Schedule& schedule);
+  // Times the schedule twice per stage; when `deadline` passes first, the bound is 0 (no
+  // information) from then on.
+  FamilyBound(const Problem& problem, const Candidates& candidates, const Schedule& schedule,
+              const Deadline& deadline = Deadline::Never());
 
   // The least possible largest family member, in nanoseconds, over plans whose stage s ends in
   // [end_lo[s], end_hi[s]] (s = 0..S-2) and uses a candidate index in [k_lo[s], k_hi[s]).
-  // Infinity when no such plan exists.
+  // Infinity when no such plan exists; 0 (a valid bound) when `deadline` passes first.
   double Bound(const std::vector<int>& end_lo, const std::vector<int>& end_hi, const std::vector<int>& k_lo,
-               const std::vector<int>& k_hi) const;
+               const std::vector<int>& k_hi, const Deadline& deadline = Deadline::Never()) const;
 
  private:
   struct Weights {
@@ -45,6 +49,7 @@ class FamilyBound {
   const Problem& problem_;
   const Candidates& candidates_;
   std::vector<Group> groups_;
+  bool available_ = true;
 };
 
 }  // namespace bmpipe

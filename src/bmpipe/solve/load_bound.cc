@@ -50,15 +50,20 @@ TimeNs LeastFeasible(const std::vector<TimeNs>& base, const std::vector<int>& ne
     }
     return dealt >= free;
   };
-  std::vector<TimeNs> values;
-  for (TimeNs b : base) {
-    for (TimeNs s : smallest) values.push_back(b + s);
+  // Feasibility changes only at the values base[r] + smallest[k], so the least feasible integer is
+  // one of them; the largest is feasible (every rank may take every free layer). Bisection over
+  // the integers finds it without listing ranks x layers values.
+  TimeNs lo = 0, hi = 0;
+  for (TimeNs b : base) hi = std::max(hi, b + smallest.back());
+  while (lo < hi) {
+    const TimeNs mid = lo + (hi - lo) / 2;
+    if (feasible(mid)) {
+      hi = mid;
+    } else {
+      lo = mid + 1;
+    }
   }
-  std::sort(values.begin(), values.end());
-  values.erase(std::unique(values.begin(), values.end()), values.end());
-  // The largest value is feasible: every rank may take every free layer.
-  const auto it = std::partition_point(values.begin(), values.end(), [&](TimeNs t) { return !feasible(t); });
-  return it == values.end() ? values.back() : *it;
+  return lo;
 }
 
 }  // namespace

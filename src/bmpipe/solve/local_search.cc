@@ -1,7 +1,6 @@
 #include "bmpipe/solve/local_search.h"
 
 #include <algorithm>
-#include <chrono>
 
 #include "bmpipe/sim/timing.h"
 #include "bmpipe/solve/linear_model.h"
@@ -9,22 +8,17 @@
 namespace bmpipe {
 
 PlanBuilder::PlanBuilder(const Problem& problem, const Candidates& candidates)
-    : problem_(problem), candidates_(candidates), schedule_(BuildSchedule(problem.pipeline)) {
-  by_length_.resize(candidates.per_stage.size());
-  for (std::size_t s = 0; s < candidates.per_stage.size(); ++s) {
-    by_length_[s].resize(problem.num_layers() + 1);
-    for (std::size_t k = 0; k < candidates.per_stage[s].size(); ++k) {
-      by_length_[s][candidates.per_stage[s][k].length].push_back(static_cast<int>(k));
-    }
-  }
-}
+    : problem_(problem), candidates_(candidates), schedule_(BuildSchedule(problem.pipeline)) {}
 
 std::vector<int> PlanBuilder::Compatible(StageIdx s, LayerIdx start, int length) const {
   std::vector<int> out;
   if (length <= 0 || length > problem_.num_layers()) return out;
-  for (int k : by_length_[s][length]) {
-    const Candidate& c = candidates_.per_stage[s][k];
-    if (start >= c.start_min && start <= c.start_max) out.push_back(k);
+  // A stage's candidates are sorted by length first (GenerateCandidates).
+  const std::vector<Candidate>& all = candidates_.per_stage[s];
+  auto at = std::lower_bound(all.begin(), all.end(), length,
+                             [](const Candidate& c, int l) { return c.length < l; });
+  for (; at != all.end() && at->length == length; ++at) {
+    if (start >= at->start_min && start <= at->start_max) out.push_back(static_cast<int>(at - all.begin()));
   }
   return out;
 }
@@ -142,11 +136,10 @@ PlanBuilder::Score PlanBuilder::Evaluate(const CandidatePlan& plan) const {
   return score;
 }
 
-CandidatePlan ImproveLocally(const PlanBuilder& builder, CandidatePlan current, double time_budget_s) {
-  const auto began = std::chrono::steady_clock::now();
-  auto out_of_time = [&] {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count() > time_budget_s;
-  };
+CandidatePlan ImproveLocally(const PlanBuilder& builder, CandidatePlan current, const Deadline& deadline) {
+  // Each move is timed by the simulator's timing core (microseconds to a second): the clock is
+  // read before every one.
+  auto out_of_time = [&] { return deadline.Expired(); };
   const int stages = static_cast<int>(current.end.size());
   PlanBuilder::Score value = builder.Evaluate(current);
   bool improved = true;
@@ -155,7 +148,7 @@ CandidatePlan ImproveLocally(const PlanBuilder& builder, CandidatePlan current, 
     // Move one layer from stage a to stage b (any two stages): the boundaries between them all
     // shift by one; the stages in between keep their size.
     for (StageIdx a = 0; a < stages && !out_of_time(); ++a) {
-      for (StageIdx b = 0; b < stages; ++b) {
+      for (StageIdx b = 0; b < stages && !out_of_time(); ++b) {
         if (a == b) continue;
         std::vector<int> end = current.end;
         const int size_a = end[a] - (a == 0 ? 0 : end[a - 1]);
@@ -179,7 +172,7 @@ CandidatePlan ImproveLocally(const PlanBuilder& builder, CandidatePlan current, 
     for (StageIdx s = 0; s < stages && !out_of_time(); ++s) {
       const int start = s == 0 ? 0 : current.end[s - 1];
       for (int k : builder.Compatible(s, start, current.end[s] - start)) {
-        if (k == current.choice[s]) continue;
+        if (k == current.choice[s] || out_of_time()) continue;
         CandidatePlan next = current;
         next.choice[s] = k;
         const PlanBuilder::Score v = builder.Evaluate(next);

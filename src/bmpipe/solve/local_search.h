@@ -5,6 +5,7 @@
 #include <optional>
 #include <vector>
 
+#include "bmpipe/core/deadline.h"
 #include "bmpipe/schedule/schedule.h"
 #include "bmpipe/solve/candidates.h"
 
@@ -52,14 +53,13 @@ class PlanBuilder {
   const Problem& problem_;
   const Candidates& candidates_;
   Schedule schedule_;  // built once: Evaluate times many plans of the same pipeline
-  std::vector<std::vector<std::vector<int>>> by_length_;  // [stage][length] -> candidate indices
 };
 
 // Hill climbing from `start`: move one layer from any stage to any other (the boundaries between
 // them shift by one, the stages' candidates are re-chosen), or give one stage another candidate
 // for the same block; take every move that
 // shortens the simulated iteration, until none does (a local optimum: deterministic) or
-// `time_budget_s` runs out.
-CandidatePlan ImproveLocally(const PlanBuilder& builder, CandidatePlan start, double time_budget_s);
+// `deadline` passes (checked before every move).
+CandidatePlan ImproveLocally(const PlanBuilder& builder, CandidatePlan start, const Deadline& deadline);
 
 }  // namespace bmpipe

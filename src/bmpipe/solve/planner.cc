@@ -10,9 +10,19 @@
 #include "bmpipe/solve/candidates.h"
 #include "bmpipe/solve/coin.h"
 #include "bmpipe/solve/formulation.h"
+#include "bmpipe/solve/load_bound.h"
+#include "bmpipe/solve/quick_plan.h"
 
 namespace bmpipe {
 namespace {
+
+// Seconds the planner may still spend on the quick plan after a limit stopped it before any plan
+// (its first simulation is always run: O(stages x micro-batches)).
+constexpr double kQuickPlanGraceS = 2;
+
+// The most ops `--solver cbc` takes: its time-indexed program has a column and about three rows
+// per op (2 x stages x micro-batches), and CBC holds several copies.
+constexpr long kMaxCbcOps = 250'000;
 
 double SecondsSince(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
@@ -27,14 +37,14 @@ void SetPlan(PlannerResult& r, const Problem& problem, const Plan& plan, double 
 }
 
 PlannerResult RunCbc(const Problem& problem, const Candidates& candidates, const Schedule& schedule,
-                     const PlannerOptions& options) {
+                     const PlannerOptions& options, const Deadline& deadline, const std::string& deadline_name) {
   PlannerResult r;
   r.solver = "cbc";
   Formulation f = BuildFormulation(problem, candidates, schedule, /*binary=*/true);
   AddTimeIndexedRows(f, problem, schedule);
   f.model.column_lower[f.t] = f.t_floor;  // (g); CBC orders its search by its own bounds
   MipOptions mip;
-  mip.time_limit_s = options.time_limit_s;
+  mip.time_limit_s = std::max(1e-3, deadline.SecondsLeft());
   mip.relative_gap = kOptimalityTolerance;
   mip.write_lp = options.write_lp;
   MipResult m = SolveMip(f.model, mip);
@@ -48,7 +58,7 @@ PlannerResult RunCbc(const Problem& problem, const Candidates& candidates, const
       r.objective_ns = m.objective * f.time_unit_ns;
       r.status = m.status == MipStatus::kOptimal || r.gap < kOptimalityTolerance ? PlanStatus::kOptimal
                                                                                  : PlanStatus::kFeasible;
-      if (r.status == PlanStatus::kFeasible) r.stopped_by = fmt::format("time limit {:g} s", options.time_limit_s);
+      if (r.status == PlanStatus::kFeasible) r.stopped_by = deadline_name;
       break;
     }
     case MipStatus::kInfeasible:
@@ -56,7 +66,7 @@ PlannerResult RunCbc(const Problem& problem, const Candidates& candidates, const
       break;
     case MipStatus::kNoSolution:
       r.status = PlanStatus::kNoPlan;
-      r.stopped_by = fmt::format("time limit {:g} s", options.time_limit_s);
+      r.stopped_by = deadline_name;
       break;
     case MipStatus::kError:
       r.status = PlanStatus::kNoPlan;
@@ -67,7 +77,7 @@ PlannerResult RunCbc(const Problem& problem, const Candidates& candidates, const
 }
 
 // Every contiguous partition and every option of every layer, simulated.
-Result<PlannerResult> RunBruteForce(const Problem& problem) {
+Result<PlannerResult> RunBruteForce(const Problem& problem, const Deadline& deadline, const std::string& deadline_name) {
   const int n = problem.num_layers();
   const int stages = problem.pipeline.stages();
   double count = std::lgamma(n) - std::lgamma(stages) - std::lgamma(n - stages + 1);  // log C(n-1, S-1)
@@ -82,6 +92,8 @@ Result<PlannerResult> RunBruteForce(const Problem& problem) {
   PlannerResult r;
   r.solver = "brute-force";
   bool found = false;
+  bool stopped = false;
+  DeadlinePoll poll(deadline, 16);
   Plan plan;
   plan.option.assign(n, 0);
   // Cuts: stage_begin[1..S-1] strictly increasing in 1..n-1.
@@ -89,6 +101,7 @@ Result<PlannerResult> RunBruteForce(const Problem& problem) {
   cut[0] = 0;
   cut[stages] = n;
   auto try_options = [&](auto&& self, LayerIdx l) -> void {
+    if (stopped || (stopped = poll.Expired())) return;
     if (l == n) {
       ++r.nodes;
       Result<SimResult> sim = SimulatePlan(problem, plan);
@@ -117,7 +130,13 @@ Result<PlannerResult> RunBruteForce(const Problem& problem) {
   };
   place_cuts(place_cuts, 1);
   r.seconds = SecondsSince(began);
-  if (found) {
+  if (stopped) {
+    // Not every plan was seen: no bound beyond 0.
+    r.stopped_by = deadline_name;
+    r.status = found ? PlanStatus::kFeasible : PlanStatus::kNoPlan;
+    r.objective_ns = static_cast<double>(r.iteration_ns);
+    r.gap = found ? 1 : 0;
+  } else if (found) {
     r.status = PlanStatus::kOptimal;
     r.objective_ns = static_cast<double>(r.iteration_ns);
     r.bound_ns = static_cast<double>(r.iteration_ns);
@@ -146,10 +165,27 @@ std::string_view PlanStatusName(PlanStatus status) {
 Result<PlannerResult> PlanPipeline(const Problem& problem, const PlannerOptions& options) {
   Status valid = ValidateProblem(problem);
   if (!valid.ok()) return valid.error();
-  if (options.kind == PlannerKind::kBruteForce) return RunBruteForce(problem);
   const auto began = std::chrono::steady_clock::now();
+  const Deadline own = Deadline::In(options.time_limit_s);
+  const bool own_first = options.deadline.IsNever() || own.SecondsLeft() <= options.deadline.SecondsLeft();
+  const Deadline deadline = options.deadline.Earlier(own);
+  const std::string deadline_name =
+      own_first ? fmt::format("time limit {:g} s", options.time_limit_s) : std::string("the caller's time budget");
+  if (options.kind == PlannerKind::kBruteForce) return RunBruteForce(problem, deadline, deadline_name);
   const Schedule schedule = BuildSchedule(problem.pipeline);
-  const Candidates candidates = GenerateCandidates(problem, schedule);
+  const long ops = 2L * problem.pipeline.stages() * problem.pipeline.micro_batches;
+  if (options.kind == PlannerKind::kCbc && ops > kMaxCbcOps) {
+    return TooLarge(fmt::format(
+        "--solver cbc builds a time-indexed program with a column and about three rows per op, and this pipeline has "
+        "{} ops (2 x stages x micro-batches; at most {}); use the default solver (--solver bnb), or fewer stages or "
+        "micro-batches",
+        ops, kMaxCbcOps));
+  }
+  CandidateLimits limits;
+  limits.deadline = deadline;
+  limits.memory_budget_bytes = options.candidate_memory_budget_bytes;
+  limits.max_candidates = options.max_candidates;
+  const Candidates candidates = GenerateCandidates(problem, schedule, limits);
   long count = 0;
   bool every_stage = true;
   for (const auto& stage : candidates.per_stage) {
@@ -157,14 +193,34 @@ Result<PlannerResult> PlanPipeline(const Problem& problem, const PlannerOptions&
     every_stage = every_stage && !stage.empty();
   }
   PlannerResult r;
-  if (!every_stage) {
+  r.solver = options.kind == PlannerKind::kCbc ? "cbc" : "bmpipe-bnb";
+  if (candidates.stop != CandidateStop::kNone) {
+    r.status = PlanStatus::kNoPlan;
+    r.stopped_by = candidates.stop == CandidateStop::kDeadline ? deadline_name + " (while generating candidate blocks)"
+                                                               : "the candidate budget: " + candidates.stop_reason;
+  } else if (!every_stage) {
     // Some stage has no block that fits even alone: no plan fits.
     r.status = PlanStatus::kInfeasible;
-    r.solver = options.kind == PlannerKind::kCbc ? "cbc" : "bmpipe-bnb";
   } else if (options.kind == PlannerKind::kCbc) {
-    r = RunCbc(problem, candidates, schedule, options);
+    r = RunCbc(problem, candidates, schedule, options, deadline, deadline_name);
   } else {
-    r = RunBranchAndBound(problem, candidates, schedule, options);
+    r = RunBranchAndBound(problem, candidates, schedule, options, deadline, deadline_name);
+  }
+  if (r.status == PlanStatus::kNoPlan) {
+    // A limit stopped the run before any plan: the quick plan, simulated, if one fits.
+    if (std::optional<QuickPlan> quick = FindQuickPlan(problem, schedule, Deadline::In(kQuickPlanGraceS))) {
+      r.plan = quick->plan;
+      r.iteration_ns = quick->iteration_ns;
+      r.objective_ns = static_cast<double>(quick->iteration_ns);
+      r.bound_ns = std::min(std::max(r.bound_ns, static_cast<double>(RankLoadBound(problem, schedule))),
+                            static_cast<double>(r.iteration_ns));
+      r.gap = (static_cast<double>(r.iteration_ns) - r.bound_ns) / static_cast<double>(r.iteration_ns);
+      r.status = r.gap < kOptimalityTolerance ? PlanStatus::kOptimal : PlanStatus::kFeasible;
+      r.stopped_by += "; the plan is the quick one (one recomputation option on every layer, equal compute per stage)";
+    } else if (candidates.stop == CandidateStop::kBudget) {
+      return TooLarge("the problem is too large to plan in the memory available: " + candidates.stop_reason +
+                      "; and no quick plan (one recomputation option on every layer) fits");
+    }
   }
   r.candidates = count;
   r.seconds = SecondsSince(began);

@@ -4,9 +4,11 @@
 
 #include <string>
 
+#include "bmpipe/core/deadline.h"
 #include "bmpipe/core/error.h"
 #include "bmpipe/problem/plan.h"
 #include "bmpipe/problem/problem.h"
+#include "bmpipe/solve/candidates.h"
 
 namespace bmpipe {
 
@@ -18,8 +20,15 @@ enum class PlannerKind {
 
 struct PlannerOptions {
   PlannerKind kind = PlannerKind::kBranchAndBound;
+  // Bounds all of the run: candidate generation, the search, CBC. When it stops the run before any
+  // plan, the quick plan (quick_plan.h) is returned if one fits (with the proven bound).
   double time_limit_s = 60;
+  // A deadline of the caller's (e.g. the search's time budget); the sooner of the two stops the run.
+  Deadline deadline;
   long node_limit = -1;  // branch and bound only; -1: none
+  // The candidates' budgets (candidates.h); lowered only by tests.
+  std::int64_t candidate_memory_budget_bytes = kCandidateMemoryBudgetBytes;
+  long max_candidates = kMaxCandidates;
   bool write_lp = false;  // CBC only: return the integer program in LP format in PlannerResult::lp_text
 };
 
@@ -49,7 +58,8 @@ struct PlannerResult {
 };
 
 // Plans `problem`. Fails only on input the planner cannot take (e.g. brute force on a large
-// problem) or an internal error; "no plan fits" and time limits are results.
+// problem), on TooLarge when the candidates exceed their memory budget (candidates.h) and no quick
+// plan fits, or on an internal error; "no plan fits" and time limits are results.
 Result<PlannerResult> PlanPipeline(const Problem& problem, const PlannerOptions& options);
 
 // Relative tolerance under which a bound proves a plan optimal.

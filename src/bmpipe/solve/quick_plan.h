@@ -1,0 +1,26 @@
+// A plan in milliseconds, without candidates or a search: what the search screens
+// configurations with, and what the planner returns when a limit stopped it before any plan.
+// Every layer on one recomputation option (the first on layers that have fewer), stages cut where
+// the cumulative compute crosses equal shares; for each option, simulated; the fastest that fits.
+#pragma once
+
+#include <optional>
+
+#include "bmpipe/core/deadline.h"
+#include "bmpipe/problem/plan.h"
+#include "bmpipe/problem/problem.h"
+#include "bmpipe/schedule/schedule.h"
+
+namespace bmpipe {
+
+struct QuickPlan {
+  Plan plan;
+  TimeNs iteration_ns = 0;  // simulated
+};
+
+// Nullopt when no such plan fits. The first option is always simulated; the others only while
+// `deadline` has not passed (one simulation each, O(stages x micro-batches)).
+std::optional<QuickPlan> FindQuickPlan(const Problem& problem, const Schedule& schedule,
+                                       const Deadline& deadline = Deadline::Never());
+
+}  // namespace bmpipe

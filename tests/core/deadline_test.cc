@@ -1,0 +1,64 @@
+// The deadline every long-running step takes.
+#include "bmpipe/core/deadline.h"
+
+#include <cmath>
+#include <limits>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+namespace bmpipe {
+namespace {
+
+TEST(Deadline, NeverExpires) {
+  const Deadline never;
+  EXPECT_TRUE(never.IsNever());
+  EXPECT_FALSE(never.Expired());
+  EXPECT_EQ(never.SecondsLeft(), std::numeric_limits<double>::infinity());
+  EXPECT_TRUE(never.Share(0.25).IsNever());
+}
+
+TEST(Deadline, LimitsTooLargeToCountAreNone) {
+  EXPECT_TRUE(Deadline::In(std::numeric_limits<double>::infinity()).IsNever());
+  EXPECT_TRUE(Deadline::In(std::nan("")).IsNever());
+  EXPECT_TRUE(Deadline::In(1e300).IsNever());
+  EXPECT_FALSE(Deadline::In(1e6).IsNever());
+}
+
+TEST(Deadline, ZeroOrNegativeHasAlreadyPassed) {
+  EXPECT_TRUE(Deadline::In(0).Expired());
+  EXPECT_TRUE(Deadline::In(-5).Expired());
+  EXPECT_EQ(Deadline::In(-5).SecondsLeft(), 0);
+}
+
+TEST(Deadline, ExpiresAfterItsTime) {
+  const Deadline soon = Deadline::In(0.02);
+  EXPECT_FALSE(soon.Expired());
+  EXPECT_GT(soon.SecondsLeft(), 0);
+  EXPECT_LE(soon.SecondsLeft(), 0.02);
+  std::this_thread::sleep_for(std::chrono::milliseconds(30));
+  EXPECT_TRUE(soon.Expired());
+}
+
+TEST(Deadline, EarlierAndShare) {
+  const Deadline hour = Deadline::In(3600), minute = Deadline::In(60);
+  EXPECT_LE(hour.Earlier(minute).SecondsLeft(), 60);
+  EXPECT_LE(minute.Earlier(hour).SecondsLeft(), 60);
+  EXPECT_LE(Deadline().Earlier(minute).SecondsLeft(), 60);
+  EXPECT_LE(hour.Share(0.25).SecondsLeft(), 900);
+  EXPECT_GT(hour.Share(0.25).SecondsLeft(), 800);
+}
+
+TEST(Deadline, PollReadsTheClockEveryPeriodAndStaysExpired) {
+  DeadlinePoll poll(Deadline::In(0), 4);
+  EXPECT_FALSE(poll.Expired());  // calls 1..3 do not read the clock
+  EXPECT_FALSE(poll.Expired());
+  EXPECT_FALSE(poll.Expired());
+  EXPECT_TRUE(poll.Expired());
+  EXPECT_TRUE(poll.Expired());
+  DeadlinePoll never{Deadline()};
+  for (int i = 0; i < 1000; ++i) EXPECT_FALSE(never.Expired());
+}
+
+}  // namespace
+}  // namespace bmpipe

@@ -1,0 +1,148 @@
+// The planner's limits hold: a time limit bounds all of a run (candidate generation included),
+// the candidates' memory budget stops generation, and what comes back is honest: a simulated
+// plan with a proven bound, "no plan", or TooLarge.
+#include <chrono>
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "bmpipe/sim/simulator.h"
+#include "bmpipe/solve/candidates.h"
+#include "bmpipe/solve/planner.h"
+#include "test_support.h"
+
+namespace bmpipe {
+namespace {
+
+// Wall-clock margin over a limit that a run may take (the quick plan's simulations, the machine
+// being shared): generous, so that the tests do not depend on timing.
+constexpr double kMarginS = 5;
+
+double SecondsSince(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
+// `layers` identical layers, each with `options` recomputation options none of which dominates
+// another: forward, backward and saved bytes lie on a plane, so the option mixes of a block are
+// almost all on the Pareto front (their number grows as layers^(options-1)).
+Problem ManyOptions(int ranks, int micro_batches, int layers, int options, Bytes memory = Bytes{1} << 40) {
+  Problem p = testing::UniformProblem(ScheduleKind::kOneFOneB, ranks, 1, micro_batches, layers, 10'000'000, 20'000'000,
+                                      100'000, 1'000'000);
+  const int x[] = {0, 13, 101, 277, 389, 433, 467, 491};
+  const int y[] = {433, 311, 173, 59, 17, 0, 23, 5};
+  for (Layer& layer : p.layers) {
+    layer.static_bytes = 100'000'000;
+    layer.options.clear();
+    for (int o = 0; o < options; ++o) {
+      layer.options.push_back(LayerOption{"o" + std::to_string(o), 10'000'000 + x[o] * 1000, 20'000'000 + y[o] * 1000, 0,
+                                          (1000 - x[o] - y[o]) * Bytes{1'000'000}, 0});
+    }
+  }
+  p.memory_bytes = memory;
+  return p;
+}
+
+// The result is a plan the simulator agrees with, and its bound is below it.
+void ExpectSimulatedPlan(const Problem& p, const PlannerResult& r) {
+  ASSERT_TRUE(r.status == PlanStatus::kFeasible || r.status == PlanStatus::kOptimal) << PlanStatusName(r.status);
+  const Result<SimResult> sim = SimulatePlan(p, r.plan);
+  ASSERT_TRUE(sim.ok()) << sim.error().message;
+  EXPECT_TRUE(sim.value().fits);
+  EXPECT_EQ(sim.value().iteration_ns, r.iteration_ns);
+  EXPECT_LE(r.bound_ns, static_cast<double>(r.iteration_ns));
+}
+
+TEST(Limits, TimeLimitStopsExplodingCandidateFronts) {
+  // The reproducer: 60 layers with six mutually non-dominated options ran past 120 s at 2 GB.
+  const Problem p = ManyOptions(4, 8, 60, 6);
+  PlannerOptions options;
+  options.time_limit_s = 1;
+  const auto began = std::chrono::steady_clock::now();
+  const Result<PlannerResult> r = PlanPipeline(p, options);
+  EXPECT_LT(SecondsSince(began), options.time_limit_s + kMarginS);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  ExpectSimulatedPlan(p, r.value());
+  EXPECT_NE(r.value().stopped_by.find("time limit 1 s"), std::string::npos) << r.value().stopped_by;
+}
+
+TEST(Limits, CandidateBudgetStopsGeneration) {
+  const Problem p = ManyOptions(4, 8, 60, 6);
+  const Schedule schedule = BuildSchedule(p.pipeline);
+  CandidateLimits memory;
+  memory.memory_budget_bytes = 1 << 20;
+  const Candidates by_memory = GenerateCandidates(p, schedule, memory);
+  EXPECT_EQ(by_memory.stop, CandidateStop::kBudget);
+  EXPECT_NE(by_memory.stop_reason.find("memory budget of 1 MiB"), std::string::npos) << by_memory.stop_reason;
+  CandidateLimits count;
+  count.max_candidates = 10;
+  const Candidates by_count = GenerateCandidates(p, schedule, count);
+  EXPECT_EQ(by_count.stop, CandidateStop::kBudget);
+  EXPECT_NE(by_count.stop_reason.find("more than 10 candidate blocks"), std::string::npos) << by_count.stop_reason;
+  long held = 0;
+  for (const auto& stage : by_count.per_stage) held += static_cast<long>(stage.size());
+  EXPECT_LE(held, 10);
+  // Unlimited, the tiny case finishes.
+  const Problem small = ManyOptions(2, 4, 6, 3);
+  EXPECT_EQ(GenerateCandidates(small, BuildSchedule(small.pipeline)).stop, CandidateStop::kNone);
+}
+
+TEST(Limits, BudgetStopGivesTheQuickPlanWithItsBound) {
+  const Problem p = ManyOptions(4, 8, 60, 6);
+  PlannerOptions options;
+  options.candidate_memory_budget_bytes = 1 << 20;
+  const Result<PlannerResult> r = PlanPipeline(p, options);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  ExpectSimulatedPlan(p, r.value());
+  EXPECT_GT(r.value().bound_ns, 0);
+  EXPECT_NE(r.value().stopped_by.find("the candidate budget"), std::string::npos) << r.value().stopped_by;
+}
+
+TEST(Limits, BudgetStopWithoutAQuickPlanIsTooLarge) {
+  // Nothing fits this memory, but generation stops at its budget before it can prove that.
+  const Problem p = ManyOptions(4, 8, 60, 6, /*memory=*/Bytes{12'000'000'000});
+  PlannerOptions options;
+  options.candidate_memory_budget_bytes = 1 << 10;
+  const Result<PlannerResult> r = PlanPipeline(p, options);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().kind, ErrorKind::kTooLarge);
+  EXPECT_NE(r.error().message.find("fewer recomputation options"), std::string::npos) << r.error().message;
+}
+
+// The largest shapes within the readers' limits return within their time limit (plus a margin),
+// each with a simulated plan or "no plan".
+void ExpectWithinLimit(const Problem& p, double limit_s) {
+  PlannerOptions options;
+  options.time_limit_s = limit_s;
+  const auto began = std::chrono::steady_clock::now();
+  const Result<PlannerResult> r = PlanPipeline(p, options);
+  EXPECT_LT(SecondsSince(began), limit_s + kMarginS);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  if (r.value().status != PlanStatus::kNoPlan) ExpectSimulatedPlan(p, r.value());
+}
+
+Problem Wide(int ranks, int micro_batches, int layers, int chunks = 1) {
+  Problem p = testing::UniformProblem(chunks > 1 ? ScheduleKind::kInterleavedOneFOneB : ScheduleKind::kOneFOneB, ranks,
+                                      chunks, micro_batches, layers, 1'000'000, 2'000'000, 100'000, 1'000'000);
+  for (Layer& layer : p.layers) {
+    layer.static_bytes = 1'000'000;
+    layer.options.push_back(LayerOption{"full", 1'000'000, 2'000'000, 1'000'000, 100'000, 0});
+  }
+  p.memory_bytes = 80'000'000'000;
+  return p;
+}
+
+TEST(Limits, ThousandRanksAndHundredThousandLayers) { ExpectWithinLimit(Wide(1024, 64, 100'000), 2); }
+TEST(Limits, FourThousandStagesOfOneLayer) { ExpectWithinLimit(Wide(1024, 1024, 4096, /*chunks=*/4), 2); }
+TEST(Limits, HundredThousandLayersOnEightRanks) { ExpectWithinLimit(Wide(8, 64, 100'000), 2); }
+
+TEST(Limits, CbcRefusesTimeIndexedProgramsTooLargeForIt) {
+  PlannerOptions options;
+  options.kind = PlannerKind::kCbc;
+  const Result<PlannerResult> r = PlanPipeline(Wide(512, 512, 1024), options);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().kind, ErrorKind::kTooLarge);
+  EXPECT_NE(r.error().message.find("--solver bnb"), std::string::npos) << r.error().message;
+}
+
+}  // namespace
+}  // namespace bmpipe
