@@ -37,9 +37,11 @@ cmake --build "$build" -j"$(nproc)" --target bmpipe_fuzzers >&2
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-symbolizer=$(command -v llvm-symbolizer-14 || command -v llvm-symbolizer || true)
-export ASAN_OPTIONS=${ASAN_OPTIONS:-abort_on_error=0:detect_stack_use_after_return=0${symbolizer:+:external_symbolizer_path=$symbolizer}}
+# Reports name file:line through llvm-symbolizer (llvm-14 installs it under /usr/lib/llvm-14/bin).
+export PATH=$PATH:/usr/lib/llvm-14/bin
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_stack_use_after_return=0}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+export LSAN_OPTIONS=${LSAN_OPTIONS:-suppressions=$PWD/scripts/lsan.supp}
 
 # One harness: a private corpus copy; reproducers under $findings/<harness>/.
 run_one() {
