@@ -10,7 +10,9 @@
 #
 # Environment: BMPIPE_FUZZ_BUILD (build directory, default build-fuzz; scripts/test.sh passes its
 # build-asan), BMPIPE_FUZZ_JOBS (harnesses run at once, default the number of cores),
-# BMPIPE_FUZZ_FINDINGS (where reproducers go, default <build>/fuzz-findings).
+# BMPIPE_FUZZ_FINDINGS (where reproducers go, default <build>/fuzz-findings; each run empties its
+# harness's folder first), BMPIPE_FUZZ_FLAGS (more libFuzzer flags, e.g. "-fork=1
+# -ignore_crashes=1" to keep going past findings and collect them all).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -46,13 +48,14 @@ export LSAN_OPTIONS=${LSAN_OPTIONS:-suppressions=$PWD/scripts/lsan.supp}
 # One harness: a private corpus copy; reproducers under $findings/<harness>/.
 run_one() {
   local h=$1
+  rm -rf "${findings:?}/$h"
   mkdir -p "$work/$h.corpus" "$findings/$h"
   cp fuzz/corpus/"$h"/* "$work/$h.corpus/"
   local dict=()
   [[ -f fuzz/dict/$h.dict ]] && dict=(-dict="fuzz/dict/$h.dict")
   local rc=0
   "$build/fuzz/$h" "$work/$h.corpus" "${dict[@]}" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
-    -max_len=16384 -print_final_stats=1 -artifact_prefix="$findings/$h/" >"$work/$h.log" 2>&1 || rc=$?
+    -max_len=16384 -print_final_stats=1 -artifact_prefix="$findings/$h/" ${BMPIPE_FUZZ_FLAGS:-} >"$work/$h.log" 2>&1 || rc=$?
   echo "$rc" >"$work/$h.rc"
 }
 
@@ -79,13 +82,16 @@ for h in "${harnesses[@]}"; do
   cov=$(sed -nE 's/.* cov: ([0-9]+).*/\1/p' <<<"$status")
   ft=$(sed -nE 's/.* ft: ([0-9]+).*/\1/p' <<<"$status")
   execs=$(sed -nE 's/^stat::average_exec_per_sec: *([0-9]+).*/\1/p' "$log" | tail -n 1)
+  [[ -n $execs ]] || execs=$(sed -nE 's/.* exec\/s:? ([0-9]+).*/\1/p' <<<"$status")
   new=$(sed -nE 's/^stat::new_units_added: *([0-9]+).*/\1/p' "$log" | tail -n 1)
   corpus=$(find "$work/$h.corpus" -type f | wc -l)
+  artifacts=$(find "$findings/$h" -type f | wc -l)
   result=ok
-  ((rc == 0)) || { result=FOUND; failed=1; }
+  ((rc == 0 && artifacts == 0)) || { result=FOUND; failed=1; }
   printf '%-22s %-8s %10s %7s %8s %8s %6s\n' "$h" "$result" "${execs:--}" "${cov:--}" "${ft:--}" "$corpus" "${new:--}"
-  if ((rc != 0)); then
+  if [[ $result == FOUND ]]; then
     artifact=$(sed -nE 's/.*Test unit written to (.*)$/\1/p' "$log" | tail -n 1)
+    ((artifacts > 1)) && echo "    $artifacts reproducers in $findings/$h/"
     # What happened (an uncaught exception shows as what() before libFuzzer's "deadly signal"),
     # and the first stack frame in bmpipe's own code.
     kind=$(grep -m1 -E 'what\(\):|runtime error:|PROPERTY VIOLATED|^==[0-9]+== ?ERROR|ERROR: libFuzzer' "$log" || true)
