@@ -94,9 +94,9 @@ for h in "${harnesses[@]}"; do
     ((artifacts > 1)) && echo "    $artifacts reproducers in $findings/$h/"
     # What happened (an uncaught exception shows as what() before libFuzzer's "deadly signal"),
     # and the first stack frame in bmpipe's own code.
-    kind=$(grep -m1 -E 'what\(\):|runtime error:|PROPERTY VIOLATED|^==[0-9]+== ?ERROR|ERROR: libFuzzer' "$log" || true)
+    kind=$(grep -m1 -E '^ *what\(\):|runtime error:|^PROPERTY VIOLATED|^==[0-9]+== ?ERROR' "$log" || true)
     where=$(grep -E '^ +#[0-9]+ 0x[0-9a-f]+ in .*/(src/bmpipe/[a-z]+|fuzz)/[^ /]+\.(cc|h):[0-9]+' "$log" | head -n 1 |
-            sed -E 's/^ +#[0-9]+ 0x[0-9a-f]+ in ([^(]*)\(.* ([^ ]+)$/\2 (\1)/' || true)
+            sed -E 's/\(anonymous namespace\)/{anonymous}/g; s/^ +#[0-9]+ 0x[0-9a-f]+ in ([^ (]+).* ([^ ]+)$/\2 (\1)/' || true)
     echo "    exit $rc: ${kind:-see the log below}"
     [[ -n $where ]] && echo "    at $where"
     echo "    reproducer: ${artifact:-none written}   (rerun: $build/fuzz/$h ${artifact:-REPRODUCER})"
