@@ -1,11 +1,22 @@
 #!/usr/bin/env bash
 # Installs what bmpipe needs from Debian's package archive (only what is missing) and builds
 # bmpipe, its tests and its benchmarks into build/. Safe to run again: it rebuilds incrementally.
+#
+#   scripts/bootstrap.sh [--deps-only [PACKAGE...]]
+#
+# --deps-only installs what is missing, and the packages named (scripts/fuzz.sh adds clang), and
+# builds nothing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 packages=(g++ cmake make pkg-config nlohmann-json3-dev libcli11-dev libyaml-cpp-dev libfmt-dev
           coinor-libcbc-dev libgtest-dev libbenchmark-dev)
+deps_only=0
+if [[ ${1:-} == --deps-only ]]; then
+  deps_only=1
+  shift
+  packages+=("$@")
+fi
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
@@ -17,6 +28,7 @@ if ((${#missing[@]})); then
   $sudo apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
 fi
+((deps_only)) && exit 0
 
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DBMPIPE_WERROR=ON >&2
 cmake --build build -j"$(nproc)" >&2

@@ -261,7 +261,8 @@ TEST(CliSearch, RanksConfigurationsAndExportsTheBest) {
   // Restrictions narrow the space.
   testing::CommandResult only = RunBmpipe(setup + " --tp 8 --pp 2 --json");
   ASSERT_EQ(only.exit_code, 0) << only.err;
-  for (const Json& c : Json::parse(only.out)["configurations"]) {
+  const Json only_doc = Json::parse(only.out);  // outlives the loop (ASan: use after free otherwise)
+  for (const Json& c : only_doc["configurations"]) {
     EXPECT_EQ(c["tp"], 8);
     EXPECT_EQ(c["pp"], 2);
   }
