@@ -88,9 +88,21 @@ Result<Json> ParseJson(const std::string& text, const std::string& path) {
   }
 }
 
+// A YAML string as the parser gives it: yaml-cpp turns the escapes \_ and \N into single bytes,
+// which are not UTF-8.
+const std::string& CheckedYamlString(const YAML::Node& node) {
+  const std::string& s = node.Scalar();
+  if (FirstInvalidUtf8(s) != std::string_view::npos) {
+    throw DocumentLimit{fmt::format("line {}: a string whose escapes do not make valid UTF-8 (\\_ or \\N); write "
+                                    "the characters themselves",
+                                    node.Mark().line + 1)};
+  }
+  return s;
+}
+
 // YAML 1.2 core schema for plain scalars: null, booleans, integers, floats; all else strings.
 Json YamlScalar(const YAML::Node& node) {
-  const std::string& s = node.Scalar();
+  const std::string& s = CheckedYamlString(node);
   if (node.Tag() == "!") return s;  // quoted: always a string
   if (s.empty() || s == "~" || s == "null" || s == "Null" || s == "NULL") return nullptr;
   if (s == "true" || s == "True" || s == "TRUE") return true;
@@ -153,7 +165,7 @@ class YamlConverter {
             throw DocumentLimit{fmt::format("line {}: a mapping key must be a plain name, not a list or mapping",
                                             kv.first.Mark().line + 1)};
           }
-          const std::string key = kv.first.Scalar();
+          const std::string key = CheckedYamlString(kv.first);
           if (out.contains(key)) throw YamlDuplicateKey{key, kv.first.Mark().line + 1};
           out[key] = Convert(kv.second, depth + 1);
         }
@@ -298,6 +310,12 @@ Result<Json> ParseDocument(const std::string& text, const std::string& path) {
     const auto [line, column] = LineAndColumn(text, bad);
     return InvalidInput(fmt::format("{}: line {}, column {}: byte 0x{:02X} is not valid UTF-8; save the file as UTF-8",
                                     path, line, column, static_cast<unsigned char>(text[bad])));
+  }
+  // A NUL byte is valid UTF-8 but no text holds one, and it would make the YAML parser take the
+  // text for UTF-16 or UTF-32 and convert it to bytes that are not UTF-8.
+  if (const std::size_t nul = text.find('\0'); nul != std::string::npos) {
+    const auto [line, column] = LineAndColumn(text, nul);
+    return InvalidInput(fmt::format("{}: line {}, column {}: a NUL byte; a document is text", path, line, column));
   }
   if (text.find_first_not_of(" \t\r\n") == std::string::npos) {
     return InvalidInput(fmt::format("{}: the document is empty", path));
