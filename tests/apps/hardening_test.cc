@@ -111,6 +111,11 @@ TEST(Hardening, SumsThatWouldOverflowAreRefused) {
               "pipeline.micro_batches = 1048576: must be between 1 and 65536");
   ExpectError("simulate --problem '" + s.Write("layers.json", ProblemJson(2, 1, "1f1b", 1000000, 5e5, 0)) + "'", 2,
               "layers[0].repeat = 1000000: must be between 1 and 100000");
+  ExpectError("plan --time-limit 5 --problem '" + s.Write("ranks.json", ProblemJson(65536, 1, "1f1b", 65536, 1e-3, 0)) +
+                  "'",
+              2, "pipeline.stages = 65536: must be between 1 and 1024");
+  ExpectError("compare --problem '" + s.Write("million.json", ProblemJson(8, 8, "1f1b", 1000000, 1e-3, 0)) + "'", 2,
+              "layers[0].repeat = 1000000: must be between 1 and 100000");
   ExpectError("simulate --problem '" + s.Write("ops.json", ProblemJson(1024, 65536, "1f1b", 1024, 1e-3, 0)) + "'", 2,
               "1024 stages x 65536 micro-batches make 134217728 forward and backward ops; bmpipe schedules at most "
               "16777216");
