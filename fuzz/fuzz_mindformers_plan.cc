@@ -38,11 +38,7 @@ layers:
       - {name: none, forward_s: 0.180, backward_s: 0.360, saved_bytes: 0}
 )";
 
-Problem Demo(const std::string& pipeline) {
-  std::string text = kDemoProblem;
-  text.replace(text.find("%s"), 2, pipeline);
-  return fuzz::FixedProblem(text.c_str(), "mindformers-small.yaml");
-}
+Problem Demo(const std::string& pipeline) { return fuzz::FixedProblem(kDemoProblem, pipeline, "mindformers-small.yaml"); }
 
 }  // namespace
 

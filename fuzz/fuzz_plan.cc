@@ -32,11 +32,7 @@ constexpr const char* kTinyProblem = R"({
   ]
 })";
 
-Problem Tiny(const std::string& pipeline) {
-  std::string text = kTinyProblem;
-  text.replace(text.find("%s"), 2, pipeline);
-  return fuzz::FixedProblem(text.c_str(), "tiny.json");
-}
+Problem Tiny(const std::string& pipeline) { return fuzz::FixedProblem(kTinyProblem, pipeline, "tiny.json"); }
 
 }  // namespace
 

@@ -43,8 +43,10 @@ inline std::string WriteScratchFile(const std::uint8_t* data, std::size_t size, 
   __builtin_trap();
 }
 
-// A problem from known-good text (the harness's fixed input); aborts if it does not read.
-inline Problem FixedProblem(const char* text, const char* name) {
+// A problem from known-good text (the harness's fixed input) whose "%s" is `pipeline`; aborts if it
+// does not read.
+inline Problem FixedProblem(std::string text, const std::string& pipeline, const char* name) {
+  text.replace(text.find("%s"), 2, pipeline);
   Result<Json> doc = ParseDocument(text, name);
   if (!doc.ok()) Violation(doc.error().message);
   Result<Problem> problem = ReadProblem(doc.value(), name);
