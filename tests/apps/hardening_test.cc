@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <random>
@@ -148,6 +149,26 @@ TEST(Hardening, SumsThatWouldOverflowAreRefused) {
   lists.replace(lists.find("offset: [-1, 0,"), 15, "offset: [-1, 2000000000,");
   ExpectError("simulate --problem examples/mindformers-demo/problem.yaml --plan '" + s.Write("plan.yaml", lists) + "'",
               2, "offset[1] = 2000000000: must be between -96 and 96");
+}
+
+TEST(Hardening, TimeLimitHoldsOnAModelOfAHundredThousandLayers) {
+  Scratch s;
+  const std::string config = s.Write(
+      "config.json",
+      "{\"model_type\": \"llama\", \"num_hidden_layers\": 99998, \"hidden_size\": 256, \"intermediate_size\": 512, "
+      "\"num_attention_heads\": 8, \"num_key_value_heads\": 8, \"vocab_size\": 1024, "
+      "\"max_position_embeddings\": 8192}");
+  const auto began = std::chrono::steady_clock::now();
+  const CommandResult r = RunBmpipe("plan --model '" + config + "' --device h100-80gb --tp 8 --pp 8 --gbs 64 --seq 4096 " +
+                                    "--time-limit 2 --out '" + s.Path("plan.json") + "'");
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
+  // A plan found in time (exit 0) or none (exit 5); either way within a few seconds of the limit.
+  EXPECT_TRUE(r.exit_code == 0 || r.exit_code == 5) << r.exit_code << "\n" << r.err;
+  EXPECT_LT(seconds, 2 + 6.0);
+  EXPECT_EQ(s.Listing(), r.exit_code == 0 ? "config.json\nplan.json\n" : "config.json\n");
+  ExpectError("plan --model '" + s.Write("more.json", testing::ReadFile(config).replace(45, 5, "99999")) +
+                  "' --device h100-80gb --tp 8 --pp 8 --gbs 64 --seq 4096",
+              2, "the model has 99999 decoder layers; with the embedding and the head bmpipe plans at most 100000");
 }
 
 TEST(Hardening, FailedRunsLeaveNoFile) {

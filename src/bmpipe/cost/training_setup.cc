@@ -118,6 +118,11 @@ Status ValidateSetup(const ModelSpec& model, const DeviceSpec& device, const Tra
     return InvalidInput(fmt::format("reserved memory {} bytes is not below the device's {} bytes; lower --reserved-gb",
                                     reserved, device.memory_bytes));
   }
+  if (model.layers + 2 > kMaxLayers) {
+    return InvalidInput(fmt::format("the model has {} decoder layers; with the embedding and the head bmpipe plans at "
+                                    "most {} layers",
+                                    model.layers, kMaxLayers));
+  }
   // The pipeline's own limits (problem.h: sizes, ops of the schedule).
   if (Status pipeline = ValidatePipeline(SetupPipeline(s), model.layers + 2); !pipeline.ok()) return pipeline;
   if (s.recompute.empty()) return InvalidInput("--recompute needs at least one option, e.g. none");
