@@ -398,7 +398,11 @@ std::vector<LayerRun> FindRuns(const Problem& problem) {
   return runs;
 }
 
-std::vector<std::vector<MemoryRow>> PeakMemoryRows(const Schedule& schedule) {
+namespace {
+
+// The rows of PeakMemoryRows; with a limiter, they stop (incomplete) when it stops: on long
+// interleaved pipelines they take O(ops x rows kept x chunks), seconds at the largest sizes.
+std::vector<std::vector<MemoryRow>> MemoryRowsOf(const Schedule& schedule, Limiter* limiter) {
   const Pipeline& p = schedule.pipeline;
   std::vector<std::vector<MemoryRow>> rows(p.ranks);
   auto covers = [&](const MemoryRow& a, const MemoryRow& b) {
@@ -414,6 +418,7 @@ std::vector<std::vector<MemoryRow>> PeakMemoryRows(const Schedule& schedule) {
     std::vector<MemoryRow>& kept = rows[r];
     MemoryRow row{std::vector<int>(p.chunks, 0), 0};
     for (const Op& op : schedule.rank_ops[r]) {
+      if (limiter != nullptr && limiter->Stopped()) return rows;
       row.transient_chunk = p.ChunkOf(op.stage);  // while the op runs (a backward's own activations still held)
       if (std::none_of(kept.begin(), kept.end(), [&](const MemoryRow& k) { return covers(k, row); })) {
         kept.erase(std::remove_if(kept.begin(), kept.end(), [&](const MemoryRow& k) { return covers(row, k); }),
@@ -429,13 +434,17 @@ std::vector<std::vector<MemoryRow>> PeakMemoryRows(const Schedule& schedule) {
   return rows;
 }
 
+}  // namespace
+
+std::vector<std::vector<MemoryRow>> PeakMemoryRows(const Schedule& schedule) { return MemoryRowsOf(schedule, nullptr); }
+
 Candidates GenerateCandidates(const Problem& problem, const Schedule& schedule, const CandidateLimits& limits) {
   Candidates out;
   out.runs = FindRuns(problem);
-  out.memory_rows = PeakMemoryRows(schedule);
+  Limiter limiter(limits);
+  out.memory_rows = MemoryRowsOf(schedule, &limiter);
   out.memory_exact = problem.pipeline.chunks == 1;
   out.per_stage.resize(problem.pipeline.stages());
-  Limiter limiter(limits);
   Generator generator(problem, out, limiter);
   for (StageIdx s = 0; s < problem.pipeline.stages(); ++s) {
     if (limiter.Stopped()) break;
