@@ -387,6 +387,7 @@ Result<SearchResult> SearchConfigurations(const ModelSpec& model, const DeviceSp
   // A configuration whose costs lie beyond what a problem may hold (a sequence of millions of
   // tokens, say) is rejected like one the setup rules reject.
   std::vector<int> kept;
+  std::optional<Error> first_build_error;
   for (int i = 0; i < n; ++i) {
     if (!build_errors[i]) {
       kept.push_back(i);
@@ -397,6 +398,7 @@ Result<SearchResult> SearchConfigurations(const ModelSpec& model, const DeviceSp
                                        DescribeConfig(result.configs[i].config), build_errors[i]->message));
     }
     ++result.invalid;
+    if (!first_build_error) first_build_error = build_errors[i];
   }
   if (static_cast<int>(kept.size()) < n) {
     for (std::size_t k = 0; k < kept.size(); ++k) {
@@ -410,11 +412,9 @@ Result<SearchResult> SearchConfigurations(const ModelSpec& model, const DeviceSp
     signatures.resize(n);
     bounded.resize(n);
     if (n == 0) {
-      const int failed = static_cast<int>(build_errors.size());
-      for (const std::optional<Error>& e : build_errors) {
-        if (e) return InvalidInput(fmt::format("none of the {} configurations the setup rules accept can be "
-                                               "planned; the first: {}", failed, e->message));
-      }
+      return InvalidInput(fmt::format("none of the {} configurations the setup rules accept can be planned; the "
+                                      "first: {}",
+                                      build_errors.size(), first_build_error->message));
     }
   }
 

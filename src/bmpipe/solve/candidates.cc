@@ -36,12 +36,15 @@ struct Mix {
   }
 };
 
-// Bytes a mix holds (its option counts on the heap included, with the allocator's overhead).
+// Bytes a vector of option counts holds: itself and its heap block, with the allocator's overhead.
+std::int64_t CountsBytes(const std::vector<int>& counts) {
+  return static_cast<std::int64_t>(sizeof(std::vector<int>) + 16 + counts.size() * sizeof(int));
+}
+
+// Bytes a mix holds (its option counts on the heap included).
 std::int64_t MixBytes(const Mix& m) {
   std::int64_t bytes = sizeof(Mix);
-  for (const std::vector<int>& counts : m.option_count) {
-    bytes += static_cast<std::int64_t>(sizeof(std::vector<int>) + 16 + counts.size() * sizeof(int));
-  }
+  for (const std::vector<int>& counts : m.option_count) bytes += CountsBytes(counts);
   return bytes;
 }
 
@@ -367,9 +370,7 @@ class Generator {
       c.static_bytes = static_bytes;
       c.update_ns = update;
       std::int64_t bytes = sizeof(Candidate);
-      for (const RunPart& part : c.parts) {
-        bytes += static_cast<std::int64_t>(sizeof(RunPart) + 16 + part.option_count.size() * sizeof(int));
-      }
+      for (const RunPart& part : c.parts) bytes += sizeof(RunPart) - sizeof(std::vector<int>) + CountsBytes(part.option_count);
       if (!limiter_.CountCandidate() || !limiter_.Charge(bytes)) return;
       out_.per_stage[ctx.stage].push_back(std::move(c));
     }
