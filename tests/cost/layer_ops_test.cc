@@ -111,8 +111,8 @@ TEST(LayerOps, OptionsAreOpSubsets) {
   EXPECT_DOUBLE_EQ(none.saved_bytes - EvaluateOption(g, "norm").saved_bytes, 4 * 2048.0 * 4 * 6144);
   const OptionCost both = EvaluateOption(g, "selective+norm");
   EXPECT_DOUBLE_EQ(both.saved_bytes, EvaluateOption(g, "selective").saved_bytes - 4 * 2048.0 * 4 * 6144);
-  EXPECT_FALSE(CheckRecomputeOption("selectve").ok());
-  EXPECT_NE(CheckRecomputeOption("selectve").error().message.find("did you mean 'selective'"), std::string::npos);
+  EXPECT_FALSE(ParseRecompute("selectve").ok());
+  EXPECT_NE(ParseRecompute("selectve").error().message.find("did you mean 'selective'"), std::string::npos);
 }
 
 // FACTS.md: GPT-22B on A100-80GB, TP 8, b 4, s 2048, per layer: forward 7.7 ms, backward 11.9 ms;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <limits>
 
+#include "bmpipe/problem/recompute.h"
 #include "bmpipe/sim/simulator.h"
 
 namespace bmpipe {
@@ -29,10 +30,22 @@ BaselineResult NotApplicable(std::string why) {
   return r;
 }
 
+bool MeansRecompute(const LayerOption& option, Recompute recompute) {
+  const Result<Recompute> meaning = ParseRecompute(option.name);
+  return meaning.ok() && meaning.value() == recompute;
+}
+
+OptionIdx FindRecompute(const Layer& layer, Recompute recompute) {
+  for (OptionIdx o = 0; o < static_cast<OptionIdx>(layer.options.size()); ++o) {
+    if (MeansRecompute(layer.options[o], recompute)) return o;
+  }
+  return -1;
+}
+
 OptionIdx NoneOption(const Layer& layer) {
   OptionIdx best = 0;
   for (OptionIdx o = 0; o < static_cast<OptionIdx>(layer.options.size()); ++o) {
-    if (layer.options[o].name == "none") return o;
+    if (MeansRecompute(layer.options[o], Recompute{})) return o;
     const LayerOption& a = layer.options[o];
     const LayerOption& b = layer.options[best];
     if (a.backward_ns + a.recompute_ns < b.backward_ns + b.recompute_ns) best = o;
@@ -42,7 +55,7 @@ OptionIdx NoneOption(const Layer& layer) {
 
 OptionIdx SelectiveOption(const Layer& layer) {
   for (OptionIdx o = 0; o < static_cast<OptionIdx>(layer.options.size()); ++o) {
-    if (layer.options[o].name == "selective" || layer.options[o].name == "select") return o;
+    if (MeansRecompute(layer.options[o], Recompute{kRecomputeCoreAttention})) return o;
   }
   return -1;
 }
@@ -50,7 +63,7 @@ OptionIdx SelectiveOption(const Layer& layer) {
 OptionIdx FullOption(const Layer& layer) {
   OptionIdx best = 0;
   for (OptionIdx o = 0; o < static_cast<OptionIdx>(layer.options.size()); ++o) {
-    if (layer.options[o].name == "full") return o;
+    if (MeansRecompute(layer.options[o], Recompute{kRecomputeLayer})) return o;
     if (layer.options[o].saved_bytes < layer.options[best].saved_bytes) best = o;
   }
   return best;

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "bmpipe/baselines/baselines.h"
+#include "bmpipe/problem/recompute.h"
 #include "bmpipe/solve/candidates.h"
 
 namespace bmpipe {
@@ -25,8 +26,14 @@ ModelShape ShapeOf(const Problem& problem);
 // A result that says the planner cannot express the problem, and why.
 BaselineResult NotApplicable(std::string why);
 
-// The option of `layer` a framework setting means: none (no recomputation), selective (an option
-// named selective or select; -1 if none), full (named full, else the one saving the most memory).
+// Whether the option's name means `recompute` (problem/recompute.h), and the first option of
+// `layer` that does (-1 if none).
+bool MeansRecompute(const LayerOption& option, Recompute recompute);
+OptionIdx FindRecompute(const Layer& layer, Recompute recompute);
+
+// The option of `layer` a framework setting means: none (no recomputation; else the cheapest),
+// selective (core attention; -1 if none), full (the whole layer, else the one saving the most
+// memory).
 OptionIdx NoneOption(const Layer& layer);
 OptionIdx SelectiveOption(const Layer& layer);
 OptionIdx FullOption(const Layer& layer);

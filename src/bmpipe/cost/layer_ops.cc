@@ -264,32 +264,6 @@ int Residual(GraphBuilder& g, const Shape& s, const std::string& name, const Gro
   return g.output(op);
 }
 
-struct OptionSpec {
-  std::set<std::string> groups;  // empty: none; "*": every op
-};
-
-Result<OptionSpec> ParseOption(const std::string& option) {
-  OptionSpec spec;
-  std::stringstream ss(option);
-  std::string part;
-  const std::vector<std::string> names = RecomputeOptionNames();
-  while (std::getline(ss, part, '+')) {
-    if (part == "none") continue;
-    if (part == "full") {
-      spec.groups.insert("*");
-    } else if (part == "selective") {
-      spec.groups.insert("core_attn");
-    } else if (part == "attn" || part == "mlp" || part == "norm") {
-      spec.groups.insert(part);
-    } else {
-      return InvalidInput(fmt::format("unknown recomputation option '{}'{} in '{}'; options: {} (or several joined "
-                                      "by '+', e.g. selective+norm)",
-                                      part, DidYouMean(part, names), option, fmt::join(names, ", ")));
-    }
-  }
-  return spec;
-}
-
 }  // namespace
 
 double AllReduceSeconds(double bytes, int n, double bandwidth, double latency) {
@@ -380,25 +354,22 @@ LayerGraph HeadGraph(const ModelSpec& m, const DeviceSpec& d, const TrainingSetu
   return g.Finish();
 }
 
-std::vector<std::string> RecomputeOptionNames() { return {"none", "selective", "attn", "mlp", "norm", "full"}; }
-
-Status CheckRecomputeOption(const std::string& option) {
-  Result<OptionSpec> spec = ParseOption(option);
-  if (!spec.ok()) return spec.error();
-  return {};
-}
-
 OptionCost EvaluateOption(const LayerGraph& graph, const std::string& option) {
-  const OptionSpec spec = ParseOption(option).value();
+  const unsigned parts = ParseRecompute(option).value().parts;
   const int ops = static_cast<int>(graph.ops.size());
   // in_r[o]: op o is recomputed; discards[o]: and does not keep its outputs.
   std::vector<bool> in_r(ops, false), discards(ops, false);
   for (int o = 0; o < ops; ++o) {
     for (const std::string& group : graph.ops[o].groups) {
-      if (spec.groups.count(group)) in_r[o] = true;
-      if (group == "norm" && spec.groups.count("norm")) discards[o] = true;
+      unsigned part = 0;
+      if (group == "core_attn") part = kRecomputeCoreAttention;
+      if (group == "attn") part = kRecomputeAttention;
+      if (group == "mlp") part = kRecomputeMlp;
+      if (group == "norm") part = kRecomputeNorms;
+      if (parts & (part | kRecomputeLayer)) in_r[o] = true;
+      if (group == "norm" && (parts & kRecomputeNorms)) discards[o] = true;
     }
-    if (spec.groups.count("*")) in_r[o] = true;
+    if (parts & kRecomputeLayer) in_r[o] = true;
   }
   const int tensors = static_cast<int>(graph.tensors.size());
   std::vector<bool> saved_any(tensors, false), saved_outside(tensors, false), read_by_r(tensors, false);

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "bmpipe/cost/training_setup.h"
+#include "bmpipe/problem/recompute.h"
 
 namespace bmpipe {
 
@@ -61,16 +62,11 @@ LayerGraph HeadGraph(const ModelSpec& model, const DeviceSpec& device, const Tra
 // The vocabulary as Megatron pads it: a multiple of 128 x tp.
 int PaddedVocab(int vocab, int tp);
 
-// Recomputation groups usable in option names: none, selective (= core_attn), attn, mlp, norm, full.
-std::vector<std::string> RecomputeOptionNames();
-// OK for a known name or a '+'-joined union of known names ("selective+norm").
-Status CheckRecomputeOption(const std::string& option);
-
 struct OptionCost {
   double forward_s = 0, backward_s = 0, recompute_s = 0;
   double saved_bytes = 0, peak_extra_bytes = 0;
 };
-// The option's costs on `graph` (CheckRecomputeOption must accept `option`). peak_extra is what
+// The option's costs on `graph` (ParseRecompute must accept `option`). peak_extra is what
 // the recomputed tensors occupy during the backward plus the largest tensor never saved (the
 // workspace of the op that makes it).
 OptionCost EvaluateOption(const LayerGraph& graph, const std::string& option);

@@ -162,6 +162,18 @@ Result<Problem> BuildProblem(const ModelSpec& model, const DeviceSpec& device, c
   for (std::size_t i = 1; i < p.layers.size(); ++i) {
     p.layers[i].entry = p.layers[i - 1].entry + (p.layers[i].name == p.layers[i - 1].name ? 0 : 1);
   }
+  TrainingInfo training;
+  training.model = model.name;
+  training.tensor_parallel = setup.tp;
+  training.data_parallel = setup.dp;
+  training.micro_batch_size = setup.micro_batch_size;
+  training.global_batch_size = setup.global_batch_size;
+  training.seq_length = setup.seq;
+  training.sequence_parallel = setup.sequence_parallel;
+  training.distributed_optimizer = setup.distributed_optimizer;
+  training.flash_attention = setup.flash_attention;
+  training.overlap_grad_reduce = setup.dp_overlap > 0;
+  p.training = training;
   Status problem_ok = ValidateProblem(p);
   if (!problem_ok.ok()) return problem_ok.error();
   return p;

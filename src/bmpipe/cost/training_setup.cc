@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "bmpipe/cost/layer_ops.h"
+#include "bmpipe/problem/recompute.h"
 
 namespace bmpipe {
 namespace {
@@ -127,8 +128,8 @@ Status ValidateSetup(const ModelSpec& model, const DeviceSpec& device, const Tra
   if (Status pipeline = ValidatePipeline(SetupPipeline(s), model.layers + 2); !pipeline.ok()) return pipeline;
   if (s.recompute.empty()) return InvalidInput("--recompute needs at least one option, e.g. none");
   for (const std::string& option : s.recompute) {
-    Status st = CheckRecomputeOption(option);
-    if (!st.ok()) return st;
+    Result<Recompute> parsed = ParseRecompute(option);
+    if (!parsed.ok()) return InvalidInput("--recompute: " + parsed.error().message);
   }
   return {};
 }

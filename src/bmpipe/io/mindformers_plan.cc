@@ -52,15 +52,6 @@ std::vector<std::vector<int>> ReadTable(const JsonCursor& c, int ranks, int chun
 }
 
 // The option of `layer` that stands for a MindFormers kind, by its name.
-OptionIdx FindKind(const Layer& layer, const std::vector<std::string>& names) {
-  for (const std::string& n : names) {
-    for (OptionIdx o = 0; o < static_cast<OptionIdx>(layer.options.size()); ++o) {
-      if (layer.options[o].name == n) return o;
-    }
-  }
-  return -1;
-}
-
 Plan ReadTree(const Json& doc, const Problem& problem) {
   JsonCursor root(doc, "");
   const Pipeline& p = problem.pipeline;
@@ -116,26 +107,26 @@ Plan ReadTree(const Json& doc, const Problem& problem) {
       for (int i = 0; i < count; ++i) {
         const Layer& layer = problem.layers[at + i];
         // From the stage's first layer: full, then both selective kinds, then the one that is left.
-        std::vector<std::string> names;
+        Recompute want;
         const char* list = "";
         if (i < full[v][r]) {
-          names = {"full"};
+          want.parts = kRecomputeLayer;
           list = "recompute";
         } else if (i < select[v][r] && i < comm[v][r]) {
-          names = {"both", "selective+norm"};
+          want.parts = kRecomputeCoreAttention | kRecomputeNorms;
           list = "select_recompute and select_comm_recompute";
         } else if (i < select[v][r]) {
-          names = {"select", "selective"};
+          want.parts = kRecomputeCoreAttention;
           list = "select_recompute";
         } else if (i < comm[v][r]) {
-          names = {"select_comm", "norm"};
+          want.parts = kRecomputeNorms;
           list = "select_comm_recompute";
         }
-        if (names.empty()) continue;
-        const OptionIdx o = FindKind(layer, names);
+        if (want.none()) continue;
+        const OptionIdx o = FindRecompute(layer, want);
         if (o < 0) {
-          root.FailAt(fmt::format("{} asks for an option named '{}' on layer {} ({}), which it does not have", list,
-                                  names[0], at + i, layer.name));
+          root.FailAt(fmt::format("{} asks for an option that recomputes {} on layer {} ({}), which it does not have",
+                                  list, RecomputeName(want), at + i, layer.name));
         }
         plan.option[at + i] = o;
       }

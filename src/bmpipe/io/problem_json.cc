@@ -43,6 +43,20 @@ Json ProblemToJson(const Problem& problem, const std::string& description) {
     i = j;
   }
   out["layers"] = std::move(layers);
+  if (const std::optional<TrainingInfo>& t = problem.training) {
+    Json training = Json::object();
+    if (!t->model.empty()) training["model"] = t->model;
+    training["tensor_parallel"] = t->tensor_parallel;
+    training["data_parallel"] = t->data_parallel;
+    training["micro_batch_size"] = t->micro_batch_size;
+    training["global_batch_size"] = t->global_batch_size;
+    training["seq_length"] = t->seq_length;
+    training["sequence_parallel"] = t->sequence_parallel;
+    training["distributed_optimizer"] = t->distributed_optimizer;
+    training["flash_attention"] = t->flash_attention;
+    training["overlap_grad_reduce"] = t->overlap_grad_reduce;
+    out["training"] = std::move(training);
+  }
   return out;
 }
 

@@ -136,6 +136,17 @@ Status CheckMagnitudes(const Problem& problem) {
 }  // namespace
 
 Status ValidateProblem(const Problem& problem) {
+  if (const std::optional<TrainingInfo>& t = problem.training) {
+    const std::int64_t per_iteration =
+        std::int64_t{t->micro_batch_size} * t->data_parallel * problem.pipeline.micro_batches;
+    if (t->tensor_parallel < 1 || t->data_parallel < 1 || t->micro_batch_size < 1 || t->seq_length < 1 ||
+        t->global_batch_size != per_iteration) {
+      return InvalidInput(fmt::format(
+          "training: global_batch_size = {} must equal micro_batch_size x data_parallel x pipeline.micro_batches = {} "
+          "x {} x {}, with every size at least 1",
+          t->global_batch_size, t->micro_batch_size, t->data_parallel, problem.pipeline.micro_batches));
+    }
+  }
   if (problem.layers.empty()) return InvalidInput("layers: the model has no layers; list at least one");
   if (problem.num_layers() > kMaxLayers) {
     return InvalidInput(fmt::format("layers: the model has {} layers; bmpipe plans at most {}", problem.num_layers(),

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -74,6 +75,21 @@ struct Layer {
   std::vector<LayerOption> options;
 };
 
+// The training run whose costs a problem describes, when it is known (the cost model states it; a
+// problem file may, under `training`): what an export needs beyond the plan to launch that run.
+struct TrainingInfo {
+  std::string model;           // a label, e.g. "llama3-70b"
+  int tensor_parallel = 1;
+  int data_parallel = 1;
+  int micro_batch_size = 1;    // sequences per micro-batch
+  int global_batch_size = 1;   // sequences per iteration: micro_batch_size x data_parallel x micro-batches
+  int seq_length = 1;          // tokens per sequence
+  bool sequence_parallel = false;
+  bool distributed_optimizer = false;  // optimizer state sharded over data parallel (ZeRO-1)
+  bool flash_attention = false;
+  bool overlap_grad_reduce = false;    // the data-parallel gradient reduce overlaps the backward
+};
+
 struct Problem {
   std::string name;  // optional label
   Pipeline pipeline;
@@ -81,6 +97,7 @@ struct Problem {
   Bytes reserved_bytes = 0;  // framework, workspace: counted on every rank
   TimeNs p2p_ns = 0;         // default p2p time of a layer's output
   std::vector<Layer> layers;
+  std::optional<TrainingInfo> training;
 
   int num_layers() const { return static_cast<int>(layers.size()); }
 };

@@ -79,9 +79,35 @@ void ReadLayerEntry(const JsonCursor& c, int entry, TimeNs default_p2p, std::vec
   for (std::int64_t i = 0; i < repeat; ++i) layers.push_back(layer);
 }
 
+TrainingInfo ReadTraining(const JsonCursor& c) {
+  c.ExpectKeys({"model", "tensor_parallel", "data_parallel", "micro_batch_size", "global_batch_size", "seq_length",
+                "sequence_parallel", "distributed_optimizer", "flash_attention", "overlap_grad_reduce"});
+  TrainingInfo t;
+  constexpr std::int64_t kMost = std::int64_t{1} << 24;
+  if (auto m = c.Optional("model")) t.model = m->String();
+  auto size = [&](std::string_view key, int& value, std::string_view what) {
+    if (auto v = c.Optional(key)) value = static_cast<int>(v->Integer(1, kMost, what));
+  };
+  size("tensor_parallel", t.tensor_parallel, "give the tensor-parallel size");
+  size("data_parallel", t.data_parallel, "give the data-parallel size");
+  size("micro_batch_size", t.micro_batch_size, "give the sequences per micro-batch");
+  t.global_batch_size = static_cast<int>(
+      c.Required("global_batch_size", "sequences per iteration").Integer(1, kMost, "give the sequences per iteration"));
+  t.seq_length = static_cast<int>(
+      c.Required("seq_length", "tokens per sequence").Integer(1, kMost, "give the sequence length in tokens"));
+  auto flag = [&](std::string_view key, bool& value) {
+    if (auto v = c.Optional(key)) value = v->Bool();
+  };
+  flag("sequence_parallel", t.sequence_parallel);
+  flag("distributed_optimizer", t.distributed_optimizer);
+  flag("flash_attention", t.flash_attention);
+  flag("overlap_grad_reduce", t.overlap_grad_reduce);
+  return t;
+}
+
 Problem ReadProblemTree(const Json& doc) {
   JsonCursor root(doc, "");
-  root.ExpectKeys({"name", "description", "pipeline", "device", "p2p_s", "layers"});
+  root.ExpectKeys({"name", "description", "pipeline", "device", "p2p_s", "layers", "training"});
   Problem problem;
   if (auto n = root.Optional("name")) problem.name = n->String();
   if (auto d = root.Optional("description")) d->String();
@@ -105,6 +131,7 @@ Problem ReadProblemTree(const Json& doc) {
   for (std::size_t i = 0; i < entries.size(); ++i) {
     ReadLayerEntry(entries[i], static_cast<int>(i), problem.p2p_ns, problem.layers);
   }
+  if (auto t = root.Optional("training")) problem.training = ReadTraining(*t);
   Status status = ValidateProblem(problem);
   if (!status.ok()) throw internal::CursorFailure{status.error().message};
   return problem;

@@ -1,0 +1,71 @@
+#include "bmpipe/problem/recompute.h"
+
+#include <array>
+#include <utility>
+
+#include <fmt/format.h>
+
+#include "bmpipe/core/json_cursor.h"
+
+namespace bmpipe {
+namespace {
+
+// Every accepted word and the parts it stands for; the first word of a part is its canonical name.
+constexpr std::array<std::pair<std::string_view, unsigned>, 12> kWords = {{
+    {"none", 0},
+    {"selective", kRecomputeCoreAttention},
+    {"attn", kRecomputeAttention},
+    {"mlp", kRecomputeMlp},
+    {"norm", kRecomputeNorms},
+    {"full", kRecomputeLayer},
+    {"core_attn", kRecomputeCoreAttention},
+    {"layernorm", kRecomputeNorms},
+    {"select", kRecomputeCoreAttention},
+    {"select_comm", kRecomputeNorms},
+    {"both", kRecomputeCoreAttention | kRecomputeNorms},
+    {"core_attention", kRecomputeCoreAttention},
+}};
+
+}  // namespace
+
+Result<Recompute> ParseRecompute(std::string_view name) {
+  Recompute r;
+  std::size_t at = 0;
+  while (at <= name.size()) {
+    const std::size_t plus = name.find('+', at);
+    const std::string_view part = name.substr(at, plus == std::string_view::npos ? std::string_view::npos : plus - at);
+    bool known = false;
+    for (const auto& [word, parts] : kWords) {
+      if (word == part) {
+        r.parts |= parts;
+        known = true;
+      }
+    }
+    if (!known) {
+      return InvalidInput(fmt::format("unknown recomputation option '{}'{} in '{}'; options: {} (or several joined by "
+                                      "'+', e.g. selective+norm)",
+                                      part, DidYouMean(part, RecomputeOptionNames()), name, fmt::join(RecomputeOptionNames(), ", ")));
+    }
+    if (plus == std::string_view::npos) break;
+    at = plus + 1;
+  }
+  // The whole layer covers every part; the attention block covers its kernel.
+  if (r.parts & kRecomputeLayer) r.parts = kRecomputeLayer;
+  if (r.parts & kRecomputeAttention) r.parts &= ~unsigned{kRecomputeCoreAttention};
+  return r;
+}
+
+std::string RecomputeName(Recompute recompute) {
+  if (recompute.none()) return "none";
+  if (recompute.full()) return "full";
+  std::string name;
+  for (const auto& [word, parts] : kWords) {
+    if (word == "full") break;
+    if (parts != 0 && (recompute.parts & parts) == parts) name += (name.empty() ? "" : "+") + std::string(word);
+  }
+  return name;
+}
+
+std::vector<std::string> RecomputeOptionNames() { return {"none", "selective", "attn", "mlp", "norm", "full"}; }
+
+}  // namespace bmpipe

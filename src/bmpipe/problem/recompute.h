@@ -1,0 +1,53 @@
+// What a recomputation option's name means: the one vocabulary that the cost model, the
+// baselines, the targets, the exports and the MindFormers readers all read.
+//
+// An option reruns some parts of a decoder layer during the backward instead of keeping their
+// activations from the forward (docs/semantics.md, "Recomputation options"):
+//   core_attn  the attention kernel (scores, softmax and its dropout, or the fused flash kernel):
+//              Megatron's `--recompute-modules core_attn`, MindFormers' select_recompute
+//   attn       the whole attention block, from its norm to the output projection
+//   mlp        the whole MLP block, from its norm: Megatron's `mlp` module
+//   norm       the two norms, their outputs discarded after use: Megatron's `layernorm` module,
+//              MindFormers' select_comm_recompute
+//   full       the whole layer: only its input is kept
+// Names: none, selective (= core_attn), attn, mlp, norm, full and '+'-joined unions of them
+// (selective+mlp). The frameworks' own words are accepted too: MindFormers' select (= selective),
+// select_comm (= norm) and both (= selective+norm); Megatron's core_attn and layernorm.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "bmpipe/core/error.h"
+
+namespace bmpipe {
+
+enum RecomputePart : unsigned {
+  kRecomputeCoreAttention = 1u << 0,
+  kRecomputeAttention = 1u << 1,
+  kRecomputeMlp = 1u << 2,
+  kRecomputeNorms = 1u << 3,
+  kRecomputeLayer = 1u << 4,
+};
+
+struct Recompute {
+  unsigned parts = 0;  // RecomputePart bits; kRecomputeLayer alone when the whole layer is
+
+  bool none() const { return parts == 0; }
+  bool full() const { return parts == kRecomputeLayer; }
+  bool operator==(const Recompute& other) const { return parts == other.parts; }
+  bool operator!=(const Recompute& other) const { return parts != other.parts; }
+};
+
+// The meaning of an option name; an error naming the unknown part and the known names otherwise.
+Result<Recompute> ParseRecompute(std::string_view name);
+
+// The canonical name: "none", "full", or the parts joined by '+' in the order selective, attn,
+// mlp, norm ("selective+mlp").
+std::string RecomputeName(Recompute recompute);
+
+// The basic names an option may join: none, selective, attn, mlp, norm, full.
+std::vector<std::string> RecomputeOptionNames();
+
+}  // namespace bmpipe
