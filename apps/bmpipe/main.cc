@@ -29,6 +29,7 @@
 #include "bmpipe/sim/simulator.h"
 #include "bmpipe/solve/diagnose.h"
 #include "bmpipe/solve/planner.h"
+#include "bmpipe/target/target.h"
 
 namespace bmpipe {
 namespace {
@@ -190,6 +191,7 @@ int RunSimulate(const SimulateArgs& args) {
 
 struct PlanArgs {
   std::string problem;
+  std::string target;
   ModelArgs model;
   std::string sapp;  // the MindFormers pipeline-balance tool's init YAML or layer JSON
   SappTarget sapp_target;
@@ -239,6 +241,54 @@ Result<Problem> BuildModelProblem(const ModelArgs& args, std::vector<std::pair<s
     lines.push_back({"problem", "written to " + args.dump_problem});
   }
   return problem;
+}
+
+std::string TargetHelp() {
+  std::string help = "The framework that will run the plan; the plan is the best it runs unmodified (default: the "
+                     "--export format's framework, else any):";
+  for (const Target& t : AllTargets()) help += fmt::format("\n  {}: {}", t.name, t.framework);
+  return help;
+}
+
+// The target a command plans for: --target, else the framework --export writes for, else any.
+struct ChosenTarget {
+  TargetKind kind = TargetKind::kAny;
+  std::string why;  // how it was chosen, for the report
+};
+Result<ChosenTarget> ChooseTarget(const std::string& target, const std::optional<ExportFormat>& format) {
+  if (!target.empty()) {
+    Result<TargetKind> kind = ParseTarget(target);
+    if (!kind.ok()) return kind.error();
+    return ChosenTarget{kind.value(), "--target"};
+  }
+  if (format) return ChosenTarget{DefaultTarget(*format), "the default for --export " + ExportFormatNames()[static_cast<int>(*format)]};
+  return ChosenTarget{TargetKind::kAny, "the default; --target names a framework"};
+}
+
+// The report's lines on the target, and on what the per-layer plan would gain over it.
+std::vector<std::pair<std::string, std::string>> TargetLines(const ChosenTarget& chosen, const TargetPlan& planned,
+                                                             const std::optional<TargetPlan>& any) {
+  const Target& target = TargetOf(chosen.kind);
+  std::vector<std::pair<std::string, std::string>> lines;
+  lines.push_back({"target", fmt::format("{}: {} ({})", target.name, target.framework, chosen.why)});
+  if (!planned.setting.empty()) {
+    lines.push_back({"setting", fmt::format("{} (the best of {} settings)", planned.setting, planned.settings)});
+  }
+  if (any && any->planner.status != PlanStatus::kInfeasible && any->planner.status != PlanStatus::kNoPlan &&
+      planned.planner.status != PlanStatus::kInfeasible && planned.planner.status != PlanStatus::kNoPlan) {
+    const double gain = static_cast<double>(planned.planner.iteration_ns) / static_cast<double>(any->planner.iteration_ns);
+    lines.push_back({"per-layer", fmt::format("{} ({:.3f}x this plan{}), with per-layer recomputation that {} "
+                                                   "cannot run unmodified: --target any",
+                                                   FormatDuration(any->planner.iteration_ns), gain,
+                                                   any->planner.status == PlanStatus::kOptimal ? ", proven optimal" : "",
+                                                   target.name)});
+  } else if (any && planned.planner.status == PlanStatus::kInfeasible && any->planner.status != PlanStatus::kInfeasible &&
+             any->planner.status != PlanStatus::kNoPlan) {
+    lines.push_back({"per-layer", fmt::format("{} fits, with per-layer recomputation {} cannot run unmodified: "
+                                                   "--target any",
+                                                   FormatDuration(any->planner.iteration_ns), target.name)});
+  }
+  return lines;
 }
 
 // What the plan JSON says about the planner run that found a plan.
@@ -292,10 +342,21 @@ int RunPlan(const PlanArgs& args) {
   options.time_limit_s = args.time_limit_s;
   options.node_limit = args.node_limit;
   options.write_lp = !args.lp_file.empty();
-  Result<PlannerResult> planned = PlanPipeline(pb, options);
+  Result<ChosenTarget> chosen = ChooseTarget(args.target, format);
+  if (!chosen.ok()) return Fail(chosen.error());
+  Result<TargetPlan> planned = PlanForTarget(pb, chosen.value().kind, options);
   if (!planned.ok()) return Fail(planned.error());
-  const PlannerResult& r = planned.value();
+  const PlannerResult& r = planned.value().planner;
+  std::optional<TargetPlan> any;
+  if (chosen.value().kind != TargetKind::kAny) {
+    Result<TargetPlan> unrestricted = PlanForTarget(pb, TargetKind::kAny, options);
+    if (!unrestricted.ok()) return Fail(unrestricted.error());
+    any = unrestricted.value();
+  }
   if (r.status == PlanStatus::kInfeasible) {
+    for (const auto& [label, value] : TargetLines(chosen.value(), planned.value(), any)) {
+      std::cerr << "bmpipe: " << label << ": " << value << "\n";
+    }
     std::cerr << "bmpipe: " << DescribeShortfall(pb, DiagnoseMemory(pb)) << "\n";
     if (!args.model.model.empty()) {
       std::cerr << "bmpipe: in the setup's terms: more pipeline stages (--pp) or tensor parallelism (--tp), "
@@ -314,6 +375,7 @@ int RunPlan(const PlanArgs& args) {
   const SimResult sim = SimulatePlan(pb, r.plan).value();
   const SolverInfo solver = SolverInfoOf(r);
   ReportHeader header{"bmpipe plan", origin};
+  for (auto& line : TargetLines(chosen.value(), planned.value(), any)) header.lines.push_back(line);
   for (auto& line : PlannerLines(r)) header.lines.push_back(line);
   if (!args.svg.empty()) {
     Status written = StageSvg(files, args.svg, pb, "bmpipe plan: " + (pb.name.empty() ? shown : pb.name),
@@ -690,6 +752,7 @@ int Main(int argc, char** argv) {
   plan_cmd->add_option("--lp-file", plan.lp_file, "With --solver cbc: write the integer program in LP format here");
   AddModelOptions(*plan_cmd, plan.model, problem_opt);
 
+  plan_cmd->add_option("--target", plan.target, TargetHelp());
   plan_cmd->add_option("--export", plan.export_format,
                        "Also write the plan for a launcher: megatron, mindformers, deepspeed, torchtitan, csv (after the "
                        "report, or to --export-out)");

@@ -8,35 +8,13 @@
 #include <vector>
 
 #include "bmpipe/baselines/baselines.h"
-#include "bmpipe/problem/recompute.h"
+#include "bmpipe/problem/layer_roles.h"
 #include "bmpipe/solve/candidates.h"
 
 namespace bmpipe {
 
-// Frameworks count "layers" as the decoder layers: the first layer is the embedding (pre) and
-// the last the head (post) when their names occur once; the rest is the body.
-struct ModelShape {
-  LayerIdx body_begin = 0;
-  LayerIdx body_end = 0;
-  bool body_uniform = true;  // every body layer has the same costs and options
-  int body() const { return body_end - body_begin; }
-};
-ModelShape ShapeOf(const Problem& problem);
-
 // A result that says the planner cannot express the problem, and why.
 BaselineResult NotApplicable(std::string why);
-
-// Whether the option's name means `recompute` (problem/recompute.h), and the first option of
-// `layer` that does (-1 if none).
-bool MeansRecompute(const LayerOption& option, Recompute recompute);
-OptionIdx FindRecompute(const Layer& layer, Recompute recompute);
-
-// The option of `layer` a framework setting means: none (no recomputation; else the cheapest),
-// selective (core attention; -1 if none), full (the whole layer, else the one saving the most
-// memory).
-OptionIdx NoneOption(const Layer& layer);
-OptionIdx SelectiveOption(const Layer& layer);
-OptionIdx FullOption(const Layer& layer);
 
 // NoneOption of every layer.
 std::vector<OptionIdx> NoneOptions(const Problem& problem);

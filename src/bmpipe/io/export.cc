@@ -370,6 +370,22 @@ Result<ExportFormat> ParseExportFormat(const std::string& name) {
                                   fmt::join(names, ", ")));
 }
 
+TargetKind DefaultTarget(ExportFormat format) {
+  switch (format) {
+    case ExportFormat::kMegatron:
+      return TargetKind::kMegatron;
+    case ExportFormat::kMindFormers:
+      return TargetKind::kMindFormers;
+    case ExportFormat::kDeepSpeed:
+      return TargetKind::kDeepSpeed;
+    case ExportFormat::kTorchTitan:
+      return TargetKind::kTorchTitan;
+    case ExportFormat::kCsv:
+      return TargetKind::kTorch;
+  }
+  return TargetKind::kAny;
+}
+
 Result<std::string> ExportPlan(const Problem& problem, const Plan& plan, ExportFormat format) {
   Status valid = ValidatePlan(problem, plan);
   if (!valid.ok()) return valid.error();

@@ -21,6 +21,7 @@
 #include "bmpipe/core/error.h"
 #include "bmpipe/problem/plan.h"
 #include "bmpipe/problem/problem.h"
+#include "bmpipe/target/target.h"
 
 namespace bmpipe {
 
@@ -28,6 +29,8 @@ enum class ExportFormat { kMegatron, kMindFormers, kDeepSpeed, kTorchTitan, kCsv
 
 std::vector<std::string> ExportFormatNames();  // megatron, mindformers, deepspeed, torchtitan, csv
 Result<ExportFormat> ParseExportFormat(const std::string& name);
+// The target whose plans a format expresses (csv: torch).
+TargetKind DefaultTarget(ExportFormat format);
 
 // The export's text (deterministic). Fails when the format cannot express the plan at all (for
 // example MindFormers needs every stage to hold at least one decoder layer).

@@ -161,12 +161,14 @@ std::vector<Mix> ParetoFront(std::vector<Mix> mixes, bool with_memory, DeadlineP
 // at k-1 layers stays dominated after adding the same option.
 class RunFronts {
  public:
-  RunFronts(const Problem& problem, const std::vector<LayerRun>& runs, Limiter& limiter)
-      : problem_(problem), runs_(runs), limiter_(limiter), fronts_(runs.size()) {}
+  RunFronts(const Problem& problem, const std::vector<LayerRun>& runs, const StageSpace& space, Limiter& limiter)
+      : problem_(problem), runs_(runs), space_(space), limiter_(limiter),
+        fronts_(std::max<std::size_t>(1, space.families.size()), std::vector<std::vector<std::vector<Mix>>>(runs.size())) {}
 
-  // Empty when the limiter stopped generation.
-  const std::vector<Mix>& Get(int run, int k) {
-    std::vector<std::vector<Mix>>& f = fronts_[run];
+  // The front of k layers of `run` whose options family `family` allows. Empty when the limiter
+  // stopped generation.
+  const std::vector<Mix>& Get(std::size_t family, int run, int k) {
+    std::vector<std::vector<Mix>>& f = fronts_[family][run];
     if (f.empty()) {
       Mix empty;
       empty.option_count.assign(1, std::vector<int>(Options(run).size(), 0));
@@ -182,6 +184,7 @@ class RunFronts {
       }
       for (const Mix& m : f.back()) {
         for (std::size_t o = 0; o < options.size(); ++o) {
+          if (!space_.families.empty() && !(space_.families[family][runs_[run].begin] >> o & 1u)) continue;
           Mix n = m;
           n.option_count[0][o] += 1;
           n.AddCosts(Mix::OfOption(options[o]));
@@ -199,18 +202,20 @@ class RunFronts {
 
   const Problem& problem_;
   const std::vector<LayerRun>& runs_;
+  const StageSpace& space_;
   Limiter& limiter_;
-  std::vector<std::vector<std::vector<Mix>>> fronts_;
+  std::vector<std::vector<std::vector<std::vector<Mix>>>> fronts_;  // per family, run, k
   const std::vector<Mix> empty_;
 };
 
 // Minkowski sum of the fronts of a shape's parts, pruned after each part. Empty when the limiter
 // stopped generation.
-std::vector<Mix> ShapeMixes(RunFronts& fronts, const std::vector<std::pair<int, int>>& shape, Limiter& limiter) {
+std::vector<Mix> ShapeMixes(RunFronts& fronts, std::size_t family, const std::vector<std::pair<int, int>>& shape,
+                            Limiter& limiter) {
   std::vector<Mix> mixes(1);
   for (const auto& [run, count] : shape) {
     // Costs of every pair first (no option counts: cheap), then only the front is built.
-    const std::vector<Mix>& part = fronts.Get(run, count);
+    const std::vector<Mix>& part = fronts.Get(family, run, count);
     if (limiter.Stopped() ||
         !limiter.Affords(static_cast<std::int64_t>((sizeof(Mix) + sizeof(std::size_t)) * mixes.size() * part.size()))) {
       return {};
@@ -262,8 +267,8 @@ bool FitsAlone(const StageContext& ctx, Bytes static_bytes, Bytes saved, Bytes t
 
 class Generator {
  public:
-  Generator(const Problem& problem, Candidates& out, Limiter& limiter)
-      : problem_(problem), out_(out), limiter_(limiter), fronts_(problem, out.runs, limiter) {
+  Generator(const Problem& problem, const StageSpace& space, Candidates& out, Limiter& limiter)
+      : problem_(problem), space_(space), out_(out), limiter_(limiter), fronts_(problem, out.runs, space, limiter) {
     for (const LayerRun& run : out.runs) {
       const Layer& layer = problem.layers[run.begin];
       Bytes min_saved = layer.options[0].saved_bytes, min_transient = layer.options[0].peak_extra_bytes;
@@ -330,8 +335,48 @@ class Generator {
     return FitsAlone(ctx, static_bytes, saved, transient);
   }
 
+  // The one mix of Megatron's block recomputation for a shape.
+  Mix BlockMix(const std::vector<std::pair<int, int>>& shape) const {
+    Mix mix;
+    int left = space_.block;
+    for (const auto& [run, count] : shape) {
+      const LayerIdx l = out_.runs[run].begin;
+      const std::vector<LayerOption>& options = problem_.layers[l].options;
+      std::vector<int> counts(options.size(), 0);
+      const OptionIdx block = space_.block_option[l];
+      const int blocked = block >= 0 ? std::min(count, left) : 0;
+      left -= blocked;
+      const OptionIdx other = space_.FirstAllowed(l);
+      for (int i = 0; i < count; ++i) {
+        const OptionIdx o = i < blocked ? block : other;
+        ++counts[o];
+        mix.AddCosts(Mix::OfOption(options[o]));
+      }
+      mix.option_count.push_back(std::move(counts));
+    }
+    return mix;
+  }
+
+  // The mixes of a shape: the union of its families' fronts, pruned, or the block mix.
+  std::vector<Mix> Mixes(const std::vector<std::pair<int, int>>& shape) {
+    if (space_.block >= 0) return {BlockMix(shape)};
+    const std::size_t families = std::max<std::size_t>(1, space_.families.size());
+    if (families == 1) return ShapeMixes(fronts_, 0, shape, limiter_);
+    std::vector<Mix> all;
+    for (std::size_t f = 0; f < families; ++f) {
+      std::vector<Mix> mixes = ShapeMixes(fronts_, f, shape, limiter_);
+      if (limiter_.Stopped()) return {};
+      for (Mix& m : mixes) all.push_back(std::move(m));
+    }
+    return ParetoFront(std::move(all), /*with_memory=*/true, &limiter_.poll());
+  }
+
   void Add(const StageContext& ctx, const std::vector<std::pair<int, int>>& shape, LayerIdx start_min,
            LayerIdx start_max) {
+    if (!space_.needs_one_of.empty() &&
+        std::none_of(shape.begin(), shape.end(), [&](const auto& part) { return space_.needs_one_of[out_.runs[part.first].begin]; })) {
+      return;
+    }
     Bytes static_bytes = 0;
     TimeNs update = 0;
     int length = 0;
@@ -344,7 +389,7 @@ class Generator {
     // A shape's mixes do not depend on the stage: computed once, shared by every stage.
     auto cached = shape_mixes_.find(shape);
     if (cached == shape_mixes_.end()) {
-      std::vector<Mix> mixes = ShapeMixes(fronts_, shape, limiter_);
+      std::vector<Mix> mixes = Mixes(shape);
       std::int64_t bytes = 0;
       for (const Mix& m : mixes) bytes += MixBytes(m);
       if (limiter_.Stopped() || !limiter_.Charge(bytes)) return;
@@ -377,6 +422,7 @@ class Generator {
   }
 
   const Problem& problem_;
+  const StageSpace& space_;
   Candidates& out_;
   Limiter& limiter_;
   RunFronts fronts_;
@@ -435,18 +481,80 @@ std::vector<std::vector<MemoryRow>> MemoryRowsOf(const Schedule& schedule, Limit
   return rows;
 }
 
+// Runs split where the space treats neighbouring layers differently.
+std::vector<LayerRun> SplitRuns(const std::vector<LayerRun>& runs, const StageSpace& space) {
+  auto same = [&](LayerIdx a, LayerIdx b) {
+    for (const std::vector<std::uint16_t>& family : space.families) {
+      if (family[a] != family[b]) return false;
+    }
+    if (!space.block_option.empty() && space.block_option[a] != space.block_option[b]) return false;
+    return space.needs_one_of.empty() || space.needs_one_of[a] == space.needs_one_of[b];
+  };
+  std::vector<LayerRun> split;
+  for (const LayerRun& run : runs) {
+    split.push_back({run.begin, run.begin + 1});
+    for (LayerIdx l = run.begin + 1; l < run.end; ++l) {
+      if (same(l - 1, l)) {
+        split.back().end = l + 1;
+      } else {
+        split.push_back({l, l + 1});
+      }
+    }
+  }
+  return split;
+}
+
 }  // namespace
 
 std::vector<std::vector<MemoryRow>> PeakMemoryRows(const Schedule& schedule) { return MemoryRowsOf(schedule, nullptr); }
 
+OptionIdx StageSpace::FirstAllowed(LayerIdx l) const {
+  if (families.empty()) return 0;
+  const std::uint16_t mask = families.front()[l];
+  for (OptionIdx o = 0; o < kMaxOptionsPerLayer; ++o) {
+    if (mask >> o & 1u) return o;
+  }
+  return 0;
+}
+
+bool StageSpace::Contains(const Plan& plan) const {
+  for (StageIdx s = 0; s < plan.num_stages(); ++s) {
+    if (!needs_one_of.empty() &&
+        std::none_of(needs_one_of.begin() + plan.begin(s), needs_one_of.begin() + plan.end(s), [](bool b) { return b; })) {
+      return false;
+    }
+    if (block >= 0) {
+      int left = block;
+      for (LayerIdx l = plan.begin(s); l < plan.end(s); ++l) {
+        const bool blocked = block_option[l] >= 0 && left > 0;
+        if (blocked) --left;
+        if (plan.option[l] != (blocked ? block_option[l] : FirstAllowed(l))) return false;
+      }
+      continue;
+    }
+    if (families.empty()) continue;
+    const bool one = std::any_of(families.begin(), families.end(), [&](const std::vector<std::uint16_t>& family) {
+      for (LayerIdx l = plan.begin(s); l < plan.end(s); ++l) {
+        if (!(family[l] >> plan.option[l] & 1u)) return false;
+      }
+      return true;
+    });
+    if (!one) return false;
+  }
+  return true;
+}
+
 Candidates GenerateCandidates(const Problem& problem, const Schedule& schedule, const CandidateLimits& limits) {
+  static const StageSpace kUnrestricted;
+  const StageSpace& space = limits.space != nullptr ? *limits.space : kUnrestricted;
   Candidates out;
   out.runs = FindRuns(problem);
+  if (!space.unrestricted()) out.runs = SplitRuns(out.runs, space);
   Limiter limiter(limits);
   out.memory_rows = MemoryRowsOf(schedule, &limiter);
   out.memory_exact = problem.pipeline.chunks == 1;
   out.per_stage.resize(problem.pipeline.stages());
-  Generator generator(problem, out, limiter);
+  Generator generator(problem, space, out, limiter);
   for (StageIdx s = 0; s < problem.pipeline.stages(); ++s) {
     if (limiter.Stopped()) break;
     const RankIdx r = problem.pipeline.RankOf(s);

@@ -55,6 +55,27 @@ struct Candidate {
   TimeNs update_ns = 0;
 };
 
+// The option mixes a stage may take: a framework's recomputation granularity (target/target.h).
+// The default lets every layer take any of its options.
+struct StageSpace {
+  // When not empty: each family allows, per layer, a set of options (bit o: option o), and a stage
+  // takes the options of all its layers from one family.
+  std::vector<std::vector<std::uint16_t>> families;
+  // Megatron's full recomputation by block: when >= 0, a stage's first `block` layers that have a
+  // block option (block_option[l] >= 0) take it, and every other layer the first option the first
+  // family allows it.
+  int block = -1;
+  std::vector<OptionIdx> block_option;
+  // When not empty: the layers of which every stage must hold at least one (the decoder layers).
+  std::vector<bool> needs_one_of;
+
+  bool unrestricted() const { return families.empty() && block < 0 && needs_one_of.empty(); }
+  // The option every layer takes when it has one choice: the first its first family allows.
+  OptionIdx FirstAllowed(LayerIdx l) const;
+  // Whether `plan` lies in the space.
+  bool Contains(const Plan& plan) const;
+};
+
 // The most memory candidate generation may hold: the Pareto fronts of runs, the mixes of block
 // shapes and the candidates themselves (estimated from their sizes), and the most candidates in all
 // (each is a column of the planner's linear program and costs about as much again there). Beyond
@@ -64,6 +85,7 @@ inline constexpr long kMaxCandidates = 1'000'000;
 
 struct CandidateLimits {
   Deadline deadline;
+  const StageSpace* space = nullptr;  // nullptr: unrestricted
   std::int64_t memory_budget_bytes = kCandidateMemoryBudgetBytes;
   long max_candidates = kMaxCandidates;
 };

@@ -171,7 +171,12 @@ Result<PlannerResult> PlanPipeline(const Problem& problem, const PlannerOptions&
   const Deadline deadline = options.deadline.Earlier(own);
   const std::string deadline_name =
       own_first ? fmt::format("time limit {:g} s", options.time_limit_s) : std::string("the caller's time budget");
-  if (options.kind == PlannerKind::kBruteForce) return RunBruteForce(problem, deadline, deadline_name);
+  if (options.kind == PlannerKind::kBruteForce) {
+    if (!options.space.unrestricted()) {
+      return InvalidInput("--solver brute-force plans every per-layer choice; use it with --target any");
+    }
+    return RunBruteForce(problem, deadline, deadline_name);
+  }
   const Schedule schedule = BuildSchedule(problem.pipeline);
   const long ops = 2L * problem.pipeline.stages() * problem.pipeline.micro_batches;
   if (options.kind == PlannerKind::kCbc && ops > kMaxCbcOps) {
@@ -185,6 +190,7 @@ Result<PlannerResult> PlanPipeline(const Problem& problem, const PlannerOptions&
   limits.deadline = deadline;
   limits.memory_budget_bytes = options.candidate_memory_budget_bytes;
   limits.max_candidates = options.max_candidates;
+  limits.space = &options.space;
   const Candidates candidates = GenerateCandidates(problem, schedule, limits);
   long count = 0;
   bool every_stage = true;
@@ -208,7 +214,9 @@ Result<PlannerResult> PlanPipeline(const Problem& problem, const PlannerOptions&
   }
   if (r.status == PlanStatus::kNoPlan) {
     // A limit stopped the run before any plan: the quick plan, simulated, if one fits.
-    if (std::optional<QuickPlan> quick = FindQuickPlan(problem, schedule, Deadline::In(kQuickPlanGraceS))) {
+    std::optional<QuickPlan> quick = FindQuickPlan(problem, schedule, Deadline::In(kQuickPlanGraceS));
+    if (quick && !options.space.Contains(quick->plan)) quick.reset();
+    if (quick) {
       r.plan = quick->plan;
       r.iteration_ns = quick->iteration_ns;
       r.objective_ns = static_cast<double>(quick->iteration_ns);

@@ -29,6 +29,8 @@ struct PlannerOptions {
   // The candidates' budgets (candidates.h); lowered only by tests.
   std::int64_t candidate_memory_budget_bytes = kCandidateMemoryBudgetBytes;
   long max_candidates = kMaxCandidates;
+  // The option mixes stages may take (a target's recomputation granularity); not with brute force.
+  StageSpace space;
   bool write_lp = false;  // CBC only: return the integer program in LP format in PlannerResult::lp_text
 };
 

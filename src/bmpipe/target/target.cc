@@ -1,0 +1,311 @@
+#include "bmpipe/target/target.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <functional>
+#include <limits>
+
+#include <fmt/format.h>
+
+#include "bmpipe/core/json_cursor.h"
+#include "bmpipe/problem/layer_roles.h"
+#include "bmpipe/sim/simulator.h"
+
+namespace bmpipe {
+namespace {
+
+constexpr unsigned kMindFormersSelect = kRecomputeCoreAttention;
+constexpr unsigned kMindFormersComm = kRecomputeNorms;
+
+// The options of `layer` whose meaning `keep` accepts, as a mask.
+std::uint16_t Mask(const Layer& layer, const std::function<bool(Recompute)>& keep) {
+  std::uint16_t mask = 0;
+  for (OptionIdx o = 0; o < static_cast<OptionIdx>(layer.options.size()); ++o) {
+    const Result<Recompute> meaning = ParseRecompute(layer.options[o].name);
+    if (meaning.ok() && keep(meaning.value())) mask |= static_cast<std::uint16_t>(1u << o);
+  }
+  return mask;
+}
+
+std::uint16_t Only(OptionIdx o) { return static_cast<std::uint16_t>(1u << o); }
+
+std::string ModuleNames(unsigned parts, TargetKind kind) {
+  std::vector<std::string> names;
+  if (parts & kRecomputeCoreAttention) names.push_back("core_attn");
+  if (parts & kRecomputeMlp) names.push_back("mlp");
+  if (parts & kRecomputeNorms) names.push_back(kind == TargetKind::kMindFormers ? "select_comm" : "layernorm");
+  return fmt::format("{}", fmt::join(names, " "));
+}
+
+// Global settings: every decoder layer takes the option meaning `recompute`; nullopt when some
+// decoder layer has none.
+std::optional<TargetSetting> Uniform(const Problem& problem, const ModelShape& shape, Recompute recompute,
+                                     std::string flags) {
+  TargetSetting setting{std::move(flags), {}};
+  std::vector<std::uint16_t> family(problem.num_layers());
+  for (LayerIdx l = 0; l < problem.num_layers(); ++l) {
+    const bool body = l >= shape.body_begin && l < shape.body_end;
+    const OptionIdx o = body ? FindRecompute(problem.layers[l], recompute) : NoneOption(problem.layers[l]);
+    if (o < 0) return std::nullopt;
+    family[l] = Only(o);
+  }
+  setting.space.families.push_back(std::move(family));
+  return setting;
+}
+
+Status CheckPipeline(const Target& target, const Pipeline& pipeline) {
+  if (pipeline.chunks > 1 && !target.interleaving) {
+    return InvalidInput(fmt::format("target {} ({}) has no interleaved schedule; plan with one chunk per rank "
+                                    "(--vpp 1, or virtual_stages: 1)",
+                                    target.name, target.framework));
+  }
+  if (pipeline.schedule == ScheduleKind::kGPipe && !target.gpipe) {
+    return InvalidInput(fmt::format("target {} ({}) runs no GPipe schedule; plan with schedule 1f1b", target.name,
+                                    target.framework));
+  }
+  return {};
+}
+
+}  // namespace
+
+const std::vector<Target>& AllTargets() {
+  static const std::vector<Target> kTargets = {
+      {TargetKind::kAny, "any", "bmpipe's per-layer plan: needs a framework that recomputes per layer",
+       RecomputeGranularity::kPerLayer, 0, false, true, true, true, ""},
+      {TargetKind::kTorch, "torch",
+       "torch.distributed.pipelining (PyTorch >= 2.6) with the model's own per-layer checkpointing",
+       RecomputeGranularity::kPerLayer, 0, false, true, true, true, "options without a known meaning"},
+      {TargetKind::kMegatron, "megatron",
+       "Megatron-Core >= 0.13 with its Transformer Engine layer spec (--pipeline-model-parallel-layout)",
+       RecomputeGranularity::kGlobal, kRecomputeCoreAttention | kRecomputeMlp, true, true, false, true,
+       "per-stage or per-layer recomputation, layernorm recomputation (fused into the linear layers), attn"},
+      {TargetKind::kMegatronLocal, "megatron-local",
+       "Megatron-Core >= 0.13 with its local layer spec (--pipeline-model-parallel-layout)",
+       RecomputeGranularity::kGlobal, kRecomputeCoreAttention | kRecomputeMlp | kRecomputeNorms, true, true, false,
+       true, "per-stage or per-layer recomputation, attn"},
+      {TargetKind::kMindFormers, "mindformers", "MindFormers >= 1.3 (offset and recompute lists per stage)",
+       RecomputeGranularity::kPerStage, 0, false, true, false, false,
+       "stages without a decoder layer; a stage with both select-only and comm-only layers; mlp, attn"},
+      {TargetKind::kDeepSpeed, "deepspeed", "DeepSpeed >= 0.14 (PipelineModule with explicit parts)",
+       RecomputeGranularity::kGlobal, 0, false, false, false, true,
+       "selective recomputation, per-stage counts, interleaving"},
+      {TargetKind::kTorchTitan, "torchtitan", "torchtitan >= 0.2 (module_fqns_per_model_part, schedule CSV)",
+       RecomputeGranularity::kGlobal, 0, false, true, true, true,
+       "per-stage or per-layer recomputation, selective recomputation"},
+  };
+  return kTargets;
+}
+
+const Target& TargetOf(TargetKind kind) {
+  for (const Target& t : AllTargets()) {
+    if (t.kind == kind) return t;
+  }
+  return AllTargets().front();
+}
+
+std::vector<std::string> TargetNames() {
+  std::vector<std::string> names;
+  for (const Target& t : AllTargets()) names.emplace_back(t.name);
+  return names;
+}
+
+Result<TargetKind> ParseTarget(const std::string& name) {
+  for (const Target& t : AllTargets()) {
+    if (t.name == name) return t.kind;
+  }
+  const std::vector<std::string> names = TargetNames();
+  return InvalidInput(fmt::format("--target {}: unknown target{}; targets: {}", name, DidYouMean(name, names),
+                                  fmt::join(names, ", ")));
+}
+
+Result<std::vector<TargetSetting>> TargetSettings(const Problem& problem, TargetKind kind) {
+  const Target& target = TargetOf(kind);
+  if (Status ok = CheckPipeline(target, problem.pipeline); !ok.ok()) return ok.error();
+  const ModelShape shape = ShapeOf(problem);
+  const int n = problem.num_layers();
+  auto body = [&](LayerIdx l) { return l >= shape.body_begin && l < shape.body_end; };
+  std::vector<TargetSetting> settings;
+  switch (target.granularity) {
+    case RecomputeGranularity::kPerLayer: {
+      TargetSetting setting;
+      if (kind == TargetKind::kTorch) {
+        std::vector<std::uint16_t> family(n);
+        for (LayerIdx l = 0; l < n; ++l) {
+          family[l] = Mask(problem.layers[l], [](Recompute) { return true; });
+          if (family[l] == 0) {
+            return InvalidInput(fmt::format("target torch: layer {} ('{}') has no option with a known meaning ({}); "
+                                            "name its options by what they recompute, or use --target any",
+                                            l, problem.layers[l].name, fmt::join(RecomputeOptionNames(), ", ")));
+          }
+        }
+        setting.space.families.push_back(std::move(family));
+      }
+      settings.push_back(std::move(setting));
+      break;
+    }
+    case RecomputeGranularity::kPerStage: {
+      // MindFormers: full first, then select and comm together, then one of them: a stage has
+      // select-only layers or comm-only layers, not both.
+      TargetSetting setting;
+      for (const unsigned one : {kMindFormersSelect, kMindFormersComm}) {
+        std::vector<std::uint16_t> family(n);
+        for (LayerIdx l = 0; l < n; ++l) {
+          family[l] = body(l) ? Mask(problem.layers[l],
+                                     [&](Recompute r) {
+                                       return r.none() || r.full() || r.parts == one ||
+                                              r.parts == (kMindFormersSelect | kMindFormersComm);
+                                     })
+                              : Only(NoneOption(problem.layers[l]));
+          if (family[l] == 0) family[l] = Only(NoneOption(problem.layers[l]));
+        }
+        setting.space.families.push_back(std::move(family));
+      }
+      setting.space.needs_one_of.assign(n, false);
+      for (LayerIdx l = shape.body_begin; l < shape.body_end; ++l) setting.space.needs_one_of[l] = true;
+      settings.push_back(std::move(setting));
+      break;
+    }
+    case RecomputeGranularity::kGlobal: {
+      const bool megatron = kind == TargetKind::kMegatron || kind == TargetKind::kMegatronLocal;
+      auto add = [&](std::optional<TargetSetting> s) {
+        if (s) settings.push_back(std::move(*s));
+      };
+      add(Uniform(problem, shape, Recompute{}, megatron ? "no recomputation" : kind == TargetKind::kDeepSpeed
+                                                                                  ? "activation_checkpoint_interval 0"
+                                                                                  : "activation_checkpoint mode none"));
+      // Selective: every non-empty set of the modules the spec honours.
+      const unsigned modules = target.modules;
+      for (unsigned set = 1; set <= modules; ++set) {
+        if ((set & ~modules) != 0) continue;
+        add(Uniform(problem, shape, Recompute{set},
+                    "--recompute-granularity selective --recompute-modules " + ModuleNames(set, kind)));
+      }
+      add(Uniform(problem, shape, Recompute{kRecomputeLayer},
+                  megatron ? "--recompute-granularity full --recompute-method uniform --recompute-num-layers 1"
+                  : kind == TargetKind::kDeepSpeed ? "activation_checkpoint_interval 1"
+                                                   : "activation_checkpoint mode full"));
+      if (target.block && shape.body() > 1) {
+        // Full recomputation of the first N decoder layers of every chunk, for every N a stage can
+        // fall short of (a stage holds at most body - (stages - 1) decoder layers, fewer when every
+        // stage needs one).
+        std::optional<TargetSetting> none = Uniform(problem, shape, Recompute{}, "");
+        bool every_full = true;
+        std::vector<OptionIdx> full(n, -1);
+        for (LayerIdx l = shape.body_begin; l < shape.body_end; ++l) {
+          full[l] = FindRecompute(problem.layers[l], Recompute{kRecomputeLayer});
+          every_full = every_full && full[l] >= 0;
+        }
+        if (none && every_full) {
+          const int most = std::max(1, shape.body() - (target.stage_without_decoder ? 0 : problem.pipeline.stages() - 1));
+          for (int block = 1; block < most; ++block) {
+            TargetSetting s{fmt::format("--recompute-granularity full --recompute-method block --recompute-num-layers {}",
+                                        block),
+                            none->space};
+            s.space.block = block;
+            s.space.block_option = full;
+            settings.push_back(std::move(s));
+          }
+        }
+      }
+      if (settings.empty()) {
+        return InvalidInput(fmt::format("target {}: the decoder layers have none of the options its settings need (none, "
+                                        "full{}); name the problem's options by what they recompute",
+                                        target.name, target.modules != 0 ? ", selective" : ""));
+      }
+      break;
+    }
+  }
+  return settings;
+}
+
+namespace {
+
+// The plan with each stage's options in the order the framework places them, for a plan whose
+// stages have the right counts: Megatron's block rule applied; MindFormers' order (full, then both
+// selective kinds, then one, then none) within each run of identical layers of a stage. Costs
+// do not change: only identical layers swap options.
+Plan Canonical(const Problem& problem, TargetKind kind, const StageSpace& space, Plan plan) {
+  for (StageIdx s = 0; s < plan.num_stages(); ++s) {
+    if (space.block >= 0) {
+      int left = space.block;
+      for (LayerIdx l = plan.begin(s); l < plan.end(s); ++l) {
+        const bool blocked = space.block_option[l] >= 0 && left > 0;
+        if (blocked) --left;
+        plan.option[l] = blocked ? space.block_option[l] : space.FirstAllowed(l);
+      }
+    } else if (kind == TargetKind::kMindFormers) {
+      for (LayerIdx a = plan.begin(s); a < plan.end(s);) {
+        LayerIdx b = a + 1;
+        while (b < plan.end(s) && SameCosts(problem.layers[a], problem.layers[b])) ++b;
+        const Layer& layer = problem.layers[a];
+        auto order = [&](OptionIdx o) {
+          const Recompute r = ParseRecompute(layer.options[o].name).value();
+          return r.full() ? 0 : r.parts == (kMindFormersSelect | kMindFormersComm) ? 1 : r.none() ? 3 : 2;
+        };
+        std::stable_sort(plan.option.begin() + a, plan.option.begin() + b,
+                         [&](OptionIdx x, OptionIdx y) { return order(x) < order(y); });
+        a = b;
+      }
+    }
+  }
+  return plan;
+}
+
+}  // namespace
+
+Result<TargetPlan> PlanForTarget(const Problem& problem, TargetKind kind, const PlannerOptions& options) {
+  const auto began = std::chrono::steady_clock::now();
+  Result<std::vector<TargetSetting>> settings = TargetSettings(problem, kind);
+  if (!settings.ok()) return settings.error();
+  TargetPlan out;
+  out.target = kind;
+  PlannerOptions each = options;
+  each.deadline = options.deadline.Earlier(Deadline::In(options.time_limit_s));
+  double bound = std::numeric_limits<double>::infinity();
+  bool any_plan = false, all_infeasible = true;
+  PlannerResult best;
+  for (const TargetSetting& setting : settings.value()) {
+    each.space = setting.space;
+    Result<PlannerResult> r = PlanPipeline(problem, each);
+    if (!r.ok()) return r.error();
+    PlannerResult& p = r.value();
+    ++out.settings;
+    best.nodes += p.nodes;
+    best.lp_solves += p.lp_solves;
+    best.cuts += p.cuts;
+    best.candidates += p.candidates;
+    if (p.status == PlanStatus::kInfeasible) continue;
+    all_infeasible = false;
+    bound = std::min(bound, p.bound_ns);
+    if (!p.stopped_by.empty() && best.stopped_by.empty()) best.stopped_by = p.stopped_by;
+    if (p.status == PlanStatus::kNoPlan) continue;
+    const Plan canonical = Canonical(problem, kind, setting.space, p.plan);
+    const TimeNs time = SimulatePlan(problem, canonical).value().iteration_ns;
+    if (!any_plan || time < best.iteration_ns) {
+      any_plan = true;
+      best.plan = canonical;
+      best.iteration_ns = time;
+      best.objective_ns = p.objective_ns;
+      best.solver = p.solver;
+      best.lp_text = p.lp_text;
+      out.setting = setting.flags;
+    }
+  }
+  if (all_infeasible) {
+    best.status = PlanStatus::kInfeasible;
+  } else if (!any_plan) {
+    best.status = PlanStatus::kNoPlan;
+    best.bound_ns = std::isfinite(bound) ? bound : 0;
+  } else {
+    best.bound_ns = std::min(bound, static_cast<double>(best.iteration_ns));
+    best.gap = (static_cast<double>(best.iteration_ns) - best.bound_ns) / static_cast<double>(best.iteration_ns);
+    best.status = best.gap < kOptimalityTolerance ? PlanStatus::kOptimal : PlanStatus::kFeasible;
+    if (best.status == PlanStatus::kOptimal) best.stopped_by.clear();
+  }
+  best.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
+  out.planner = std::move(best);
+  return out;
+}
+
+}  // namespace bmpipe

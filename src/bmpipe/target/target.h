@@ -1,0 +1,81 @@
+// The frameworks that run plans, each described by what it executes unmodified (docs/targets.md),
+// and the planner that solves exactly within that space: a plan for a target is always one the
+// target runs as planned.
+//
+//  target          recomputation                                   partition          interleaving
+//  any             any option on any layer (needs framework        any                yes
+//                  support for per-layer recomputation)
+//  torch           any option with a known meaning, per layer      any                yes
+//                  (the model's own checkpointing code)
+//  megatron        one global setting: none; selective with a set  any (layout flag)  yes
+//                  of --recompute-modules the Transformer Engine
+//                  spec honours (core_attn, mlp: its norms are
+//                  fused into the linear layers); full uniform; full
+//                  block N (first N decoder layers of every chunk)
+//  megatron-local  as megatron, with layernorm among the modules   any (layout flag)  yes
+//  mindformers     per-stage counts from each stage's first layer  at least one       yes
+//                  of full, select+comm, and then select or comm   decoder per stage
+//  deepspeed       activation_checkpoint_interval 0 or 1: none or  any (parts)        no
+//                  full on every layer
+//  torchtitan      activation_checkpoint mode none or full         any (FQNs)         yes
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "bmpipe/core/error.h"
+#include "bmpipe/problem/problem.h"
+#include "bmpipe/solve/planner.h"
+
+namespace bmpipe {
+
+enum class TargetKind { kAny, kTorch, kMegatron, kMegatronLocal, kMindFormers, kDeepSpeed, kTorchTitan };
+
+enum class RecomputeGranularity {
+  kPerLayer,  // any allowed option on any layer
+  kPerStage,  // per-stage counts of each kind, counted from the stage's first layer (MindFormers)
+  kGlobal,    // one setting on every stage
+};
+
+struct Target {
+  TargetKind kind;
+  std::string_view name;       // "megatron"
+  std::string_view framework;  // what runs it, with the minimum version
+  RecomputeGranularity granularity;
+  unsigned modules;            // RecomputePart bits it recomputes selectively (alone or together); global only
+  bool block;                  // full recomputation of the first N decoder layers of every chunk; global only
+  bool interleaving;
+  bool gpipe;
+  bool stage_without_decoder;  // a stage may hold only the embedding or the head
+  std::string_view cannot;     // what it cannot express, for the report
+};
+
+// Every target, in the order --help lists them.
+const std::vector<Target>& AllTargets();
+const Target& TargetOf(TargetKind kind);
+Result<TargetKind> ParseTarget(const std::string& name);
+std::vector<std::string> TargetNames();
+
+// One recomputation setting of a target and the stage space it allows.
+struct TargetSetting {
+  std::string flags;  // in the framework's terms ("--recompute-granularity selective --recompute-modules core_attn")
+  StageSpace space;
+};
+
+// The settings the target can run on `problem` (one for per-layer and per-stage targets); an error
+// when the target cannot run the problem's pipeline at all (e.g. DeepSpeed and interleaving).
+Result<std::vector<TargetSetting>> TargetSettings(const Problem& problem, TargetKind kind);
+
+struct TargetPlan {
+  TargetKind target = TargetKind::kAny;
+  PlannerResult planner;  // the best plan over the settings; its bound holds over all of them
+  std::string setting;    // the setting of the plan (global targets), in the framework's terms
+  int settings = 0;       // settings planned
+};
+
+// Plans `problem` within the target's space: every setting planned exactly, under one time limit
+// (options.time_limit_s and options.deadline bound all of them together).
+Result<TargetPlan> PlanForTarget(const Problem& problem, TargetKind kind, const PlannerOptions& options);
+
+}  // namespace bmpipe
