@@ -431,6 +431,7 @@ int RunExport(const ExportArgs& args) {
 
 struct CompareArgs {
   std::string problem;
+  std::string target;
   ModelArgs model;
   double time_limit_s = 60;
   bool json = false;
@@ -451,6 +452,9 @@ int RunCompare(const CompareArgs& args) {
   if (Status size = CheckTimelineSize(pb, 2); !args.svg.empty() && !size.ok()) return Fail(size.error());
   CompareOptions options;
   options.time_limit_s = args.time_limit_s;
+  Result<ChosenTarget> chosen = ChooseTarget(args.target, std::nullopt);
+  if (!chosen.ok()) return Fail(chosen.error());
+  options.target = chosen.value().kind;
   if (!args.baselines.empty()) {
     options.baselines.clear();
     for (const std::string& name : args.baselines) {
@@ -481,6 +485,11 @@ int RunCompare(const CompareArgs& args) {
     if (!written.ok()) return Fail(written.error());
     origin.push_back({"timeline", "bmpipe and megatron written to " + args.svg});
   }
+  const Target& target = TargetOf(options.target);
+  origin.push_back({"target", fmt::format("{}: {} ({}); megatron is stock {} at its best layout and recomputation",
+                                          target.name, target.framework, chosen.value().why,
+                                          options.target == TargetKind::kMegatronLocal ? "Megatron-Core, local spec"
+                                                                                       : "Megatron-Core, Transformer Engine spec")});
   std::string title = "bmpipe compare";
   for (const auto& [label, value] : origin) title += fmt::format("\n  {:<10} {}", label, value);
   return Emit(files, args.out, args.json, CompareToJson(pb, rows.value()).dump(2) + "\n",
@@ -786,6 +795,7 @@ int Main(int argc, char** argv) {
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   compare->add_flag("--json", cmp.json, "Print the rows as JSON (each with its plan) instead of the table");
+  compare->add_option("--target", cmp.target, TargetHelp());
   compare->add_option("--out", cmp.out, "Also write the JSON rows to this file");
   compare->add_option("--svg", cmp.svg, "Write bmpipe's and Megatron's timelines, on one time scale, as SVG to this file");
   compare->add_option("--baselines", cmp.baselines,

@@ -7,7 +7,7 @@
 
 namespace bmpipe {
 
-BaselineResult RunMegatron(const Problem& problem, const Deadline& deadline);
+BaselineResult RunMegatron(const Problem& problem, TargetKind spec, const Deadline& deadline);
 BaselineResult RunPipeDream(const Problem& problem, const Deadline& deadline);
 BaselineResult RunMerak(const Problem& problem, const Deadline& deadline);
 BaselineResult RunAdaPipe(const Problem& problem, const Deadline& deadline);
@@ -43,7 +43,7 @@ BaselineResult RunBaseline(BaselineKind kind, const Problem& problem, const Base
   BaselineResult r;
   switch (kind) {
     case BaselineKind::kMegatron:
-      r = RunMegatron(problem, deadline);
+      r = RunMegatron(problem, options.megatron_target, deadline);
       break;
     case BaselineKind::kPipeDream:
       r = RunPipeDream(problem, deadline);

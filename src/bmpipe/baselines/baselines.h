@@ -1,9 +1,10 @@
 // The planners users would otherwise pick, each re-implemented faithfully and producing a Plan for
 // the same Problem, so that one simulator (DESIGN §2) judges them all against bmpipe:
-//  - megatron: equal layers per stage by Megatron-LM's rules (even split, embedding and loss
-//    counted as layers, uneven first/last stage) with its global recomputation (none,
-//    selective, full uniform, full block N); the best configuration that fits, as a user tuning
-//    flags by hand would reach.
+//  - megatron: the best stock Megatron-LM configuration for the layer spec: any split its
+//    --pipeline-model-parallel-layout expresses (even, uneven, interleaved, stages holding only the
+//    embedding or the loss) with any of its global recomputation settings (none; selective with
+//    every set of --recompute-modules the spec honours; full uniform; full block N), found
+//    exactly by bmpipe's planner within that space (target.h).
 //  - pipedream: PipeDream's planner: the contiguous partition minimizing the slowest stage under
 //    memory, without recomputation.
 //  - merak: a time-balanced partition plus Merak's stage-aware recomputation rule (stage i < S-1
@@ -29,6 +30,7 @@
 #include "bmpipe/core/error.h"
 #include "bmpipe/problem/plan.h"
 #include "bmpipe/problem/problem.h"
+#include "bmpipe/target/target.h"
 
 namespace bmpipe {
 
@@ -40,6 +42,7 @@ std::string BaselineName(BaselineKind kind);  // "megatron", "pipedream", ...
 
 struct BaselineOptions {
   double time_limit_s = 60;  // for each baseline: its dynamic programs, enumerations and CBC
+  TargetKind megatron_target = TargetKind::kMegatron;  // the layer spec stock Megatron runs with
 };
 
 struct BaselineResult {

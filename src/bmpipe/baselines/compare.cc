@@ -3,18 +3,20 @@
 #include <fmt/format.h>
 
 #include "bmpipe/solve/planner.h"
+#include "bmpipe/target/target.h"
 
 namespace bmpipe {
 
-Result<std::vector<CompareRow>> Compare(const Problem& problem, const CompareOptions& options) {
-  std::vector<CompareRow> rows;
+namespace {
+
+Result<CompareRow> BmpipeRow(const Problem& problem, TargetKind target, const std::string& name, double time_limit_s) {
   PlannerOptions planner;
-  planner.time_limit_s = options.time_limit_s;
-  Result<PlannerResult> planned = PlanPipeline(problem, planner);
+  planner.time_limit_s = time_limit_s;
+  Result<TargetPlan> planned = PlanForTarget(problem, target, planner);
   if (!planned.ok()) return planned.error();
-  const PlannerResult& p = planned.value();
+  const PlannerResult& p = planned.value().planner;
   CompareRow bmpipe;
-  bmpipe.name = "bmpipe";
+  bmpipe.name = name;
   bmpipe.seconds = p.seconds;
   switch (p.status) {
     case PlanStatus::kOptimal:
@@ -33,9 +35,28 @@ Result<std::vector<CompareRow>> Compare(const Problem& problem, const CompareOpt
       bmpipe.note = "no plan found before " + p.stopped_by;
       break;
   }
-  rows.push_back(bmpipe);
+  const std::string& setting = planned.value().setting;
+  if (!setting.empty()) bmpipe.note += "; " + setting;
+  if (target == TargetKind::kAny && name != "bmpipe") bmpipe.note += "; needs per-layer recomputation in the framework";
+  return bmpipe;
+}
+
+}  // namespace
+
+Result<std::vector<CompareRow>> Compare(const Problem& problem, const CompareOptions& options) {
+  std::vector<CompareRow> rows;
+  Result<CompareRow> bmpipe = BmpipeRow(problem, options.target, "bmpipe", options.time_limit_s);
+  if (!bmpipe.ok()) return bmpipe.error();
+  rows.push_back(bmpipe.value());
+  if (options.target != TargetKind::kAny) {
+    Result<CompareRow> any = BmpipeRow(problem, TargetKind::kAny, "bmpipe-any", options.time_limit_s);
+    if (!any.ok()) return any.error();
+    rows.push_back(any.value());
+  }
   BaselineOptions baseline_options;
   baseline_options.time_limit_s = options.time_limit_s;
+  baseline_options.megatron_target =
+      options.target == TargetKind::kMegatronLocal ? TargetKind::kMegatronLocal : TargetKind::kMegatron;
   for (BaselineKind kind : options.baselines) {
     const BaselineResult b = RunBaseline(kind, problem, baseline_options);
     CompareRow row;

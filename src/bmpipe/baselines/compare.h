@@ -7,6 +7,7 @@
 
 #include "bmpipe/baselines/baselines.h"
 #include "bmpipe/sim/simulator.h"
+#include "bmpipe/target/target.h"
 
 namespace bmpipe {
 
@@ -24,10 +25,13 @@ struct CompareRow {
 
 struct CompareOptions {
   double time_limit_s = 60;  // for bmpipe, and for the baselines that run CBC
+  // The framework bmpipe plans for (its row "bmpipe"); when not any, a row "bmpipe-any" gives the
+  // per-layer plan too. Megatron's row is stock Megatron with the target's layer spec.
+  TargetKind target = TargetKind::kAny;
   std::vector<BaselineKind> baselines = AllBaselines();
 };
 
-// The first row is bmpipe's.
+// The first row is bmpipe's (then bmpipe-any's, when the target is not any).
 Result<std::vector<CompareRow>> Compare(const Problem& problem, const CompareOptions& options);
 
 // The row named "megatron" that has a plan that fits, or nullptr.

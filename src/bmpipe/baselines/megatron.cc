@@ -1,19 +1,20 @@
 // Megatron-LM's pipeline split and recomputation, as a user tuning its flags would set them.
 //
-// Split (megatron/core/transformer/transformer_block.py and the pipeline-layout options): the
-// decoder layers are divided equally over the p*v stages; or with
-// --account-for-embedding-in-pipeline-split / --account-for-loss-in-pipeline-split the embedding
-// and the loss count as one layer each; or (without interleaving) --decoder-first-pipeline-num-layers
-// and --decoder-last-pipeline-num-layers fix the first and last stage and the middle stages are
-// equal. Recomputation is global: none, selective (every layer), full with method uniform and
-// --recompute-num-layers 1 (every layer keeps only its input), or full with method block and
-// --recompute-num-layers N (the first N layers of every chunk). Every combination is simulated;
-// the fastest that fits is Megatron's best.
+// Its best: any split --pipeline-model-parallel-layout expresses with any global recomputation
+// setting of the layer spec, planned exactly within that space (target.h).
+//
+// Its default launch (MegatronDefaultPlan), the splits the other flags give
+// (megatron/core/transformer/transformer_block.py): the decoder layers divided equally over the
+// p*v stages; or with --account-for-embedding-in-pipeline-split / --account-for-loss-in-pipeline-split
+// the embedding and the loss counted as one layer each; or (without interleaving)
+// --decoder-first-pipeline-num-layers and --decoder-last-pipeline-num-layers fixing the first and
+// last stage with equal middle stages. Recomputation: none, selective (every layer), or full with
+// method uniform and --recompute-num-layers 1 (every layer keeps only its input).
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <optional>
-#include <set>
+#include <limits>
 
 #include "bmpipe/baselines/common.h"
 
@@ -103,43 +104,24 @@ std::string CannotSplit(const ModelShape& shape, const Pipeline& pipeline) {
 
 }  // namespace
 
-BaselineResult RunMegatron(const Problem& problem, const Deadline& deadline) {
+BaselineResult RunMegatron(const Problem& problem, TargetKind spec, const Deadline& deadline) {
+  PlannerOptions options;
+  options.time_limit_s = std::numeric_limits<double>::infinity();
+  options.deadline = deadline;
+  Result<TargetPlan> planned = PlanForTarget(problem, spec, options);
+  if (!planned.ok()) return NotApplicable(planned.error().message);
+  const PlannerResult& r = planned.value().planner;
   BaselineResult result;
-  const Pipeline& pipeline = problem.pipeline;
-  const ModelShape shape = ShapeOf(problem);
-  PlanPicker picker(problem);
-  std::set<std::vector<int>> seen;
-  bool stopped = false;
-  // Each offer is a simulation: the clock is read before each.
-  auto offer = [&](const Plan& plan, const std::string& config) {
-    if (stopped || (stopped = deadline.Expired())) return false;
-    picker.Offer(plan, config);
-    return true;
-  };
-  ForEachSplit(shape.body(), pipeline.ranks, pipeline.chunks, [&](const Split& split) {
-    if (stopped || (stopped = deadline.Expired())) return false;
-    const std::optional<Plan> base = PlanOfSplit(problem, shape, split);
-    if (!base || !seen.insert(split.decoders).second) return true;
-    const int most = *std::max_element(split.decoders.begin(), split.decoders.end());
-    auto recompute = [&](int count, OptionIdx (*option_of)(const Layer&)) {
-      return WithRecompute(problem, shape, *base, count, option_of);
-    };
-    offer(*base, split.flags + ", no recomputation");
-    offer(recompute(most, SelectiveOption), split.flags + ", --recompute-granularity selective");
-    offer(recompute(most, FullOption),
-          split.flags + ", --recompute-granularity full --recompute-method uniform --recompute-num-layers 1");
-    for (int n = 1; n < most && !stopped; ++n) {
-      offer(recompute(n, FullOption), split.flags + fmt::format(", --recompute-granularity full --recompute-method "
-                                                                "block --recompute-num-layers {}",
-                                                                n));
-    }
-    return !stopped;
-  });
-  if (seen.empty() && !stopped) {
-    return NotApplicable(CannotSplit(shape, pipeline));
+  if (!r.stopped_by.empty()) result.stopped_by = kStoppedByTimeLimit;
+  if (r.status == PlanStatus::kOptimal || r.status == PlanStatus::kFeasible) {
+    result.has_plan = result.fits = true;
+    result.plan = r.plan;
+    result.config = fmt::format("--pipeline-model-parallel-layout \"{}\", {}", MegatronLayout(problem, r.plan),
+                                planned.value().setting);
+    if (r.status == PlanStatus::kFeasible) result.config += fmt::format(" (the best found; within {:.2f}%)", 100 * r.gap);
+  } else if (r.status == PlanStatus::kInfeasible) {
+    result.config = "no layout and recomputation setting fits";
   }
-  picker.Fill(result);
-  if (stopped) result.stopped_by = kStoppedByTimeLimit;
   return result;
 }
 

@@ -308,4 +308,20 @@ Result<TargetPlan> PlanForTarget(const Problem& problem, TargetKind kind, const 
   return out;
 }
 
+std::string MegatronLayout(const Problem& problem, const Plan& plan) {
+  const ModelShape shape = ShapeOf(problem);
+  std::string layout;
+  for (StageIdx s = 0; s < plan.num_stages(); ++s) {
+    const int decoders = std::max(0, std::min(plan.end(s), shape.body_end) - std::max(plan.begin(s), shape.body_begin));
+    // A problem without an embedding or a head layer leaves them out of its costs, not the model.
+    std::string stage = plan.begin(s) < shape.body_begin || (s == 0 && shape.body_begin == 0) ? "E" : "";
+    if (decoders > 0) stage += decoders == 1 ? "t" : fmt::format("t*{}", decoders);
+    if (plan.end(s) > shape.body_end || (s + 1 == plan.num_stages() && shape.body_end == problem.num_layers())) {
+      stage += "L";
+    }
+    layout += (s == 0 ? "" : "|") + stage;
+  }
+  return layout;
+}
+
 }  // namespace bmpipe

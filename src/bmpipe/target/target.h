@@ -78,4 +78,8 @@ struct TargetPlan {
 // (options.time_limit_s and options.deadline bound all of them together).
 Result<TargetPlan> PlanForTarget(const Problem& problem, TargetKind kind, const PlannerOptions& options);
 
+// Megatron's --pipeline-model-parallel-layout of a plan: per stage (chunk-major) E for the
+// embedding, t*k for k decoder layers, L for the loss and head, separated by '|'.
+std::string MegatronLayout(const Problem& problem, const Plan& plan);
+
 }  // namespace bmpipe
