@@ -506,6 +506,8 @@ struct SearchArgs {
   std::string out;
   std::string plan_out;
   std::string export_format = "megatron";
+  bool export_given = false;  // --export was on the command line
+  std::string target;
   std::string export_out;
   std::string svg;
 };
@@ -533,6 +535,11 @@ int RunSearch(SearchArgs& args) {
     if (!parsed.ok()) return Fail(parsed.error());
     format = parsed.value();
   }
+  // The target: --target, else that of an --export given, else any (the default export is then
+  // Megatron's closest setting to the per-layer plan).
+  Result<ChosenTarget> chosen = ChooseTarget(args.target, args.export_given ? format : std::nullopt);
+  if (!chosen.ok()) return Fail(chosen.error());
+  options.target = chosen.value().kind;
   const bool progress = !args.quiet && isatty(STDERR_FILENO) != 0;
   if (progress) options.progress = DrawProgress;
   Result<SearchResult> searched = SearchConfigurations(model.value(), device.value(), options);
@@ -551,7 +558,14 @@ int RunSearch(SearchArgs& args) {
                                          options.base.global_batch_size, options.base.seq,
                                          static_cast<double>(options.base.global_batch_size) * options.base.seq / 1e6,
                                          options.base.flash_attention ? ", flash attention" : "")});
-  header.push_back({"recompute", fmt::format("per layer, one of: {}", fmt::join(options.base.recompute, ", "))});
+  const Target& target = TargetOf(options.target);
+  header.push_back({"target", fmt::format("{}: {} ({})", target.name, target.framework, chosen.value().why)});
+  header.push_back({"recompute", fmt::format("{}, from: {}",
+                                             target.granularity == RecomputeGranularity::kPerLayer ? "per layer"
+                                             : target.granularity == RecomputeGranularity::kPerStage
+                                                 ? "per-stage counts"
+                                                 : "one global setting",
+                                             fmt::join(options.base.recompute, ", "))});
   header.push_back({"planner", options.exhaustive
                                    ? std::string("exhaustive: every valid configuration planned, no bound used")
                                    : fmt::format("{} after screening, branch and bound with {} nodes each after its "
@@ -564,6 +578,7 @@ int RunSearch(SearchArgs& args) {
   std::string report = FormatSearch(header, options, result);
   OutputFiles files;
   std::string exported;
+  std::optional<Error> export_error;
   Json doc = SearchToJson(options, result);
   if (!result.ranking.empty()) {
     const ConfigOutcome& best = result.configs[result.ranking[0]];
@@ -572,6 +587,7 @@ int RunSearch(SearchArgs& args) {
     const std::string plan_json = PlanJsonText(problem, best.planner.plan, sim, SolverInfoOf(best.planner));
     ReportHeader plan_header{"The best configuration's plan",
                              {{"setup", DescribeConfig(best.config)}, {"launch", MegatronFlags(options, best.config)}}};
+    if (!best.setting.empty()) plan_header.lines.push_back({"setting", best.setting});
     for (auto& line : PlannerLines(best.planner)) plan_header.lines.push_back(line);
     if (!args.plan_out.empty()) {
       files.Add(args.plan_out, plan_json);
@@ -584,13 +600,19 @@ int RunSearch(SearchArgs& args) {
       plan_header.lines.push_back({"timeline", "written to " + args.svg});
     }
     if (format) {
+      // A failed export leaves the search's results standing: they are written, then the export's
+      // error is reported with its exit code.
       Result<std::string> text = ExportPlan(problem, best.planner.plan, *format);
-      if (!text.ok()) return Fail(text.error());
-      exported = text.value();
-      if (!args.export_out.empty()) {
-        files.Add(args.export_out, exported);
-        plan_header.lines.push_back({"export", args.export_format + " written to " + args.export_out});
-        exported.clear();
+      if (!text.ok()) {
+        export_error = text.error();
+        plan_header.lines.push_back({"export", args.export_format + " failed: " + text.error().message});
+      } else {
+        exported = text.value();
+        if (!args.export_out.empty()) {
+          files.Add(args.export_out, exported);
+          plan_header.lines.push_back({"export", args.export_format + " written to " + args.export_out});
+          exported.clear();
+        }
       }
     }
     report += "\n" + FormatReport(plan_header, problem, best.planner.plan, sim);
@@ -610,6 +632,12 @@ int RunSearch(SearchArgs& args) {
   }
   const int code = Emit(files, args.out, args.json, doc.dump(2) + "\n", report);
   if (code == kExitOk && !args.json && !exported.empty()) std::cout << "\n" << exported;
+  if (code == kExitOk && export_error) {
+    std::cerr << "bmpipe: the search's report and files were written, but the --export " << args.export_format
+              << " failed: " << export_error->message << "; --target " << args.export_format
+              << " searches for plans it can express\n";
+    return export_error->kind == ErrorKind::kInvalidInput ? kExitBadInput : Fail(*export_error);
+  }
   return code;
 }
 
@@ -860,8 +888,10 @@ int Main(int argc, char** argv) {
   search->add_option("--plan-out", srch.plan_out, "Write the best configuration's plan JSON (DESIGN.md §4.2) here");
   search->add_option("--export", srch.export_format,
                      "Export of the best plan printed after the report: megatron, mindformers, deepspeed, torchtitan, "
-                     "csv, or none")
-      ->capture_default_str();
+                     "csv, or none; when given, the default --target is its framework")
+      ->capture_default_str()
+      ->each([&srch](const std::string&) { srch.export_given = true; });
+  search->add_option("--target", srch.target, TargetHelp());
   search->add_option("--export-out", srch.export_out, "Write the export to this file instead");
   search->add_option("--svg", srch.svg, "Write the best plan's timeline as SVG to this file");
   search->add_flag("-q,--quiet", srch.quiet, "No progress bar on standard error");

@@ -322,7 +322,7 @@ Result<SearchResult> SearchConfigurations(const ModelSpec& model, const DeviceSp
         if (!Allowed(options.mbs, mbs)) continue;
         const int m = gbs / dp / mbs;
         std::vector<int> vpps{1};
-        for (int v = 2; pp > 1 && pp * v <= max_stages; ++v) vpps.push_back(v);
+        for (int v = 2; pp > 1 && pp * v <= max_stages && TargetOf(options.target).interleaving; ++v) vpps.push_back(v);
         for (int vpp : vpps) {
           if (!Allowed(options.vpp, vpp)) continue;
           for (bool sp : {false, true}) {
@@ -517,7 +517,15 @@ Result<SearchResult> SearchConfigurations(const ModelSpec& model, const DeviceSp
             return;
           }
           const Problem problem = BuildProblem(model, device, SetupOf(options, out.config)).value();
-          const std::optional<QuickPlan> quick = FindQuickPlan(problem, BuildSchedule(problem.pipeline), deadline);
+          std::optional<QuickPlan> quick = FindQuickPlan(problem, BuildSchedule(problem.pipeline), deadline);
+          // Only a plan the target runs may prune others.
+          if (quick && options.target != TargetKind::kAny) {
+            const Result<std::vector<TargetSetting>> settings = TargetSettings(problem, options.target);
+            if (!settings.ok() || std::none_of(settings.value().begin(), settings.value().end(),
+                                               [&](const TargetSetting& t) { return t.space.Contains(quick->plan); })) {
+              quick.reset();
+            }
+          }
           out.screen_ns = quick ? quick->iteration_ns : 0;
           out.verdict = Verdict::kScreened;
         },
@@ -557,13 +565,14 @@ Result<SearchResult> SearchConfigurations(const ModelSpec& model, const DeviceSp
           return;
         }
         const Problem problem = BuildProblem(model, device, SetupOf(options, out.config)).value();
-        Result<PlannerResult> planned = PlanPipeline(problem, planner);
+        Result<TargetPlan> planned = PlanForTarget(problem, options.target, planner);
         if (!planned.ok()) {
           out.verdict = Verdict::kNotPlanned;
           out.planner.stopped_by = planned.error().message;
           return;
         }
-        out.planner = planned.value();
+        out.planner = planned.value().planner;
+        out.setting = planned.value().setting;
         out.verdict = out.planner.status == PlanStatus::kInfeasible ? Verdict::kNoFit
                       : out.planner.status == PlanStatus::kNoPlan   ? Verdict::kNotPlanned
                                                                     : Verdict::kPlanned;

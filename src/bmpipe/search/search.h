@@ -27,6 +27,7 @@
 #include "bmpipe/cost/training_setup.h"
 #include "bmpipe/sim/simulator.h"
 #include "bmpipe/solve/planner.h"
+#include "bmpipe/target/target.h"
 
 namespace bmpipe {
 
@@ -66,6 +67,9 @@ struct SearchOptions {
   long node_limit = 0;
   double time_budget_s = 0;  // 0: none; else no planner run starts after this many seconds
   bool exhaustive = false;   // plan every valid configuration exactly, no bound, no screening (to verify)
+  // The framework that will run the plan: every configuration is planned within its space, and
+  // configurations it cannot run (interleaving for DeepSpeed) are not enumerated.
+  TargetKind target = TargetKind::kAny;
   std::function<void(const SearchProgress&)> progress;  // called after each planner run, serialized
 };
 
@@ -90,6 +94,7 @@ struct ConfigOutcome {
   int dominated_by = -1;            // index into SearchResult::configs
   TimeNs screen_ns = 0;             // the quick plan's iteration time (0: none fits, or not screened)
   PlannerResult planner;            // when planned
+  std::string setting;              // the target's recomputation setting of the plan (global targets)
   // For plans found: from the simulator.
   double tokens_per_s = 0;
   double mfu = 0;                   // model FLOPs (no recomputation) / (time x devices x peak)
