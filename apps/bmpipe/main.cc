@@ -386,7 +386,7 @@ int RunPlan(const PlanArgs& args) {
   }
   std::string exported;
   if (format) {
-    Result<std::string> text = ExportPlan(pb, r.plan, *format);
+    Result<std::string> text = ExportPlan(pb, r.plan, *format, chosen.value().kind);
     if (!text.ok()) return Fail(text.error());
     exported = text.value();
     if (!args.export_out.empty()) {
@@ -409,6 +409,7 @@ struct ExportArgs {
   std::string problem;
   std::string plan;
   std::string to;
+  std::string target;
   std::string out;
 };
 
@@ -419,8 +420,15 @@ int RunExport(const ExportArgs& args) {
   if (!plan.ok()) return Fail(plan.error());
   Result<ExportFormat> format = ParseExportFormat(args.to);
   if (!format.ok()) return Fail(format.error());
-  Result<std::string> text = ExportPlan(problem.value(), plan.value().plan, format.value());
+  Result<ChosenTarget> chosen = ChooseTarget(args.target, format.value());
+  if (!chosen.ok()) return Fail(chosen.error());
+  Result<std::string> text = ExportPlan(problem.value(), plan.value().plan, format.value(), chosen.value().kind);
   if (!text.ok()) return Fail(text.error());
+  if (!TargetRunsPlan(problem.value(), plan.value().plan, chosen.value().kind)) {
+    std::cerr << "bmpipe: warning: " << TargetOf(chosen.value().kind).name
+              << " cannot run this plan as planned (its recomputation is not one of the target's settings, or a stage "
+                 "is one it cannot express); the export says what it writes instead\n";
+  }
   if (!args.out.empty()) {
     Status written = WriteFileAtomically(args.out, text.value());
     return written.ok() ? kExitOk : Fail(written.error());
@@ -602,7 +610,7 @@ int RunSearch(SearchArgs& args) {
     if (format) {
       // A failed export leaves the search's results standing: they are written, then the export's
       // error is reported with its exit code.
-      Result<std::string> text = ExportPlan(problem, best.planner.plan, *format);
+      Result<std::string> text = ExportPlan(problem, best.planner.plan, *format, options.target);
       if (!text.ok()) {
         export_error = text.error();
         plan_header.lines.push_back({"export", args.export_format + " failed: " + text.error().message});
@@ -807,6 +815,8 @@ int Main(int argc, char** argv) {
   export_cmd->add_option("--plan", exp.plan, "Plan file (plan JSON, or a MindFormers YAML with offset and recompute lists)")
       ->required();
   export_cmd->add_option("--to", exp.to, "megatron, mindformers, deepspeed, torchtitan or csv")->required();
+  export_cmd->add_option("--target", exp.target,
+                         "The framework that runs it (default: the format's); megatron-local for Megatron's local spec");
   export_cmd->add_option("--out", exp.out, "Write to this file instead of standard output");
 
   CompareArgs cmp;

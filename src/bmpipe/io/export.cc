@@ -22,29 +22,20 @@ namespace {
 enum class Kind { kNone, kSelect, kComm, kBoth, kFull, kOther };
 
 Kind KindOf(const std::string& option) {
-  if (option == "none") return Kind::kNone;
-  if (option == "full") return Kind::kFull;
-  if (option == "selective" || option == "select") return Kind::kSelect;
-  if (option == "select_comm" || option == "norm") return Kind::kComm;
-  if (option == "both" || option == "selective+norm" || option == "norm+selective") return Kind::kBoth;
-  return Kind::kOther;
-}
-
-// Megatron's --recompute-modules for an option (selective granularity), empty if none fits.
-std::vector<std::string> MegatronModules(const std::string& option) {
-  std::vector<std::string> modules;
-  std::string part;
-  std::stringstream ss(option);
-  while (std::getline(ss, part, '+')) {
-    // MindFormers' names: select = core attention, select_comm = the norms (and the
-    // communication around them), both = the two.
-    if (part == "selective" || part == "select") modules.push_back("core_attn");
-    else if (part == "norm" || part == "select_comm") modules.push_back("layernorm");
-    else if (part == "both") modules.insert(modules.end(), {"core_attn", "layernorm"});
-    else if (part == "mlp") modules.push_back("mlp");
-    else if (part != "none") return {};
+  const Result<Recompute> r = ParseRecompute(option);
+  if (!r.ok()) return Kind::kOther;
+  if (r.value().none()) return Kind::kNone;
+  if (r.value().full()) return Kind::kFull;
+  switch (r.value().parts) {
+    case kRecomputeCoreAttention:
+      return Kind::kSelect;
+    case kRecomputeNorms:
+      return Kind::kComm;
+    case kRecomputeCoreAttention | kRecomputeNorms:
+      return Kind::kBoth;
+    default:
+      return Kind::kOther;
   }
-  return modules;
 }
 
 struct StageLayers {
@@ -78,108 +69,97 @@ std::string Header(const Problem& problem, const Plan& plan, const std::string& 
                      FormatDuration(sim.iteration_ns));
 }
 
-Result<std::string> Megatron(const Problem& problem, const Plan& plan) {
+// The launch flags of the problem's training run, or comments naming what to fill in.
+std::string MegatronRunFlags(const Problem& problem) {
+  const Pipeline& p = problem.pipeline;
+  if (!problem.training) {
+    return fmt::format("# the problem states no training run (its `training` section): add --tensor-model-parallel-size, "
+                       "--micro-batch-size, --global-batch-size = micro-batch size x data-parallel size x {} (the "
+                       "problem's micro-batches) and --seq-length\n",
+                       p.micro_batches);
+  }
+  const TrainingInfo& t = *problem.training;
+  std::string out = fmt::format("--tensor-model-parallel-size {}\n", t.tensor_parallel);
+  if (t.sequence_parallel) out += "--sequence-parallel\n";
+  out += fmt::format("--micro-batch-size {}\n--global-batch-size {}\n--seq-length {}\n", t.micro_batch_size,
+                     t.global_batch_size, t.seq_length);
+  if (t.distributed_optimizer) out += "--use-distributed-optimizer\n";
+  if (t.overlap_grad_reduce) out += t.distributed_optimizer ? "--overlap-grad-reduce\n--overlap-param-gather\n" : "--overlap-grad-reduce\n";
+  if (t.flash_attention) out += "--attention-backend flash\n";
+  out += fmt::format("# data parallel {}: the launcher's world size is tensor x pipeline x data parallel = {} GPUs\n",
+                     t.data_parallel, std::int64_t{t.tensor_parallel} * p.ranks * t.data_parallel);
+  return out;
+}
+
+Result<std::string> Megatron(const Problem& problem, const Plan& plan, TargetKind spec) {
   const ModelShape shape = ShapeOf(problem);
   const Pipeline& p = problem.pipeline;
-  const std::vector<StageLayers> stages = Stages(plan, shape);
-  std::string layout;
-  for (std::size_t s = 0; s < stages.size(); ++s) {
-    std::string stage = stages[s].embedding ? "E" : "";
-    const std::size_t k = stages[s].body.size();
-    stage += k == 0 ? "" : (k == 1 ? "t" : fmt::format("t*{}", k));
-    if (stages[s].head) stage += "L";
-    layout += (s == 0 ? "" : "|") + stage;
+  const Target& target = TargetOf(spec);
+  if (p.schedule == ScheduleKind::kGPipe) {
+    return InvalidInput("Megatron runs no GPipe schedule; plan with schedule 1f1b to export to Megatron");
   }
   std::string out = Header(problem, plan, "#");
-  out += fmt::format("--num-layers {}\n--pipeline-model-parallel-size {}\n--pipeline-model-parallel-layout \"{}\"\n",
-                     shape.body(), p.ranks, layout);
-  if (p.chunks > 1) out += fmt::format("# the layout implies {} virtual stages per rank (do not also pass a VPP flag)\n", p.chunks);
-  // The first/last-stage flags, when the middle stages are equal.
-  if (p.chunks == 1 && p.ranks >= 2) {
-    bool equal = true;
-    for (int s = 2; s + 1 < p.ranks; ++s) equal = equal && stages[s].body.size() == stages[1].body.size();
-    if (equal && stages.front().embedding && stages.back().head) {
-      out += fmt::format("# or, equivalently: --decoder-first-pipeline-num-layers {} --decoder-last-pipeline-num-layers {}\n",
-                         stages.front().body.size(), stages.back().body.size());
+  out += fmt::format("# for {}\n", target.framework);
+  out += MegatronRunFlags(problem);
+  out += fmt::format("--transformer-impl {}\n", spec == TargetKind::kMegatronLocal ? "local" : "transformer_engine");
+  out += fmt::format("--pipeline-model-parallel-size {}\n--num-layers {}\n", p.ranks, shape.body());
+  if (p.stages() > 1) {
+    out += fmt::format("--pipeline-model-parallel-layout \"{}\"\n", MegatronLayout(problem, plan));
+    if (p.chunks > 1) {
+      out += fmt::format("# the layout gives {} virtual stages per rank: pass no other virtual-pipeline flag\n", p.chunks);
     }
   }
-  // Recomputation: what the plan wants per stage, and the closest global setting that recomputes
-  // at least as much everywhere.
-  std::map<std::string, std::vector<int>> ids;  // decoder layers by the option the plan gives them
-  std::set<std::string> modules;
-  bool needs_full = false;
-  std::size_t most = 0;
-  out += "# recomputation the plan wants, per stage (decoder layers by option):\n";
-  for (std::size_t s = 0; s < stages.size(); ++s) {
-    std::map<std::string, int> count;
-    std::size_t recomputed = 0;
-    for (LayerIdx l : stages[s].body) {
-      const std::string name = OptionName(problem, plan, l);
-      ++count[name];
-      if (plan.option[l] == NoneOption(problem.layers[l])) continue;
-      ++recomputed;
-      ids[name].push_back(l - shape.body_begin);
-      const std::vector<std::string> m = MegatronModules(name);
-      if (m.empty()) {
-        needs_full = true;
-      } else {
-        modules.insert(m.begin(), m.end());
-      }
-    }
-    most = std::max(most, recomputed);
-    std::string mix;
-    for (const auto& [name, c] : count) mix += fmt::format("{}{} x{}", mix.empty() ? "" : ", ", name, c);
-    out += fmt::format("#   stage {} (rank {}, chunk {}): {}\n", s, p.RankOf(static_cast<StageIdx>(s)),
-                       p.ChunkOf(static_cast<StageIdx>(s)), mix.empty() ? "no decoder layers" : mix);
-  }
-  Plan global = plan;
-  std::string flags;
-  if (needs_full) {
-    // Full recomputation of the first `most` decoder layers of every chunk.
-    flags = fmt::format("--recompute-granularity full --recompute-method block --recompute-num-layers {}", most);
-    for (std::size_t s = 0; s < stages.size(); ++s) {
-      for (std::size_t i = 0; i < stages[s].body.size(); ++i) {
-        const LayerIdx l = stages[s].body[i];
-        global.option[l] = i < most ? FullOption(problem.layers[l]) : NoneOption(problem.layers[l]);
-      }
-    }
-  } else if (!modules.empty()) {
-    std::string list;
-    for (const std::string& m : modules) list += " " + m;
-    flags = "--recompute-granularity selective --recompute-modules" + list;
-    // Every decoder layer recomputes the union of modules; the option of the plan that covers most
-    // of them is the nearest per-layer equivalent.
-    OptionIdx widest = -1;
-    for (LayerIdx l = shape.body_begin; l < shape.body_end; ++l) {
-      if (plan.option[l] != NoneOption(problem.layers[l]) &&
-          (widest < 0 || problem.layers[l].options[plan.option[l]].saved_bytes < problem.layers[l].options[widest].saved_bytes)) {
-        widest = plan.option[l];
-      }
-    }
-    for (LayerIdx l = shape.body_begin; l < shape.body_end; ++l) global.option[l] = widest;
-  }
-  if (flags.empty()) {
-    out += "# no recomputation\n";
-  } else {
-    const SimResult want = SimulatePlan(problem, plan).value();
-    const SimResult have = SimulatePlan(problem, global).value();
-    out += "# Megatron takes one global setting; the closest that recomputes at least what the plan does on every stage:\n";
-    out += flags + "\n";
-    out += fmt::format("# with it the simulated iteration is {} instead of the plan's {} ({:+.1f} %){}\n",
-                       FormatDuration(have.iteration_ns), FormatDuration(want.iteration_ns),
-                       100.0 * (static_cast<double>(have.iteration_ns) / static_cast<double>(want.iteration_ns) - 1),
-                       have.fits ? "" : "; and it does NOT fit in memory");
-    out += "# a Megatron patched for per-layer recomputation (e.g. AMD-AGI/Primus recompute_layer_ids) takes the plan itself:\n";
-    for (const auto& [name, layers] : ids) {
-      const std::vector<std::string> m = MegatronModules(name);
-      std::string what = "full";
-      if (!m.empty()) {
-        what = "selective:";
-        for (const std::string& x : m) what += " " + x;
-      }
-      out += fmt::format("#   option '{}' ({}): decoder layers {}\n", name, what, List(layers));
-    }
-  }
+  // Recomputation: the target's setting that is exactly the plan's, else the best one on the
+  // plan's partition, with what it costs.
+  const SimResult want = SimulatePlan(problem, plan).value();
+  // One flag per line.
+  auto flags_line = [](const std::string& setting) {
+    if (setting.rfind("--", 0) != 0) return "# " + setting + ": no recomputation flag\n";
+    std::string lines = setting;
+    for (std::size_t at = lines.find(" --"); at != std::string::npos; at = lines.find(" --", at)) lines[at] = '\n';
+    return lines + "\n";
+  };
+  std::string exact, closest;
+  SimResult have;
+  Status walked = ForEachTargetSetting(
+      problem, spec,
+      [&](const TargetSetting& setting) {
+        if (setting.space.Contains(plan)) {
+          exact = setting.flags;
+          return false;
+        }
+        Plan candidate = plan;
+        for (StageIdx s = 0; s < plan.num_stages(); ++s) {
+          int left = setting.space.block;
+          for (LayerIdx l = plan.begin(s); l < plan.end(s); ++l) {
+            const bool blocked = setting.space.block >= 0 && setting.space.block_option[l] >= 0 && left > 0;
+            if (blocked) --left;
+            candidate.option[l] = blocked ? setting.space.block_option[l] : setting.space.FirstAllowed(l);
+          }
+        }
+        const SimResult sim = SimulatePlan(problem, candidate).value();
+        if (closest.empty() || (sim.fits && !have.fits) || (sim.fits == have.fits && sim.iteration_ns < have.iteration_ns)) {
+          closest = setting.flags;
+          have = sim;
+        }
+        return true;
+      },
+      MostDecoderLayers(problem, plan));
+  if (!walked.ok()) return walked.error();
+  if (!exact.empty()) return out + flags_line(exact);
+  out += flags_line(closest);
+  out += fmt::format("# NOT the plan: Megatron takes one recomputation setting for every layer, and the plan recomputes "
+                     "per layer (plan with --target {} for the best plan Megatron runs as planned).\n",
+                     target.name);
+  out += fmt::format("# With the setting above on this partition the simulated iteration is {} instead of the plan's {} "
+                     "({:+.1f} %){}\n",
+                     FormatDuration(have.iteration_ns), FormatDuration(want.iteration_ns),
+                     100.0 * (static_cast<double>(have.iteration_ns) / static_cast<double>(want.iteration_ns) - 1),
+                     have.fits ? "" : ", and it does NOT fit in memory");
+  out += "# The plan's recomputation, per decoder layer (for a Megatron patched to recompute per layer):\n";
+  std::map<std::string, std::vector<int>> ids;
+  for (LayerIdx l = shape.body_begin; l < shape.body_end; ++l) ids[OptionName(problem, plan, l)].push_back(l - shape.body_begin);
+  for (const auto& [name, layers] : ids) out += fmt::format("#   {}: decoder layers {}\n", name, List(layers));
   return out;
 }
 
@@ -386,12 +366,12 @@ TargetKind DefaultTarget(ExportFormat format) {
   return TargetKind::kAny;
 }
 
-Result<std::string> ExportPlan(const Problem& problem, const Plan& plan, ExportFormat format) {
+Result<std::string> ExportPlan(const Problem& problem, const Plan& plan, ExportFormat format, TargetKind target) {
   Status valid = ValidatePlan(problem, plan);
   if (!valid.ok()) return valid.error();
   switch (format) {
     case ExportFormat::kMegatron:
-      return Megatron(problem, plan);
+      return Megatron(problem, plan, target == TargetKind::kMegatronLocal ? target : TargetKind::kMegatron);
     case ExportFormat::kMindFormers:
       return MindFormers(problem, plan);
     case ExportFormat::kDeepSpeed:

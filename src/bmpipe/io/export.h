@@ -1,8 +1,10 @@
 // A plan written for the launcher that runs it (../shared/FACTS.md, "Where plans go"):
-//  - megatron: --pipeline-model-parallel-layout (chunk-major, E / t / L) and the other flags; the
-//    first/last-stage flags when the plan fits them; Megatron takes one global recomputation
-//    setting, so the closest one that recomputes at least what the plan does everywhere, its
-//    simulated cost, what the plan wanted per stage, and the per-layer list a patched Megatron takes.
+//  - megatron: a file of Megatron-LM arguments, one per line: the training run's parallel sizes,
+//    batch, sequence parallelism, optimizer sharding and overlap (from the problem's `training`),
+//    --pipeline-model-parallel-layout (chunk-major, E / t / L; none for a single stage) and the
+//    recomputation setting of the megatron target that is exactly the plan's; when the plan is
+//    not one Megatron runs, the best setting on its partition, what that costs, and the plan's
+//    per-layer list for a patched Megatron.
 //  - mindformers: offset (P or VxP), recompute / select_recompute / select_comm_recompute counts,
 //    pipeline_stage, micro_batch_num, pp_interleave_num; offsets sum to L mod (P*V).
 //  - deepspeed: the partition as PipelineModule `parts` and the activation-checkpoint settings,
@@ -34,7 +36,9 @@ TargetKind DefaultTarget(ExportFormat format);
 
 // The export's text (deterministic). Fails when the format cannot express the plan at all (for
 // example MindFormers needs every stage to hold at least one decoder layer).
-Result<std::string> ExportPlan(const Problem& problem, const Plan& plan, ExportFormat format);
+// `target` picks Megatron's layer spec (megatron-local: the local one; else Transformer Engine's).
+Result<std::string> ExportPlan(const Problem& problem, const Plan& plan, ExportFormat format,
+                               TargetKind target = TargetKind::kMegatron);
 
 // The MindFormers lists read back into a plan for `problem` (offsets and recomputation counts;
 // the embedding on the first stage, the head on the last).

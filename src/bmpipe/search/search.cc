@@ -520,11 +520,7 @@ Result<SearchResult> SearchConfigurations(const ModelSpec& model, const DeviceSp
           std::optional<QuickPlan> quick = FindQuickPlan(problem, BuildSchedule(problem.pipeline), deadline);
           // Only a plan the target runs may prune others.
           if (quick && options.target != TargetKind::kAny) {
-            const Result<std::vector<TargetSetting>> settings = TargetSettings(problem, options.target);
-            if (!settings.ok() || std::none_of(settings.value().begin(), settings.value().end(),
-                                               [&](const TargetSetting& t) { return t.space.Contains(quick->plan); })) {
-              quick.reset();
-            }
+            if (!TargetRunsPlan(problem, quick->plan, options.target)) quick.reset();
           }
           out.screen_ns = quick ? quick->iteration_ns : 0;
           out.verdict = Verdict::kScreened;

@@ -170,7 +170,9 @@ Result<PlannerResult> PlanPipeline(const Problem& problem, const PlannerOptions&
   const bool own_first = options.deadline.IsNever() || own.SecondsLeft() <= options.deadline.SecondsLeft();
   const Deadline deadline = options.deadline.Earlier(own);
   const std::string deadline_name =
-      own_first ? fmt::format("time limit {:g} s", options.time_limit_s) : std::string("the caller's time budget");
+      !own_first                        ? std::string("the caller's time budget")
+      : options.time_limit_name.empty() ? fmt::format("time limit {:g} s", options.time_limit_s)
+                                        : options.time_limit_name;
   if (options.kind == PlannerKind::kBruteForce) {
     if (!options.space.unrestricted()) {
       return InvalidInput("--solver brute-force plans every per-layer choice; use it with --target any");

@@ -23,6 +23,8 @@ struct PlannerOptions {
   // Bounds all of the run: candidate generation, the search, CBC. When it stops the run before any
   // plan, the quick plan (quick_plan.h) is returned if one fits (with the proven bound).
   double time_limit_s = 60;
+  // How a stop by time_limit_s is named (default "time limit T s"), when it is part of a larger one.
+  std::string time_limit_name;
   // A deadline of the caller's (e.g. the search's time budget); the sooner of the two stops the run.
   Deadline deadline;
   long node_limit = -1;  // branch and bound only; -1: none

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <functional>
 #include <limits>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -119,13 +120,19 @@ Result<TargetKind> ParseTarget(const std::string& name) {
                                   fmt::join(names, ", ")));
 }
 
-Result<std::vector<TargetSetting>> TargetSettings(const Problem& problem, TargetKind kind) {
+Status ForEachTargetSetting(const Problem& problem, TargetKind kind, const std::function<bool(const TargetSetting&)>& fn,
+                            int max_block) {
   const Target& target = TargetOf(kind);
-  if (Status ok = CheckPipeline(target, problem.pipeline); !ok.ok()) return ok.error();
+  if (Status ok = CheckPipeline(target, problem.pipeline); !ok.ok()) return ok;
   const ModelShape shape = ShapeOf(problem);
   const int n = problem.num_layers();
   auto body = [&](LayerIdx l) { return l >= shape.body_begin && l < shape.body_end; };
-  std::vector<TargetSetting> settings;
+  int settings = 0;
+  bool more = true;
+  auto offer = [&](const TargetSetting& s) {
+    ++settings;
+    more = more && fn(s);
+  };
   switch (target.granularity) {
     case RecomputeGranularity::kPerLayer: {
       TargetSetting setting;
@@ -141,7 +148,7 @@ Result<std::vector<TargetSetting>> TargetSettings(const Problem& problem, Target
         }
         setting.space.families.push_back(std::move(family));
       }
-      settings.push_back(std::move(setting));
+      offer(setting);
       break;
     }
     case RecomputeGranularity::kPerStage: {
@@ -163,13 +170,13 @@ Result<std::vector<TargetSetting>> TargetSettings(const Problem& problem, Target
       }
       setting.space.needs_one_of.assign(n, false);
       for (LayerIdx l = shape.body_begin; l < shape.body_end; ++l) setting.space.needs_one_of[l] = true;
-      settings.push_back(std::move(setting));
+      offer(setting);
       break;
     }
     case RecomputeGranularity::kGlobal: {
       const bool megatron = kind == TargetKind::kMegatron || kind == TargetKind::kMegatronLocal;
-      auto add = [&](std::optional<TargetSetting> s) {
-        if (s) settings.push_back(std::move(*s));
+      auto add = [&](const std::optional<TargetSetting>& s) {
+        if (s && more) offer(*s);
       };
       add(Uniform(problem, shape, Recompute{}, megatron ? "no recomputation" : kind == TargetKind::kDeepSpeed
                                                                                   ? "activation_checkpoint_interval 0"
@@ -197,18 +204,17 @@ Result<std::vector<TargetSetting>> TargetSettings(const Problem& problem, Target
           every_full = every_full && full[l] >= 0;
         }
         if (none && every_full) {
-          const int most = std::max(1, shape.body() - (target.stage_without_decoder ? 0 : problem.pipeline.stages() - 1));
-          for (int block = 1; block < most; ++block) {
-            TargetSetting s{fmt::format("--recompute-granularity full --recompute-method block --recompute-num-layers {}",
-                                        block),
-                            none->space};
+          const int most = std::min(max_block + 1, std::max(1, shape.body() - (target.stage_without_decoder ? 0 : problem.pipeline.stages() - 1)));
+          TargetSetting s{"", std::move(none->space)};
+          s.space.block_option = std::move(full);
+          for (int block = 1; block < most && more; ++block) {
+            s.flags = fmt::format("--recompute-granularity full --recompute-method block --recompute-num-layers {}", block);
             s.space.block = block;
-            s.space.block_option = full;
-            settings.push_back(std::move(s));
+            offer(s);
           }
         }
       }
-      if (settings.empty()) {
+      if (settings == 0) {
         return InvalidInput(fmt::format("target {}: the decoder layers have none of the options its settings need (none, "
                                         "full{}); name the problem's options by what they recompute",
                                         target.name, target.modules != 0 ? ", selective" : ""));
@@ -216,7 +222,7 @@ Result<std::vector<TargetSetting>> TargetSettings(const Problem& problem, Target
       break;
     }
   }
-  return settings;
+  return {};
 }
 
 namespace {
@@ -256,30 +262,41 @@ Plan Canonical(const Problem& problem, TargetKind kind, const StageSpace& space,
 
 Result<TargetPlan> PlanForTarget(const Problem& problem, TargetKind kind, const PlannerOptions& options) {
   const auto began = std::chrono::steady_clock::now();
-  Result<std::vector<TargetSetting>> settings = TargetSettings(problem, kind);
-  if (!settings.ok()) return settings.error();
   TargetPlan out;
   out.target = kind;
   PlannerOptions each = options;
-  each.deadline = options.deadline.Earlier(Deadline::In(options.time_limit_s));
+  const Deadline own = Deadline::In(options.time_limit_s);
+  if (each.time_limit_name.empty()) each.time_limit_name = fmt::format("time limit {:g} s", options.time_limit_s);
   double bound = std::numeric_limits<double>::infinity();
   bool any_plan = false, all_infeasible = true;
   PlannerResult best;
-  for (const TargetSetting& setting : settings.value()) {
+  std::optional<Error> error;
+  Status walked = ForEachTargetSetting(problem, kind, [&](const TargetSetting& setting) {
+    each.time_limit_s = std::max(0.0, own.SecondsLeft());
+    if (out.settings > 0 && (own.Expired() || options.deadline.Expired())) {
+      // Settings not planned: nothing is proven about them.
+      bound = 0;
+      all_infeasible = false;
+      if (best.stopped_by.empty()) best.stopped_by = "the time limit (before every recomputation setting was planned)";
+      return false;
+    }
     each.space = setting.space;
     Result<PlannerResult> r = PlanPipeline(problem, each);
-    if (!r.ok()) return r.error();
+    if (!r.ok()) {
+      error = r.error();
+      return false;
+    }
     PlannerResult& p = r.value();
     ++out.settings;
     best.nodes += p.nodes;
     best.lp_solves += p.lp_solves;
     best.cuts += p.cuts;
     best.candidates += p.candidates;
-    if (p.status == PlanStatus::kInfeasible) continue;
+    if (p.status == PlanStatus::kInfeasible) return true;
     all_infeasible = false;
     bound = std::min(bound, p.bound_ns);
     if (!p.stopped_by.empty() && best.stopped_by.empty()) best.stopped_by = p.stopped_by;
-    if (p.status == PlanStatus::kNoPlan) continue;
+    if (p.status == PlanStatus::kNoPlan) return true;
     const Plan canonical = Canonical(problem, kind, setting.space, p.plan);
     const TimeNs time = SimulatePlan(problem, canonical).value().iteration_ns;
     if (!any_plan || time < best.iteration_ns) {
@@ -291,7 +308,10 @@ Result<TargetPlan> PlanForTarget(const Problem& problem, TargetKind kind, const 
       best.lp_text = p.lp_text;
       out.setting = setting.flags;
     }
-  }
+    return true;
+  });
+  if (!walked.ok()) return walked.error();
+  if (error) return *error;
   if (all_infeasible) {
     best.status = PlanStatus::kInfeasible;
   } else if (!any_plan) {
@@ -306,6 +326,27 @@ Result<TargetPlan> PlanForTarget(const Problem& problem, TargetKind kind, const 
   best.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
   out.planner = std::move(best);
   return out;
+}
+
+bool TargetRunsPlan(const Problem& problem, const Plan& plan, TargetKind kind) {
+  bool runs = false;
+  const Status walked = ForEachTargetSetting(
+      problem, kind,
+      [&](const TargetSetting& setting) {
+        runs = setting.space.Contains(plan);
+        return !runs;
+      },
+      MostDecoderLayers(problem, plan));
+  return walked.ok() && runs;
+}
+
+int MostDecoderLayers(const Problem& problem, const Plan& plan) {
+  const ModelShape shape = ShapeOf(problem);
+  int most = 0;
+  for (StageIdx s = 0; s < plan.num_stages(); ++s) {
+    most = std::max(most, std::min(plan.end(s), shape.body_end) - std::max(plan.begin(s), shape.body_begin));
+  }
+  return most;
 }
 
 std::string MegatronLayout(const Problem& problem, const Plan& plan) {

@@ -20,6 +20,7 @@
 //  torchtitan      activation_checkpoint mode none or full         any (FQNs)         yes
 #pragma once
 
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -63,9 +64,15 @@ struct TargetSetting {
   StageSpace space;
 };
 
-// The settings the target can run on `problem` (one for per-layer and per-stage targets); an error
-// when the target cannot run the problem's pipeline at all (e.g. DeepSpeed and interleaving).
-Result<std::vector<TargetSetting>> TargetSettings(const Problem& problem, TargetKind kind);
+// Calls `fn` on each setting the target can run on `problem` in turn (one for per-layer and
+// per-stage targets), until it returns false; block settings beyond `max_block` decoder layers are
+// left out. The setting passed is valid only during the call. An error when the target cannot run
+// the problem's pipeline at all (e.g. DeepSpeed and interleaving) or has no setting for its options.
+Status ForEachTargetSetting(const Problem& problem, TargetKind kind, const std::function<bool(const TargetSetting&)>& fn,
+                            int max_block = kMaxLayers);
+
+// The most decoder layers a stage of `plan` holds: block settings beyond it equal full recomputation.
+int MostDecoderLayers(const Problem& problem, const Plan& plan);
 
 struct TargetPlan {
   TargetKind target = TargetKind::kAny;
@@ -77,6 +84,9 @@ struct TargetPlan {
 // Plans `problem` within the target's space: every setting planned exactly, under one time limit
 // (options.time_limit_s and options.deadline bound all of them together).
 Result<TargetPlan> PlanForTarget(const Problem& problem, TargetKind kind, const PlannerOptions& options);
+
+// Whether the target runs `plan` as planned: its pipeline, and one of its settings' spaces.
+bool TargetRunsPlan(const Problem& problem, const Plan& plan, TargetKind kind);
 
 // Megatron's --pipeline-model-parallel-layout of a plan: per stage (chunk-major) E for the
 // embedding, t*k for k decoder layers, L for the loss and head, separated by '|'.
