@@ -92,13 +92,14 @@ struct ModelArgs {
   std::string model;
   std::string device;
   TrainingSetup setup;
+  bool recompute_given = false;  // --recompute was on the command line
   std::string schedule = "1f1b";
   double reserved_gb = -1;  // < 0: the default
   std::string dump_problem;
 };
 
 Result<Problem> BuildModelProblem(const ModelArgs& args, std::vector<std::pair<std::string, std::string>>& lines,
-                                  OutputFiles& files);
+                                  OutputFiles& files, const std::vector<TargetKind>& targets);
 
 // --reserved-gb in bytes; `gb` < 0 (the flag not given) leaves the default.
 Status SetReservedBytes(double gb, TrainingSetup& setup) {
@@ -142,7 +143,7 @@ int RunSimulate(const SimulateArgs& args) {
   }
   OutputFiles files;
   Result<Problem> problem =
-      args.model.model.empty() ? LoadProblem(args.problem) : BuildModelProblem(args.model, origin, files);
+      args.model.model.empty() ? LoadProblem(args.problem) : BuildModelProblem(args.model, origin, files, {});
   if (!problem.ok()) return Fail(problem.error());
   const Problem& pb = problem.value();
   if (origin.empty()) origin.push_back({"problem", args.problem + (pb.name.empty() ? "" : " (" + pb.name + ")")});
@@ -217,16 +218,26 @@ Result<Problem> LoadProblemOrExample(const std::string& path, std::string& shown
   return ReadProblem(doc.value(), BuiltinExampleName());
 }
 
+// The recomputation options the targets' settings use, added to `options` unless there.
+void AddTargetOptions(const std::vector<TargetKind>& targets, std::vector<std::string>& options) {
+  for (TargetKind t : targets) {
+    for (const std::string& o : TargetRecomputeOptions(t)) {
+      if (std::find(options.begin(), options.end(), o) == options.end()) options.push_back(o);
+    }
+  }
+}
+
 // Builds the problem from --model, --device and the setup; `lines` gets what the report says
 // about where the costs came from.
 Result<Problem> BuildModelProblem(const ModelArgs& args, std::vector<std::pair<std::string, std::string>>& lines,
-                                  OutputFiles& files) {
+                                  OutputFiles& files, const std::vector<TargetKind>& targets) {
   Result<ModelSpec> model = LoadModel(args.model);
   if (!model.ok()) return model.error();
   Result<DeviceSpec> device = LoadDevice(args.device);
   if (!device.ok()) return device.error();
   TrainingSetup setup = args.setup;
   setup.gpipe = args.schedule == "gpipe";
+  if (!args.recompute_given) AddTargetOptions(targets, setup.recompute);
   if (Status reserved = SetReservedBytes(args.reserved_gb, setup); !reserved.ok()) return reserved.error();
   Result<Problem> problem = BuildProblem(model.value(), device.value(), setup);
   if (!problem.ok()) return problem.error();
@@ -321,10 +332,12 @@ int RunPlan(const PlanArgs& args) {
   if (!args.lp_file.empty() && args.solver != "cbc") {
     return Fail(InvalidInput("--lp-file writes the integer program CBC solves; add --solver cbc"));
   }
+  Result<ChosenTarget> chosen = ChooseTarget(args.target, format);
+  if (!chosen.ok()) return Fail(chosen.error());
   OutputFiles files;
   Result<Problem> problem = !args.sapp.empty()           ? LoadSappProblem(args.sapp, args.sapp_target)
                             : args.model.model.empty() ? LoadProblemOrExample(args.problem, shown)
-                                                       : BuildModelProblem(args.model, origin, files);
+                                                       : BuildModelProblem(args.model, origin, files, {chosen.value().kind});
   if (!problem.ok()) return Fail(problem.error());
   const Problem& pb = problem.value();
   if (Status size = CheckTimelineSize(pb, 1); !args.svg.empty() && !size.ok()) return Fail(size.error());
@@ -342,8 +355,6 @@ int RunPlan(const PlanArgs& args) {
   options.time_limit_s = args.time_limit_s;
   options.node_limit = args.node_limit;
   options.write_lp = !args.lp_file.empty();
-  Result<ChosenTarget> chosen = ChooseTarget(args.target, format);
-  if (!chosen.ok()) return Fail(chosen.error());
   Result<TargetPlan> planned = PlanForTarget(pb, chosen.value().kind, options);
   if (!planned.ok()) return Fail(planned.error());
   const PlannerResult& r = planned.value().planner;
@@ -452,16 +463,18 @@ int RunCompare(const CompareArgs& args) {
   std::string shown;
   std::vector<std::pair<std::string, std::string>> origin;
   OutputFiles files;
+  Result<ChosenTarget> chosen = ChooseTarget(args.target, std::nullopt);
+  if (!chosen.ok()) return Fail(chosen.error());
+  const TargetKind megatron_spec = chosen.value().kind == TargetKind::kMegatronLocal ? TargetKind::kMegatronLocal : TargetKind::kMegatron;
   Result<Problem> problem = args.model.model.empty() ? LoadProblemOrExample(args.problem, shown)
-                                                     : BuildModelProblem(args.model, origin, files);
+                                                     : BuildModelProblem(args.model, origin, files,
+                                                                         {chosen.value().kind, megatron_spec});
   if (!problem.ok()) return Fail(problem.error());
   const Problem& pb = problem.value();
   if (origin.empty()) origin.push_back({"problem", shown + (pb.name.empty() ? "" : " (" + pb.name + ")")});
   if (Status size = CheckTimelineSize(pb, 2); !args.svg.empty() && !size.ok()) return Fail(size.error());
   CompareOptions options;
   options.time_limit_s = args.time_limit_s;
-  Result<ChosenTarget> chosen = ChooseTarget(args.target, std::nullopt);
-  if (!chosen.ok()) return Fail(chosen.error());
   options.target = chosen.value().kind;
   if (!args.baselines.empty()) {
     options.baselines.clear();
@@ -514,7 +527,8 @@ struct SearchArgs {
   std::string out;
   std::string plan_out;
   std::string export_format = "megatron";
-  bool export_given = false;  // --export was on the command line
+  bool export_given = false;     // --export was on the command line
+  bool recompute_given = false;  // --recompute was on the command line
   std::string target;
   std::string export_out;
   std::string svg;
@@ -548,6 +562,7 @@ int RunSearch(SearchArgs& args) {
   Result<ChosenTarget> chosen = ChooseTarget(args.target, args.export_given ? format : std::nullopt);
   if (!chosen.ok()) return Fail(chosen.error());
   options.target = chosen.value().kind;
+  if (!args.recompute_given) AddTargetOptions({options.target}, options.base.recompute);
   const bool progress = !args.quiet && isatty(STDERR_FILENO) != 0;
   if (progress) options.progress = DrawProgress;
   Result<SearchResult> searched = SearchConfigurations(model.value(), device.value(), options);
@@ -690,9 +705,11 @@ void AddModelOptions(CLI::App& cmd, ModelArgs& m, CLI::Option* problem_opt) {
                            "Shard optimizer state over data parallel (ZeRO-1): 6 + 12/dp bytes per parameter, not 18"));
   needs_model(cmd.add_option("--recompute", m.setup.recompute,
                              "Recomputation options offered for every decoder layer (comma-separated): " +
-                                 Joined(RecomputeOptionNames()) + ", or unions such as selective+norm")
+                                 Joined(RecomputeOptionNames()) +
+                                 ", or unions such as selective+norm; by default also those the target's settings use")
                   ->delimiter(',')
-                  ->capture_default_str());
+                  ->capture_default_str()
+                  ->each([&m](const std::string&) { m.recompute_given = true; }));
   needs_model(cmd.add_option("--schedule", m.schedule, "1f1b (interleaved when --vpp > 1) or gpipe")
                   ->check(CLI::IsMember({"1f1b", "gpipe"}))
                   ->capture_default_str());
@@ -883,9 +900,11 @@ int Main(int argc, char** argv) {
   search->add_flag("--flash-attn", srch.options.base.flash_attention, "Fused (flash) attention: no s x s activations");
   search->add_option("--recompute", srch.options.base.recompute,
                      "Recomputation options offered for every decoder layer (comma-separated): " +
-                         Joined(RecomputeOptionNames()) + ", or unions such as selective+norm")
+                         Joined(RecomputeOptionNames()) +
+                         ", or unions such as selective+norm; by default also those the target's settings use")
       ->delimiter(',')
-      ->capture_default_str();
+      ->capture_default_str()
+      ->each([&srch](const std::string&) { srch.recompute_given = true; });
   search->add_option("--reserved-gb", srch.reserved_gb,
                      "Memory reserved on every device for the framework, in GB (default: 1 GiB + 5 % of the device "
                      "memory)")

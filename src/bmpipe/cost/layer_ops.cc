@@ -249,7 +249,7 @@ int Mlp(GraphBuilder& g, const Shape& s, const std::string& prefix, int x, doubl
                          2 * T * h * up_width / s.t, h * up_width * weight);
   g.op(fc1).forward_comm_s = tokens_factor * s.Enter();
   g.op(fc1).backward_comm_s = tokens_factor * s.Leave();
-  const int act = g.Elementwise(prefix + (gated ? "swiglu" : "gelu"), mlp, {g.output(fc1)},
+  const int act = g.Elementwise(prefix + (gated ? "swiglu" : "gelu"), {"mlp", "mlp_act"}, {g.output(fc1)},
                                 {{prefix + "act.out", T * ffn * kActivationBytes / s.t}}, {g.output(fc1)}, 1.5);
   const int fc2 = g.Gemm(prefix + "fc2", mlp, {g.output(act)}, {{prefix + "fc2.out", T * h * kActivationBytes / s.sp}},
                          {g.output(act)}, 2 * T * ffn * h / s.t, ffn * h * weight);
@@ -366,6 +366,7 @@ OptionCost EvaluateOption(const LayerGraph& graph, const std::string& option) {
       if (group == "attn") part = kRecomputeAttention;
       if (group == "mlp") part = kRecomputeMlp;
       if (group == "norm") part = kRecomputeNorms;
+      if (group == "mlp_act") part = kRecomputeMlpActivation;
       if (parts & (part | kRecomputeLayer)) in_r[o] = true;
       if (group == "norm" && (parts & kRecomputeNorms)) discards[o] = true;
     }

@@ -27,11 +27,11 @@ Kind KindOf(const std::string& option) {
   if (r.value().none()) return Kind::kNone;
   if (r.value().full()) return Kind::kFull;
   switch (r.value().parts) {
-    case kRecomputeCoreAttention:
+    case kRecomputeMlpActivation:
       return Kind::kSelect;
     case kRecomputeNorms:
       return Kind::kComm;
-    case kRecomputeCoreAttention | kRecomputeNorms:
+    case kRecomputeMlpActivation | kRecomputeNorms:
       return Kind::kBoth;
     default:
       return Kind::kOther;

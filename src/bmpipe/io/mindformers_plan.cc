@@ -113,10 +113,10 @@ Plan ReadTree(const Json& doc, const Problem& problem) {
           want.parts = kRecomputeLayer;
           list = "recompute";
         } else if (i < select[v][r] && i < comm[v][r]) {
-          want.parts = kRecomputeCoreAttention | kRecomputeNorms;
+          want.parts = kRecomputeMlpActivation | kRecomputeNorms;
           list = "select_recompute and select_comm_recompute";
         } else if (i < select[v][r]) {
-          want.parts = kRecomputeCoreAttention;
+          want.parts = kRecomputeMlpActivation;
           list = "select_recompute";
         } else if (i < comm[v][r]) {
           want.parts = kRecomputeNorms;

@@ -16,14 +16,14 @@ constexpr std::array<std::pair<std::string_view, unsigned>, 12> kWords = {{
     {"selective", kRecomputeCoreAttention},
     {"attn", kRecomputeAttention},
     {"mlp", kRecomputeMlp},
+    {"mlp_act", kRecomputeMlpActivation},
     {"norm", kRecomputeNorms},
     {"full", kRecomputeLayer},
     {"core_attn", kRecomputeCoreAttention},
     {"layernorm", kRecomputeNorms},
-    {"select", kRecomputeCoreAttention},
+    {"select", kRecomputeMlpActivation},
     {"select_comm", kRecomputeNorms},
-    {"both", kRecomputeCoreAttention | kRecomputeNorms},
-    {"core_attention", kRecomputeCoreAttention},
+    {"both", kRecomputeMlpActivation | kRecomputeNorms},
 }};
 
 }  // namespace
@@ -49,9 +49,10 @@ Result<Recompute> ParseRecompute(std::string_view name) {
     if (plus == std::string_view::npos) break;
     at = plus + 1;
   }
-  // The whole layer covers every part; the attention block covers its kernel.
+  // The whole layer covers every part; a block covers its kernel or activation.
   if (r.parts & kRecomputeLayer) r.parts = kRecomputeLayer;
   if (r.parts & kRecomputeAttention) r.parts &= ~unsigned{kRecomputeCoreAttention};
+  if (r.parts & kRecomputeMlp) r.parts &= ~unsigned{kRecomputeMlpActivation};
   return r;
 }
 
@@ -66,6 +67,6 @@ std::string RecomputeName(Recompute recompute) {
   return name;
 }
 
-std::vector<std::string> RecomputeOptionNames() { return {"none", "selective", "attn", "mlp", "norm", "full"}; }
+std::vector<std::string> RecomputeOptionNames() { return {"none", "selective", "attn", "mlp", "mlp_act", "norm", "full"}; }
 
 }  // namespace bmpipe

@@ -7,12 +7,14 @@
 //              Megatron's `--recompute-modules core_attn`, MindFormers' select_recompute
 //   attn       the whole attention block, from its norm to the output projection
 //   mlp        the whole MLP block, from its norm: Megatron's `mlp` module
+//   mlp_act    the MLP's activation (GeLU, or SwiGLU's SiLU and product): MindFormers'
+//              select_recompute (its default patterns mlp.mul and mlp.activation_func.silu)
 //   norm       the two norms, their outputs discarded after use: Megatron's `layernorm` module,
 //              MindFormers' select_comm_recompute
 //   full       the whole layer: only its input is kept
-// Names: none, selective (= core_attn), attn, mlp, norm, full and '+'-joined unions of them
-// (selective+mlp). The frameworks' own words are accepted too: MindFormers' select (= selective),
-// select_comm (= norm) and both (= selective+norm); Megatron's core_attn and layernorm.
+// Names: none, selective (= core_attn), attn, mlp, mlp_act, norm, full and '+'-joined unions of
+// them (selective+mlp). The frameworks' own words are accepted too: MindFormers' select
+// (= mlp_act), select_comm (= norm) and both (= mlp_act+norm); Megatron's core_attn and layernorm.
 #pragma once
 
 #include <string>
@@ -29,6 +31,7 @@ enum RecomputePart : unsigned {
   kRecomputeMlp = 1u << 2,
   kRecomputeNorms = 1u << 3,
   kRecomputeLayer = 1u << 4,
+  kRecomputeMlpActivation = 1u << 5,
 };
 
 struct Recompute {
@@ -44,10 +47,10 @@ struct Recompute {
 Result<Recompute> ParseRecompute(std::string_view name);
 
 // The canonical name: "none", "full", or the parts joined by '+' in the order selective, attn,
-// mlp, norm ("selective+mlp").
+// mlp, mlp_act, norm ("selective+mlp").
 std::string RecomputeName(Recompute recompute);
 
-// The basic names an option may join: none, selective, attn, mlp, norm, full.
+// The basic names an option may join: none, selective, attn, mlp, mlp_act, norm, full.
 std::vector<std::string> RecomputeOptionNames();
 
 }  // namespace bmpipe

@@ -16,7 +16,7 @@
 namespace bmpipe {
 namespace {
 
-constexpr unsigned kMindFormersSelect = kRecomputeCoreAttention;
+constexpr unsigned kMindFormersSelect = kRecomputeMlpActivation;
 constexpr unsigned kMindFormersComm = kRecomputeNorms;
 
 // The options of `layer` whose meaning `keep` accepts, as a mask.
@@ -118,6 +118,19 @@ Result<TargetKind> ParseTarget(const std::string& name) {
   const std::vector<std::string> names = TargetNames();
   return InvalidInput(fmt::format("--target {}: unknown target{}; targets: {}", name, DidYouMean(name, names),
                                   fmt::join(names, ", ")));
+}
+
+std::vector<std::string> TargetRecomputeOptions(TargetKind kind) {
+  switch (kind) {
+    case TargetKind::kMegatron:
+      return {"selective+mlp"};
+    case TargetKind::kMegatronLocal:
+      return {"selective+mlp", "selective+norm", "mlp+norm", "selective+mlp+norm"};
+    case TargetKind::kMindFormers:
+      return {"mlp_act", "mlp_act+norm"};
+    default:
+      return {};
+  }
 }
 
 Status ForEachTargetSetting(const Problem& problem, TargetKind kind, const std::function<bool(const TargetSetting&)>& fn,

@@ -58,6 +58,11 @@ const Target& TargetOf(TargetKind kind);
 Result<TargetKind> ParseTarget(const std::string& name);
 std::vector<std::string> TargetNames();
 
+// The recomputation options the cost model adds to its default ones for a target's settings:
+// megatron selective+mlp; megatron-local its unions with norm; mindformers mlp_act (select) and
+// mlp_act+norm (both).
+std::vector<std::string> TargetRecomputeOptions(TargetKind kind);
+
 // One recomputation setting of a target and the stage space it allows.
 struct TargetSetting {
   std::string flags;  // in the framework's terms ("--recompute-granularity selective --recompute-modules core_attn")
