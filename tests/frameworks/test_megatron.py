@@ -1,0 +1,299 @@
+"""megatron.args checked with megatron-core 0.16.1's own code.
+
+The file is Megatron-LM command-line arguments (one flag with its values per line, '#' comments,
+shlex syntax). The pip package has no megatron/training/arguments.py, so the flags are parsed the
+way Megatron-LM's ArgumentGroupFactory builds them from megatron-core's dataclasses (flag =
+'--' + field name with '-' for '_', or the field's argparse_meta arg_names), plus the few
+Megatron-LM training flags listed in LM_FLAGS; any other flag fails. Then:
+  - TransformerConfig(**fields) runs its own __post_init__ validation;
+  - the layout string is parsed by PipelineParallelLayerLayout and must give, per (pp rank,
+    virtual stage), exactly the plan's decoder layers, E on the first stage and L on the last;
+  - real TransformerBlocks (local spec, gloo, world size 1) are built per (pp rank, virtual
+    stage) and a training forward is run through Megatron's own _checkpointed_forward to see
+    which layers it checkpoints; selective parts are read off the built layers;
+  - parallel and batch flags agree with problem.json (pipeline, optional training section).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import enum
+import typing
+
+import pytest
+
+import bmcase
+from conftest import cases_with, require
+from distrun import run_ranks
+
+# Megatron-LM flags that are not megatron-core dataclass fields: name -> argparse kwargs.
+LM_FLAGS = {
+    "--micro-batch-size": dict(type=int),
+    "--global-batch-size": dict(type=int),
+    "--seq-length": dict(type=int),
+    "--use-distributed-optimizer": dict(action="store_true"),
+    "--use-flash-attn": dict(action="store_true"),
+    "--decoder-first-pipeline-num-layers": dict(type=int),
+    "--decoder-last-pipeline-num-layers": dict(type=int),
+    "--num-layers-per-virtual-pipeline-stage": dict(type=int),
+    "--num-virtual-stages-per-pipeline-rank": dict(type=int),
+    "--recompute-activations": dict(action="store_true"),
+    "--no-overlap-p2p-communication": dict(action="store_false", dest="overlap_p2p_comm"),
+}
+# Model dimensions the export does not give (they come from the user's model script); used only
+# so that TransformerConfig can be built and validated.
+MODEL_DEFAULTS = dict(hidden_size=64, num_attention_heads=8)
+# Checkpointed parts Megatron reports, in bmcase's vocabulary.
+PART_NAMES = ("core_attn", "mlp", "layernorm")
+
+
+def _field_kwargs(f: dataclasses.Field) -> dict:
+    t = f.type if not isinstance(f.type, str) else None
+    meta = dict((f.metadata or {}).get("argparse_meta", {}))
+    meta.pop("arg_names", None)
+    meta.pop("default", None)
+    meta.pop("dest", None)
+    if meta:
+        return meta
+    origin = typing.get_origin(t)
+    args = [a for a in typing.get_args(t) if a is not type(None)]
+    if origin in (typing.Union, getattr(__import__("types"), "UnionType", None)) and len(args) == 1:
+        t, origin, args = args[0], typing.get_origin(args[0]), list(typing.get_args(args[0]))
+    if t is bool:
+        return dict(action="store_true")
+    if t in (int, float, str):
+        return dict(type=t)
+    if origin is typing.Literal:
+        return dict(type=str, choices=[str(a) for a in args])
+    if origin in (list, typing.List):
+        return dict(type=str, nargs="+")
+    if isinstance(t, type) and issubclass(t, enum.Enum):
+        return dict(type=lambda s, _e=t: _e[s])
+    return dict(type=str)
+
+
+def megatron_parser():
+    from megatron.core.transformer.transformer_config import TransformerConfig
+
+    p = argparse.ArgumentParser(prog="megatron.args", add_help=False, allow_abbrev=False)
+    fields = {}
+    for f in dataclasses.fields(TransformerConfig):
+        meta = (f.metadata or {}).get("argparse_meta", {})
+        names = meta.get("arg_names") or ["--" + f.name.replace("_", "-")]
+        if any(n in LM_FLAGS for n in names):
+            continue
+        p.add_argument(*names, dest=f.name, default=argparse.SUPPRESS, **_field_kwargs(f))
+        fields[f.name] = f
+    for name, kw in LM_FLAGS.items():
+        p.add_argument(name, **kw)
+    return p, fields
+
+
+def parse_megatron_args(case):
+    argv, lines = bmcase.read_arg_lines(case.file("megatron.args"))
+    for toks in lines:
+        assert toks[0].startswith("--") and sum(t.startswith("--") for t in toks) == 1, \
+            f"megatron.args: one flag per line, got {toks}"
+    text = case.file("megatron.args").read_text()
+    if "--pipeline-model-parallel-layout" in text:
+        line = next(l for l in text.splitlines() if l.startswith("--pipeline-model-parallel-layout"))
+        assert '"' in line, "megatron.args: the layout value must be double-quoted"
+    parser, fields = megatron_parser()
+    ns, unknown = parser.parse_known_args(argv)
+    assert not unknown, f"megatron.args: flags Megatron-LM does not have: {unknown}"
+    return vars(ns), fields
+
+
+def config_kwargs(args: dict, fields: dict, **override) -> dict:
+    """What core_transformer_config_from_args passes to TransformerConfig."""
+    kw = {k: v for k, v in args.items() if k in fields}
+    if args.get("decoder_first_pipeline_num_layers") is not None:
+        kw["num_layers_in_first_pipeline_stage"] = args["decoder_first_pipeline_num_layers"]
+    if args.get("decoder_last_pipeline_num_layers") is not None:
+        kw["num_layers_in_last_pipeline_stage"] = args["decoder_last_pipeline_num_layers"]
+    if args.get("recompute_activations"):
+        kw["recompute_granularity"] = "selective"
+    import torch
+    kw.setdefault("pipeline_dtype", torch.bfloat16 if args.get("bf16") else
+                  torch.float16 if args.get("fp16") else torch.float32)  # = args.params_dtype
+    for k, v in MODEL_DEFAULTS.items():
+        kw.setdefault(k, v)
+    kw.update(override)
+    return kw
+
+
+def _build_blocks(rank, world, kw, P, V, local_spec):
+    """Child process: build each (pp, vp) TransformerBlock and report what Megatron recomputes."""
+    import torch
+    import torch.distributed as dist
+    from megatron.core import parallel_state as ps
+    import megatron.core.transformer.transformer_block as tb
+    from megatron.core.models.gpt.gpt_layer_specs import get_gpt_layer_local_spec
+    from megatron.core.transformer.transformer_config import TransformerConfig
+
+    dist.init_process_group("gloo", rank=0, world_size=1)
+    ps.initialize_model_parallel(1, 1)
+    cfg = TransformerConfig(**kw)
+    ps.set_pipeline_model_parallel_world_size(P)
+    if V > 1:
+        ps.set_virtual_pipeline_model_parallel_world_size(V)
+    out = {}
+    state = {"in": False}
+
+    def recording_checkpoint(fn, distribute, *inputs):
+        state["in"] = True
+        try:
+            return fn(*inputs)
+        finally:
+            state["in"] = False
+
+    orig = tb.tensor_parallel.checkpoint
+    tb.tensor_parallel.checkpoint = recording_checkpoint
+    try:
+        for v in range(V):
+            for p in range(P):
+                ps.set_pipeline_model_parallel_rank(p)
+                if V > 1:
+                    ps.set_virtual_pipeline_model_parallel_rank(v)
+                blk = tb.TransformerBlock(cfg, get_gpt_layer_local_spec(), pre_process=True,
+                                          post_process=False, vp_stage=v if V > 1 else None)
+                layers = {}
+                for layer in blk.layers:
+                    parts = set()
+                    if layer.self_attention.checkpoint_core_attention:
+                        parts.add("core_attn")
+                    if layer.recompute_mlp:
+                        parts.add("mlp")
+                    if layer.recompute_input_layernorm or layer.recompute_pre_mlp_layernorm:
+                        parts.add("layernorm")
+                    layers[layer.layer_number - 1] = parts
+
+                    def fwd(hidden_states, _n=layer.layer_number - 1, **kwargs):
+                        if state["in"]:
+                            layers[_n] = {"full"}
+                        return hidden_states, kwargs.get("context")
+                    layer.forward = fwd
+                blk.train()
+                if len(blk.layers):
+                    blk(torch.zeros(4, 1, cfg.hidden_size, requires_grad=True), attention_mask=None)
+                out[(p, v)] = {n: sorted(s) for n, s in layers.items()}
+    finally:
+        tb.tensor_parallel.checkpoint = orig
+    dist.destroy_process_group()
+    return out
+
+
+@pytest.mark.parametrize("case", cases_with("megatron.args"), indirect=True)
+def test_megatron_args(case):
+    require("megatron.core")
+    from megatron.core.transformer.enums import LayerType
+    from megatron.core.transformer.pipeline_parallel_layer_layout import PipelineParallelLayerLayout
+    from megatron.core.transformer.transformer_config import TransformerConfig
+
+    args, fields = parse_megatron_args(case)
+    P, V, M, tr = case.P, case.V, case.M, case.training
+
+    # -- parallel sizes and batch ----------------------------------------------------------------
+    assert args.get("pipeline_model_parallel_size") == P, "--pipeline-model-parallel-size"
+    assert args.get("num_layers") == case.num_decoder, "--num-layers must be the decoder layer count"
+    tp = args.get("tensor_model_parallel_size", 1)
+    mbs, gbs = args.get("micro_batch_size"), args.get("global_batch_size")
+    assert mbs is not None and gbs is not None, "--micro-batch-size and --global-batch-size are needed"
+    if "tensor_parallel" in tr:
+        assert tp == tr["tensor_parallel"], "--tensor-model-parallel-size"
+    if "sequence_parallel" in tr:
+        assert bool(args.get("sequence_parallel", False)) == bool(tr["sequence_parallel"]) or tp == 1
+    if "micro_batch_size" in tr:
+        assert mbs == tr["micro_batch_size"], "--micro-batch-size"
+    if "global_batch_size" in tr:
+        assert gbs == tr["global_batch_size"], "--global-batch-size"
+    if "seq_length" in tr:
+        assert args.get("seq_length") == tr["seq_length"], "--seq-length"
+    if "distributed_optimizer" in tr:
+        assert bool(args.get("use_distributed_optimizer")) == bool(tr["distributed_optimizer"])
+    if "flash_attention" in tr:
+        flash = bool(args.get("use_flash_attn")) or str(args.get("attention_backend", "")).endswith("flash")
+        assert flash == bool(tr["flash_attention"]), "--use-flash-attn / --attention-backend flash"
+    # Megatron-LM: num_microbatches = global_batch_size / (micro_batch_size * data_parallel_size)
+    assert gbs % (mbs * M) == 0, f"global batch {gbs} is not micro {mbs} x {M} micro-batches x dp"
+    dp = gbs // (mbs * M)
+    if "data_parallel" in tr:
+        assert dp == tr["data_parallel"], f"gbs/(mbs*M) = {dp} data-parallel ranks, problem says {tr['data_parallel']}"
+
+    # -- TransformerConfig validation (its own __post_init__) -------------------------------------
+    kw = config_kwargs(args, fields)
+    cfg = TransformerConfig(**kw)
+    assert (cfg.virtual_pipeline_model_parallel_size or 1) == V, "virtual stages (layout) != problem"
+
+    # -- layout --------------------------------------------------------------------------------
+    layout_str = args.get("pipeline_model_parallel_layout")
+    assert layout_str, "megatron.args must give --pipeline-model-parallel-layout (exact stages)"
+    layout = PipelineParallelLayerLayout(layout_str, P)
+    assert layout.virtual_pipeline_model_parallel_size == V
+    for s, st in enumerate(case.stages):
+        p, v = s % P, s // P
+        got = _layer_ids(layout, p, v)
+        if V == 1:  # megatron's own offset arithmetic (it reads parallel_state's VPP size, None here)
+            assert layout.get_layer_id_list(LayerType.decoder, vp_stage=v, pp_rank=p) == got
+        assert got == case.stage_decoders(s), f"stage {s} (pp {p}, vp {v}): layout {got}, plan {case.stage_decoders(s)}"
+        kinds = layout.layout[p][v]
+        assert (LayerType.embedding in kinds) == (s == 0), f"embedding must be on stage 0 only ({layout_str})"
+        assert (LayerType.loss in kinds) == (s == P * V - 1), f"loss must be on the last stage only ({layout_str})"
+    assert case.has_embedding and case.has_head, "Megatron exports need an embedding and a head layer"
+
+    # -- interleaving: forward_backward_pipelining_with_interleaving's checks ---------------------
+    if V > 1:
+        g = cfg.microbatch_group_size_per_vp_stage
+        assert P <= g <= M, f"microbatch_group_size_per_vp_stage {g} must be in [PP={P}, M={M}]"
+        assert not (0 < M % g < P), f"M={M} % group {g} must be 0 or >= PP={P}"
+        # Megatron-LM validate_args: with VPP and p2p overlap off, PP must be > 2
+        assert P > 2 or args.get("overlap_p2p_comm", True), "interleaving without p2p overlap needs PP > 2"
+
+    # -- recomputation: what Megatron's own modules do ---------------------------------------------
+    local = args.get("transformer_impl") == "local"
+    small = config_kwargs(args, fields, hidden_size=16, num_attention_heads=2, ffn_hidden_size=32,
+                          tensor_model_parallel_size=1, sequence_parallel=False,
+                          use_cpu_initialization=True, attention_backend=_local_attn())
+    (built,) = run_ranks(_build_blocks, 1, small, P, V, local)
+    done = {}
+    for (p, v), layers in built.items():
+        assert sorted(layers) == case.stage_decoders(v * P + p), f"built layers of (pp {p}, vp {v})"
+        for n, parts in layers.items():
+            parts = frozenset(parts)
+            if not local:
+                # TE spec, dense layers: input_layernorm and pre_mlp_layernorm are IdentityOp (the norm
+                # is fused into TELayerNormColumnParallelLinear), so transformer_layer.py does not set
+                # recompute_input_layernorm / recompute_pre_mlp_layernorm: layernorm recompute is a no-op.
+                parts = parts - {"layernorm"}
+            done[n] = parts
+    want = case.decoder_parts()
+    approx = bmcase.approximated(case.file("megatron.args"))
+    for n in sorted(want):
+        if approx:
+            assert bmcase.covers(done[n], want[n]), \
+                f"decoder layer {n}: plan recomputes {set(want[n])}, Megatron only {set(done[n])}"
+        else:
+            assert done[n] == want[n], (f"decoder layer {n}: plan recomputes {set(want[n]) or 'nothing'}, "
+                                        f"Megatron {set(done[n]) or 'nothing'} (write '{bmcase.APPROX_MARKER}' "
+                                        f"if the export knowingly recomputes more)")
+    for i in (0, len(case.layer_names) - 1):
+        assert bmcase.option_parts(case.option_of(i)) == frozenset() or approx, \
+            f"layer {i} ({case.roles[i]}): Megatron cannot recompute the embedding or the loss"
+
+
+def _layer_ids(layout, p, v):
+    from megatron.core.transformer.enums import LayerType
+    off = 0
+    for vv in range(v + 1):
+        for pp in range(layout.pipeline_model_parallel_size if vv < v else p):
+            off += layout.layout[pp][vv].count(LayerType.decoder)
+    n = layout.layout[p][v].count(LayerType.decoder)
+    # the same numbers megatron's get_layer_offset / get_num_layers_to_build give when the virtual
+    # world size is set (checked on the built blocks' layer_number too)
+    return list(range(off, off + n))
+
+
+def _local_attn():
+    from megatron.core.transformer.enums import AttnBackend
+    return AttnBackend.local

@@ -1,0 +1,186 @@
+"""torchtitan.args and schedule.csv checked with torchtitan 0.3.0's and torch's own code.
+
+torchtitan 0.3.0 reads no TOML: its ConfigManager takes `--module M --config F` (a config
+registry function) and tyro overrides `--section.field value`. torchtitan.args holds exactly
+those arguments (one per line, '#' comments, shlex syntax); the test parses them with
+ConfigManager().parse_args (which validates Trainer.Config), splits a torchtitan model with the
+problem's decoder layer count by the export's module_fqns_per_model_part using torchtitan's own
+_split_module, and checks schedule, micro-batches, degrees and activation checkpointing.
+
+schedule.csv is loaded by torch.distributed.pipelining's _PipelineScheduleRuntime._load_csv on
+P gloo processes (each holding its V stages), which validates it and lowers it to send/recv
+actions; the lowered schedule is then run through torch's _simulate_comms_compute.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+
+import bmcase
+from conftest import cases_with, require
+from distrun import run_ranks
+
+SCHEDULE_NAMES = {("gpipe", False): "GPipe", ("1f1b", False): "1F1B",
+                  ("1f1b", True): "Interleaved1F1B", ("interleaved-1f1b", True): "Interleaved1F1B"}
+
+
+def parse_titan(case):
+    argv, lines = bmcase.read_arg_lines(case.file("torchtitan.args"))
+    assert "--module" in argv and "--config" in argv, "torchtitan.args needs --module and --config"
+    from torchtitan.config.manager import ConfigManager
+    try:
+        return ConfigManager().parse_args(argv), argv
+    except SystemExit as e:  # tyro reports a bad argument and exits
+        pytest.fail(f"torchtitan's ConfigManager rejected torchtitan.args (exit {e.code}); see the "
+                    f"captured output above", pytrace=False)
+
+
+def expected_fqns(case, s):
+    out = []
+    for i in case.stages[s].layers:
+        role = case.roles[i]
+        if role == "embedding":
+            out.append("tok_embeddings")
+        elif role == "head":
+            out += ["norm", "lm_head"]
+        else:
+            out.append(f"layers.{case.decoder_of[i]}")
+    return out
+
+
+@pytest.mark.parametrize("case", cases_with("torchtitan.args"), indirect=True)
+def test_torchtitan_args(case):
+    require("torchtitan")
+    import torch
+    from torch.distributed.pipelining.schedules import PipelineScheduleSingle, get_schedule_class
+    from torchtitan.distributed.activation_checkpoint import FullAC, SelectiveAC
+    from torchtitan.distributed.pipeline_parallel import _split_module
+
+    cfg, argv = parse_titan(case)
+    par, trn = cfg.parallelism, cfg.training
+    P, V, M, tr = case.P, case.V, case.M, case.training
+
+    # -- pipeline ---------------------------------------------------------------------------------
+    assert par.pipeline_parallel_degree == P
+    want_sched = SCHEDULE_NAMES.get((case.schedule, V > 1))
+    assert want_sched, f"no torchtitan schedule for {case.schedule} with V={V}"
+    assert par.pipeline_parallel_schedule == want_sched
+    single = issubclass(get_schedule_class(par.pipeline_parallel_schedule), PipelineScheduleSingle)
+    assert single == (V == 1), "single-stage schedule iff one chunk per rank"
+    if par.pipeline_parallel_schedule_csv:
+        csv = (case.folder / par.pipeline_parallel_schedule_csv)
+        assert csv.resolve() == case.file("schedule.csv").resolve(), \
+            "pipeline_parallel_schedule_csv must name the case's schedule.csv (relative to the args file)"
+
+    # -- module FQNs per model part, split by torchtitan -------------------------------------------
+    parts = par.module_fqns_per_model_part
+    assert parts is not None and len(parts) == P * V, f"{len(parts or [])} model parts, want P*V = {P * V}"
+    m = cfg.model_spec.model
+    m = dataclasses.replace(m, layers=[m.layers[0]] * case.num_decoder)
+    with torch.device("meta"):
+        model = m.build()
+    for s in range(P * V):
+        want = expected_fqns(case, s)
+        assert parts[s] == want, f"model part {s}: {parts[s]}, plan {want}"
+        part = _split_module(model, parts[s])
+        kept = [n for n, c in part.named_children() if c is not None and n != "layers"]
+        kept += [f"layers.{k}" for k in part.layers.keys()]
+        assert sorted(kept) == sorted(want), f"torchtitan's _split_module kept {kept} for part {s}, want {want}"
+
+    # -- micro-batches and batch ---------------------------------------------------------------------
+    mbs = par.pipeline_parallel_microbatch_size
+    assert trn.local_batch_size % mbs == 0
+    assert trn.local_batch_size // mbs == M, \
+        f"n_microbatches = local_batch_size {trn.local_batch_size} // microbatch {mbs} != {M}"
+    dp = par.data_parallel_shard_degree * par.data_parallel_replicate_degree
+    assert par.data_parallel_shard_degree >= 1, "give data_parallel_shard_degree explicitly (not -1)"
+    gbs = trn.global_batch_size if trn.global_batch_size > 0 else trn.local_batch_size * dp
+    assert gbs == trn.local_batch_size * dp, "one gradient-accumulation step: global = local x dp"
+    if "micro_batch_size" in tr:
+        assert mbs == tr["micro_batch_size"]
+    if "global_batch_size" in tr:
+        assert gbs == tr["global_batch_size"]
+    if "data_parallel" in tr:
+        assert dp == tr["data_parallel"]
+    if "tensor_parallel" in tr:
+        assert par.tensor_parallel_degree == tr["tensor_parallel"]
+    if "sequence_parallel" in tr and par.tensor_parallel_degree > 1:
+        assert par.enable_sequence_parallel == bool(tr["sequence_parallel"])
+    if "seq_length" in tr:
+        assert trn.seq_len == tr["seq_length"]
+
+    # -- activation checkpointing: one mode for every block -------------------------------------------
+    ac = cfg.activation_checkpoint
+    want = case.decoder_parts()
+    approx = bmcase.approximated(case.file("torchtitan.args"))
+    if ac is None:
+        done = frozenset()
+    elif isinstance(ac, FullAC.Config):
+        done = bmcase.FULL
+    elif isinstance(ac, SelectiveAC.Config):
+        pytest.fail("torchtitan's selective AC is an op-level policy (save every second matmul), not "
+                    "a plan option; export none or full", pytrace=False)
+    else:
+        pytest.fail(f"activation_checkpoint {type(ac).__name__} is not a plan mode", pytrace=False)
+    for n, w in want.items():
+        if approx:
+            assert bmcase.covers(done, w), f"decoder layer {n}: AC recomputes less than the plan"
+        else:
+            assert done == w, (f"decoder layer {n}: plan {set(w) or 'nothing'}, torchtitan applies "
+                               f"{set(done) or 'nothing'} to every block (mark '{bmcase.APPROX_MARKER}')")
+    for i in (0, len(case.layer_names) - 1):
+        if case.roles[i] != "decoder":
+            assert bmcase.option_parts(case.option_of(i)) == frozenset() or approx, \
+                f"layer {i}: torchtitan checkpoints only transformer blocks"
+
+
+def _load_csv_on_rank(rank, world, csv_path, P, V, M):
+    import torch
+    import torch.distributed as dist
+    from torch.distributed.pipelining import PipelineStage
+    from torch.distributed.pipelining.schedules import (REDUCE_GRAD, RESHARD, UNSHARD,
+                                                          _PipelineScheduleRuntime,
+                                                          _simulate_comms_compute)
+
+    dist.init_process_group("gloo", rank=rank, world_size=world)
+    stages = [PipelineStage(torch.nn.Linear(2, 2), rank + v * P, P * V, torch.device("cpu"))
+              for v in range(V)]
+    sched = _PipelineScheduleRuntime(stages, n_microbatches=M, loss_fn=lambda out, target: out.sum())
+    sched._load_csv(csv_path)  # validates, infers stage -> rank, lowers to comms
+    order = {r: [str(a) if a is not None else "" for a in acts] for r, acts in sched.pipeline_order.items()}
+    lowered = {r: [a for a in acts if a is not None and a.computation_type not in (UNSHARD, RESHARD, REDUCE_GRAD)]
+               for r, acts in sched.pipeline_order_with_comms.items()}
+    # torch's own simulator of the lowered schedule (raises on a deadlock); it does not know
+    # UNSHARD/RESHARD/REDUCE_GRAD, which only matter with FSDP, so they are left out.
+    steps = _simulate_comms_compute(lowered, lambda s: sched.stage_index_to_group_rank[s], P * V)
+    dist.destroy_process_group()
+    return dict(order=order, stage_to_rank=dict(sched.stage_index_to_group_rank), steps=len(steps))
+
+
+@pytest.mark.parametrize("case", cases_with("schedule.csv"), indirect=True)
+def test_schedule_csv(case):
+    require("torch")
+    P, V, M = case.P, case.V, case.M
+    res = run_ranks(_load_csv_on_rank, P, str(case.file("schedule.csv")), P, V, M)
+    r0 = res[0]
+    assert r0["stage_to_rank"] == {s: s % P for s in range(P * V)}, "stage s must run on rank s mod P"
+    import re
+    for rank in range(P):
+        acts = [a for a in r0["order"][rank] if a]
+        seen = {}
+        for a in acts:
+            m = re.fullmatch(r"(\d+)(F|B|I|W)(\d+)", a)
+            assert m, f"rank {rank}: action {a!r} is not <stage><F|B|I|W><micro-batch>"
+            s, kind, mb = int(m.group(1)), m.group(2), int(m.group(3))
+            assert s % P == rank, f"rank {rank} runs stage {s}"
+            assert 0 <= mb < M
+            seen.setdefault((s, mb), []).append(kind)
+        for v in range(V):
+            for mb in range(M):
+                kinds = seen.get((rank + v * P, mb), [])
+                assert kinds and kinds[0] == "F", f"rank {rank}: stage {rank + v * P} mb {mb}: {kinds}"
+                assert sorted(kinds) in (["B", "F"], ["F", "I", "W"]), \
+                    f"rank {rank}: stage {rank + v * P} mb {mb} has {kinds}"
