@@ -8,8 +8,10 @@ Layer roles follow docs/exports.md: the first layer is the embedding when its na
 the last the head likewise, the others decoder layers 0..L-1. Stage s of the plan runs on rank
 s mod P as chunk s div P.
 
-Recomputation options are read as sets of parts: none -> {}, selective/select -> {core_attn},
-mlp -> {mlp}, norm/select_comm -> {layernorm}, both -> {core_attn, layernorm}, full -> {full};
+Recomputation options are read as sets of parts (bmpipe's src/bmpipe/problem/recompute.h): none -> {},
+selective/core_attn -> {core_attn}, attn -> {attn}, mlp -> {mlp}, mlp_act/select -> {mlp_act} (MindFormers'
+select recomputes the MLP activation), norm/select_comm/layernorm -> {layernorm}, both -> {mlp_act, layernorm},
+full -> {full};
 '+' joins options (selective+mlp). 'full' subsumes every other part.
 """
 
@@ -32,13 +34,15 @@ APPROX_MARKER = "# bmpipe: recomputation approximated"
 _OPTION_PARTS = {
     "none": frozenset(),
     "selective": frozenset({"core_attn"}),
-    "select": frozenset({"core_attn"}),
+    "select": frozenset({"mlp_act"}),
+    "mlp_act": frozenset({"mlp_act"}),
+    "attn": frozenset({"attn"}),
     "core_attn": frozenset({"core_attn"}),
     "mlp": frozenset({"mlp"}),
     "norm": frozenset({"layernorm"}),
     "layernorm": frozenset({"layernorm"}),
     "select_comm": frozenset({"layernorm"}),
-    "both": frozenset({"core_attn", "layernorm"}),
+    "both": frozenset({"mlp_act", "layernorm"}),
     "full": frozenset({"full"}),
 }
 FULL = frozenset({"full"})

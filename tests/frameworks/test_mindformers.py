@@ -93,7 +93,7 @@ def test_mindformers_yaml(case):
             if k < full[v][p]:
                 done = bmcase.FULL
             else:
-                done = frozenset(({"core_attn"} if k < sel[v][p] else set()) |
+                done = frozenset(({"mlp_act"} if k < sel[v][p] else set()) |
                                  ({"layernorm"} if k < comm[v][p] else set()))
             plan = case.decoder_parts()[d]
             if approx:

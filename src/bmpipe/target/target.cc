@@ -88,9 +88,10 @@ const std::vector<Target>& AllTargets() {
       {TargetKind::kMindFormers, "mindformers", "MindFormers >= 1.3 (offset and recompute lists per stage)",
        RecomputeGranularity::kPerStage, 0, false, true, false, false,
        "stages without a decoder layer; a stage with both select-only and comm-only layers; mlp, attn"},
-      {TargetKind::kDeepSpeed, "deepspeed", "DeepSpeed >= 0.14 (PipelineModule with explicit parts)",
-       RecomputeGranularity::kGlobal, 0, false, false, false, true,
-       "selective recomputation, per-stage counts, interleaving"},
+      {TargetKind::kDeepSpeed, "deepspeed",
+       "DeepSpeed >= 0.14 (a PipelineModule subclass with the plan's parts and checkpointed layers)",
+       RecomputeGranularity::kPerLayer, 0, false, false, false, true,
+       "selective (sub-layer) recomputation, interleaving"},
       {TargetKind::kTorchTitan, "torchtitan", "torchtitan >= 0.2 (module_fqns_per_model_part, schedule CSV)",
        RecomputeGranularity::kGlobal, 0, false, true, true, true,
        "per-stage or per-layer recomputation, selective recomputation"},
@@ -149,7 +150,15 @@ Status ForEachTargetSetting(const Problem& problem, TargetKind kind, const std::
   switch (target.granularity) {
     case RecomputeGranularity::kPerLayer: {
       TargetSetting setting;
-      if (kind == TargetKind::kTorch) {
+      if (kind == TargetKind::kDeepSpeed) {
+        // Whole-layer checkpointing, chosen per layer.
+        std::vector<std::uint16_t> family(n);
+        for (LayerIdx l = 0; l < n; ++l) {
+          family[l] = body(l) ? Mask(problem.layers[l], [](Recompute r) { return r.none() || r.full(); }) : 0;
+          if (family[l] == 0) family[l] = Only(NoneOption(problem.layers[l]));
+        }
+        setting.space.families.push_back(std::move(family));
+      } else if (kind == TargetKind::kTorch) {
         std::vector<std::uint16_t> family(n);
         for (LayerIdx l = 0; l < n; ++l) {
           family[l] = Mask(problem.layers[l], [](Recompute) { return true; });
@@ -191,9 +200,7 @@ Status ForEachTargetSetting(const Problem& problem, TargetKind kind, const std::
       auto add = [&](const std::optional<TargetSetting>& s) {
         if (s && more) offer(*s);
       };
-      add(Uniform(problem, shape, Recompute{}, megatron ? "no recomputation" : kind == TargetKind::kDeepSpeed
-                                                                                  ? "activation_checkpoint_interval 0"
-                                                                                  : "activation_checkpoint mode none"));
+      add(Uniform(problem, shape, Recompute{}, megatron ? "no recomputation" : "activation_checkpoint mode none"));
       // Selective: every non-empty set of the modules the spec honours.
       const unsigned modules = target.modules;
       for (unsigned set = 1; set <= modules; ++set) {
@@ -203,8 +210,7 @@ Status ForEachTargetSetting(const Problem& problem, TargetKind kind, const std::
       }
       add(Uniform(problem, shape, Recompute{kRecomputeLayer},
                   megatron ? "--recompute-granularity full --recompute-method uniform --recompute-num-layers 1"
-                  : kind == TargetKind::kDeepSpeed ? "activation_checkpoint_interval 1"
-                                                   : "activation_checkpoint mode full"));
+                           : "activation_checkpoint mode full"));
       if (target.block && shape.body() > 1) {
         // Full recomputation of the first N decoder layers of every chunk, for every N a stage can
         // fall short of (a stage holds at most body - (stages - 1) decoder layers, fewer when every

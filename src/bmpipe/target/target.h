@@ -15,8 +15,8 @@
 //  megatron-local  as megatron, with layernorm among the modules   any (layout flag)  yes
 //  mindformers     per-stage counts from each stage's first layer  at least one       yes
 //                  of full, select+comm, and then select or comm   decoder per stage
-//  deepspeed       activation_checkpoint_interval 0 or 1: none or  any (parts)        no
-//                  full on every layer
+//  deepspeed       none or full, per layer (a PipelineModule        any (parts)        no
+//                  subclass sets parts and the checkpointed layers)
 //  torchtitan      activation_checkpoint mode none or full         any (FQNs)         yes
 #pragma once
 
