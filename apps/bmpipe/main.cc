@@ -362,6 +362,7 @@ int RunPlan(const PlanArgs& args) {
 struct ExportArgs {
   std::string problem;
   std::string plan;
+  std::string plan_format;  // empty: detected from the content
   std::string to;
   std::string out;
 };
@@ -369,11 +370,17 @@ struct ExportArgs {
 int RunExport(const ExportArgs& args) {
   Result<Problem> problem = LoadProblem(args.problem);
   if (!problem.ok()) return Fail(problem.error());
-  Result<PlanDocument> plan = LoadPlan(args.plan, problem.value());
+  std::optional<PlanFormat> plan_format;
+  if (!args.plan_format.empty()) {
+    Result<PlanFormat> parsed = ParsePlanFormat(args.plan_format);
+    if (!parsed.ok()) return Fail(parsed.error());
+    plan_format = parsed.value();
+  }
+  Result<LoadedPlan> plan = LoadAnyPlan(args.plan, plan_format, problem.value());
   if (!plan.ok()) return Fail(plan.error());
   Result<ExportFormat> format = ParseExportFormat(args.to);
   if (!format.ok()) return Fail(format.error());
-  Result<std::string> text = ExportPlan(problem.value(), plan.value().plan, format.value());
+  Result<std::string> text = ExportPlan(problem.value(), plan.value().document.plan, format.value());
   if (!text.ok()) return Fail(text.error());
   if (!args.out.empty()) {
     Status written = WriteFileAtomically(args.out, text.value());
@@ -726,8 +733,12 @@ int Main(int argc, char** argv) {
       "deepspeed (parts and checkpointing), torchtitan (module names per stage, schedule), csv (torch pipelining "
       "schedule: one row of <stage><F|B><micro-batch> actions per rank).");
   export_cmd->add_option("--problem", exp.problem, "Problem file (JSON or YAML)")->required();
-  export_cmd->add_option("--plan", exp.plan, "Plan file (plan JSON, or a MindFormers YAML with offset and recompute lists)")
+  export_cmd->add_option("--plan", exp.plan,
+                         "Plan file: plan JSON or YAML, or a launcher configuration as simulate --plan reads it")
       ->required();
+  export_cmd->add_option("--plan-format", exp.plan_format,
+                         "The --plan file's format instead of detecting it: json, mindformers, megatron, deepspeed, "
+                         "torchtitan or csv");
   export_cmd->add_option("--to", exp.to, "megatron, mindformers, deepspeed, torchtitan or csv")->required();
   export_cmd->add_option("--out", exp.out, "Write to this file instead of standard output");
 
