@@ -216,8 +216,8 @@ TEST(LauncherPlan, MegatronErrorsNameTheFlagTheValueAndTheFix) {
             "at least one (move a layer onto it)");
   EXPECT_EQ(MegatronError(tiny, split + "--recompute-granularity selective --recompute-modules core_attn mlp"),
             "args: --recompute-granularity selective --recompute-modules core_attn mlp recomputes 'selective+mlp' on "
-            "every such decoder layer, but layer 1 (decoder) has no option meaning that (its options: none, selective, "
-            "full); add an option 'selective+mlp' to the problem's decoder layers, or change the setting");
+            "layer 1 (decoder), which has no option meaning that (its options: none, selective, full); add an option "
+            "'selective+mlp' to the problem's layers, or change the setting");
   EXPECT_EQ(MegatronError(tiny, split + "--recompute-granularity selective --recompute-modules moe_act"),
             "args: --recompute-modules moe_act: recomputing 'moe_act' is not modeled by bmpipe's options (core_attn, "
             "mlp and layernorm are); remove it");
@@ -260,17 +260,17 @@ TEST(LauncherPlan, DeepSpeedAndTorchTitanAreChecked) {
   auto error = [&](const std::string& from, const std::string& to) {
     return edited_error(text, PlanFormat::kDeepSpeed, from, to);
   };
-  EXPECT_EQ(error("PARTS = [0, 3, 6, 9, 12]", "PARTS = [0, 3, 3, 9, 12]"),
-            "plan.py: PARTS[2] = 3: PARTS must start at 0, rise strictly (every stage holds a layer) and end at 12, the "
+  EXPECT_EQ(error("parts = [0, 3, 6, 9, 12]", "parts = [0, 3, 3, 9, 12]"),
+            "plan.py: parts[2] = 3: parts must start at 0, rise strictly (every stage holds a layer) and end at 12, the "
             "problem's layers");
-  EXPECT_EQ(error("ACTIVATION_CHECKPOINT_INTERVAL = 0", "ACTIVATION_CHECKPOINT_INTERVAL = 2"),
-            "plan.py: activation_checkpoint_interval 2: DeepSpeed then checkpoints groups of 2 layers as one unit, "
+  EXPECT_EQ(error("activation_checkpoint_interval = 0", "activation_checkpoint_interval = 2"),
+            "plan.py: activation_checkpoint_interval 2: DeepSpeed then checkpoints blocks of 2 layers as one unit, "
             "which bmpipe's per-layer options do not model; give 0 or 1");
   EXPECT_EQ(error("\"gradient_accumulation_steps\": 8", "\"gradient_accumulation_steps\": 4"),
             "plan.py: ds_config.gradient_accumulation_steps = 4: the pipeline engine runs this many micro-batches; the "
             "problem has 8");
-  EXPECT_EQ(error("PARTS = [0, 3, 6, 9, 12]", "PARTS = list(range(0, 13, 3))"),
-            "plan.py: PARTS is assigned an expression; bmpipe reads literal values only (nothing is executed): write "
+  EXPECT_EQ(error("parts = [0, 3, 6, 9, 12]", "parts = list(range(0, 13, 3))"),
+            "plan.py: parts is assigned an expression; bmpipe reads literal values only (nothing is executed): write "
             "the first layer of each stage, and the layer count at the end as a literal");
   const std::string titan = ExportPlan(tiny, EvenPlan(tiny), ExportFormat::kTorchTitan).value();
   EXPECT_EQ(edited_error(titan, PlanFormat::kTorchTitan, "layers.3,layers.4", "layers.4,layers.3"),
@@ -292,7 +292,7 @@ TEST(LauncherPlan, DetectsTheFormat) {
   EXPECT_EQ(DetectPlanFormat("# a comment\n--num-layers 4\n").value(), PlanFormat::kMegatron);
   EXPECT_EQ(DetectPlanFormat("python pretrain_gpt.py --num-layers 4\n").value(), PlanFormat::kMegatron);
   EXPECT_EQ(DetectPlanFormat("--module llama3\n--parallelism.pipeline_parallel_degree 4\n").value(), PlanFormat::kTorchTitan);
-  EXPECT_EQ(DetectPlanFormat("from deepspeed.pipe import PipelineModule\nPARTS = [0, 1]\n").value(), PlanFormat::kDeepSpeed);
+  EXPECT_EQ(DetectPlanFormat("from deepspeed.pipe import PipelineModule\nparts = [0, 1]\n").value(), PlanFormat::kDeepSpeed);
   EXPECT_EQ(DetectPlanFormat("---\nstages:\n  - layers: []\n").value(), PlanFormat::kJson);
   EXPECT_EQ(DetectPlanFormat("{\"stages\": []}").value(), PlanFormat::kJson);
   EXPECT_EQ(DetectPlanFormat("parallel_config:\n  pipeline_stage: 4\n").value(), PlanFormat::kMindFormers);

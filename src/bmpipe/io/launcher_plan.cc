@@ -227,16 +227,16 @@ Plan PlanOfStages(const Problem& problem, const std::vector<StageSpec>& stages, 
   return plan;
 }
 
-// The option of every decoder layer of `plan` whose meaning is `want`; `setting` names the
-// configuration in the message when a layer has none.
-void SetDecoderOption(const Problem& problem, Plan& plan, LayerIdx l, Recompute want, const std::string& setting) {
+// Sets layer `l` of `plan` to its option whose meaning is `want`; `setting` names the
+// configuration in the message when the layer has none.
+void SetLayerOption(const Problem& problem, Plan& plan, LayerIdx l, Recompute want, const std::string& setting) {
   const Layer& layer = problem.layers[l];
   const OptionIdx o = FindRecompute(layer, want);
   if (o < 0) {
     std::vector<std::string> names;
     for (const LayerOption& option : layer.options) names.push_back(option.name);
-    Fail(fmt::format("{} recomputes '{}' on every such decoder layer, but layer {} ({}) has no option meaning that (its "
-                     "options: {}); add an option '{}' to the problem's decoder layers, or change the setting",
+    Fail(fmt::format("{} recomputes '{}' on layer {} ({}), which has no option meaning that (its options: {}); add an "
+                     "option '{}' to the problem's layers, or change the setting",
                      setting, RecomputeName(want), l, layer.name, fmt::join(names, ", "), RecomputeName(want)));
   }
   plan.option[l] = o;
@@ -497,7 +497,7 @@ void MegatronRecompute(const Flags& flags, const Problem& problem, Plan& plan) {
     for (StageIdx s = 0; s < plan.num_stages(); ++s) {
       int i = 0;
       for (LayerIdx l = std::max(plan.begin(s), shape.body_begin); l < std::min(plan.end(s), shape.body_end); ++l, ++i) {
-        if (how == "uniform" || i < n) SetDecoderOption(problem, plan, l, Recompute{kRecomputeLayer}, setting);
+        if (how == "uniform" || i < n) SetLayerOption(problem, plan, l, Recompute{kRecomputeLayer}, setting);
       }
     }
     return;
@@ -532,7 +532,7 @@ void MegatronRecompute(const Flags& flags, const Problem& problem, Plan& plan) {
   }
   if (want.none()) return;
   const std::string setting = fmt::format("--recompute-granularity selective --recompute-modules {}", fmt::join(names, " "));
-  for (LayerIdx l = shape.body_begin; l < shape.body_end; ++l) SetDecoderOption(problem, plan, l, want, setting);
+  for (LayerIdx l = shape.body_begin; l < shape.body_end; ++l) SetLayerOption(problem, plan, l, want, setting);
 }
 
 void CheckMegatronTraining(const Flags& flags, const TrainingInfo& t) {
@@ -739,7 +739,7 @@ Plan ReadTorchTitan(const std::string& text, const Problem& problem, std::vector
   const std::string mode = ac ? ac->values.front() : "selective";  // torchtitan's default
   if (mode == "full") {
     for (LayerIdx l = shape.body_begin; l < shape.body_end; ++l) {
-      SetDecoderOption(problem, plan, l, Recompute{kRecomputeLayer}, "activation_checkpoint:full");
+      SetLayerOption(problem, plan, l, Recompute{kRecomputeLayer}, "activation_checkpoint:full");
     }
   } else if (mode != "none") {
     Fail(fmt::format("activation_checkpoint:{}{}: torchtitan's {} checkpointing is none of bmpipe's recomputation options; "
@@ -916,7 +916,7 @@ class PythonLiterals {
       const char c = text_[pos_];
       if (std::isdigit(static_cast<unsigned char>(c))) {
         digits += c;
-      } else if (c == '.' || c == 'e' || c == 'E' || ((c == '-' || c == '+') && (digits.back() == 'e' || digits.back() == 'E'))) {
+      } else if (c == '.' || c == 'e' || c == 'E' || ((c == '-' || c == '+') && !digits.empty() && (digits.back() == 'e' || digits.back() == 'E'))) {
         real = true;
         digits += c;
       } else if (c != '_') {
@@ -953,55 +953,54 @@ Plan ReadDeepSpeed(const std::string& text, const Problem& problem, std::vector<
     return root.Required(name, what);
   };
   const Pipeline& p = problem.pipeline;
-  const ModelShape shape = ShapeOf(problem);
   if (p.chunks > 1 || p.schedule != ScheduleKind::kOneFOneB) {
     Fail(fmt::format("DeepSpeed's pipeline engine runs 1F1B without virtual stages, but the problem's schedule is {} "
                      "with virtual_stages {}; give the problem of this run",
                      ScheduleName(p.schedule), p.chunks));
   }
-  JsonCursor stages = required("NUM_STAGES", "the pipeline stages");
+  JsonCursor stages = required("num_stages", "the pipeline stages");
   if (stages.Integer(1, kMaxRanks, "") != p.ranks) stages.Fail(fmt::format("the problem has {} pipeline ranks", p.ranks));
-  JsonCursor parts = required("PARTS", "the first layer of each stage, and the layer count at the end");
+  JsonCursor parts = required("parts", "the first layer of each stage, and the layer count at the end");
   const std::vector<JsonCursor> bounds = parts.Elements();
   if (static_cast<int>(bounds.size()) != p.ranks + 1) {
     parts.Fail(fmt::format("needs {} entries: the first layer of each of the {} stages, then {} (the layers)", p.ranks + 1,
                            p.ranks, problem.num_layers()));
   }
+  const std::string layers_fix = fmt::format("the problem has {} layers", problem.num_layers());
   Plan plan;
   plan.option = NoneOptions(problem);
   for (std::size_t s = 0; s < bounds.size(); ++s) {
-    const LayerIdx at = static_cast<LayerIdx>(bounds[s].Integer(0, problem.num_layers(), fmt::format("the problem has {} layers", problem.num_layers())));
+    const LayerIdx at = static_cast<LayerIdx>(bounds[s].Integer(0, problem.num_layers(), layers_fix));
     if ((s == 0 && at != 0) || (s + 1 == bounds.size() && at != problem.num_layers()) ||
         (s > 0 && at <= plan.stage_begin.back())) {
-      bounds[s].Fail(fmt::format("PARTS must start at 0, rise strictly (every stage holds a layer) and end at {}, the "
+      bounds[s].Fail(fmt::format("parts must start at 0, rise strictly (every stage holds a layer) and end at {}, the "
                                  "problem's layers",
                                  problem.num_layers()));
     }
     plan.stage_begin.push_back(at);
   }
-  if (auto decoders = root.Optional("DECODER_LAYERS")) {
-    const std::vector<JsonCursor> range = decoders->Elements();
-    if (range.size() != 2 || range[0].Integer(0, problem.num_layers(), "") != shape.body_begin ||
-        range[1].Integer(0, problem.num_layers(), "") != shape.body_end) {
-      decoders->Fail(fmt::format("the problem's decoder layers are [{}, {}]: the first, and one past the last",
-                                 shape.body_begin, shape.body_end));
-    }
-  }
   std::int64_t interval = 0;  // PipelineModule's default
-  if (auto i = root.Optional("ACTIVATION_CHECKPOINT_INTERVAL")) interval = i->Integer(0, kMaxLayers, "");
+  if (auto i = root.Optional("activation_checkpoint_interval")) interval = i->Integer(0, kMaxLayers, "");
   JsonCursor config = required("ds_config", "the DeepSpeed configuration dict");
   if (auto pipe = config.Optional("pipeline")) {
     // The engine applies the configuration's interval when it is > 0 (engine.py).
     if (auto i = pipe->Optional("activation_checkpoint_interval")) interval = std::max(interval, i->Integer(0, kMaxLayers, ""));
   }
-  if (interval == 1) {
-    for (LayerIdx l = shape.body_begin; l < shape.body_end; ++l) {
-      SetDecoderOption(problem, plan, l, Recompute{kRecomputeLayer}, "activation_checkpoint_interval 1");
-    }
-  } else if (interval > 1) {
-    Fail(fmt::format("activation_checkpoint_interval {}: DeepSpeed then checkpoints groups of {} layers as one unit, "
+  if (interval > 1) {
+    Fail(fmt::format("activation_checkpoint_interval {}: DeepSpeed then checkpoints blocks of {} layers as one unit, "
                      "which bmpipe's per-layer options do not model; give 0 or 1",
                      interval, interval));
+  }
+  // At interval 1 the module's _is_checkpointable checkpoints the listed layers whole.
+  if (interval == 1) {
+    JsonCursor listed = required("checkpoint_layers", "the layers DeepSpeed checkpoints");
+    LayerIdx previous = -1;
+    for (const JsonCursor& item : listed.Elements(true)) {
+      const LayerIdx l = static_cast<LayerIdx>(item.Integer(0, problem.num_layers() - 1, layers_fix));
+      if (l <= previous) item.Fail("list the checkpointed layers in increasing order, each once");
+      previous = l;
+      SetLayerOption(problem, plan, l, Recompute{kRecomputeLayer}, "checkpoint_layers");
+    }
   }
   JsonCursor steps = config.Required("gradient_accumulation_steps", "the micro-batches of one iteration");
   if (steps.Integer(1, kMaxMicroBatches, "") != p.micro_batches) {

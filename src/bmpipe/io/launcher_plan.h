@@ -9,7 +9,7 @@
 //    flags are checked against the problem's `training` section. Flags that do not describe the
 //    plan (--hidden-size, --lr, the launcher's own...) are not read; the notes list them.
 //  - deepspeed: the Python module `export --to deepspeed` writes, read for its literal top-level
-//    assignments (NUM_STAGES, PARTS, DECODER_LAYERS, ACTIVATION_CHECKPOINT_INTERVAL, ds_config);
+//    assignments (num_stages, parts, activation_checkpoint_interval, checkpoint_layers, ds_config);
 //    nothing is executed.
 //  - torchtitan: the argument file `export --to torchtitan` writes (torchtitan 0.3.0 arguments).
 //  - mindformers: a MindFormers YAML (ReadMindFormersPlan); json: the plan JSON or YAML (ReadPlan).
