@@ -90,7 +90,9 @@ Result<std::string> ExportTorchTitan(const Problem& problem, const Plan& plan) {
     out += fmt::format("--training.seq_len {}\n", t->seq_length);
     out += fmt::format("--parallelism.tensor_parallel_degree {}\n", t->tensor_parallel);
     out += "# torchtitan shards parameters, gradients and optimizer state over data parallel (FSDP)\n";
-    out += fmt::format("--parallelism.data_parallel_shard_degree {}\n", t->data_parallel);
+    out += fmt::format("--parallelism.data_parallel_shard_degree {}\n--parallelism.data_parallel_replicate_degree 1\n",
+                       t->data_parallel);
+    if (t->sequence_parallel) out += "--parallelism.enable_sequence_parallel\n";
     if (!t->sequence_parallel && t->tensor_parallel > 1) {
       out += "# the planned run has no sequence parallelism; torchtitan enables it with tensor parallelism by\n"
              "# default (parallelism.enable_sequence_parallel)\n";

@@ -622,6 +622,8 @@ const std::map<std::string, Arity>& TorchTitanFlags() {
       {"--training.local_batch_size", Arity::kOne},
       {"--training.global_batch_size", Arity::kOne},
       {"--training.seq_len", Arity::kOne},
+      {"--parallelism.data_parallel_replicate_degree", Arity::kOne},
+      {"--parallelism.enable_sequence_parallel", Arity::kNone},
       {"--training.disable_cuda_graphs", Arity::kNone},
       {"activation_checkpoint", Arity::kOne},
   };
