@@ -17,6 +17,7 @@
 #include "bmpipe/io/builtin_example.h"
 #include "bmpipe/io/compare_report.h"
 #include "bmpipe/io/export.h"
+#include "bmpipe/io/launcher_plan.h"
 #include "bmpipe/io/output_file.h"
 #include "bmpipe/io/plan_json.h"
 #include "bmpipe/io/problem_json.h"
@@ -118,6 +119,7 @@ struct SimulateArgs {
   std::string problem;
   ModelArgs model;
   std::string plan;
+  std::string plan_format;  // empty: detected from the content
   std::string strategy;  // even or megatron; default: megatron with --model, else even
   bool json = false;
   std::string out;
@@ -155,6 +157,14 @@ int RunSimulate(const SimulateArgs& args) {
   if (!args.plan.empty() && !args.strategy.empty()) {
     return Fail(InvalidInput("give --plan or --strategy, not both"));
   }
+  std::optional<PlanFormat> format;
+  if (!args.plan_format.empty()) {
+    if (args.plan.empty()) return Fail(InvalidInput("--plan-format " + args.plan_format + " needs --plan FILE"));
+    Result<PlanFormat> parsed = ParsePlanFormat(args.plan_format);
+    if (!parsed.ok()) return Fail(parsed.error());
+    format = parsed.value();
+  }
+  std::vector<std::pair<std::string, std::string>> notes;
   if (args.plan.empty() && strategy == "megatron") {
     Result<MegatronLaunch> launch = MegatronDefaultPlan(pb, recompute);
     if (!launch.ok()) return Fail(launch.error());
@@ -164,11 +174,16 @@ int RunSimulate(const SimulateArgs& args) {
     plan = EvenPlan(pb);
     plan_origin = "even split, first option of every layer (no --plan given)";
   } else {
-    Result<PlanDocument> doc = LoadPlan(args.plan, pb);
-    if (!doc.ok()) return Fail(doc.error());
-    plan = doc.value().plan;
-    if (doc.value().solver) solver = *doc.value().solver;
+    Result<LoadedPlan> loaded = LoadAnyPlan(args.plan, format, pb);
+    if (!loaded.ok()) return Fail(loaded.error());
+    const LoadedPlan& doc = loaded.value();
+    plan = doc.document.plan;
+    if (doc.document.solver) solver = *doc.document.solver;
     plan_origin = args.plan;
+    if (doc.format != PlanFormat::kJson && doc.format != PlanFormat::kMindFormers) {
+      plan_origin += " (" + PlanFormatName(doc.format) + " configuration)";
+    }
+    for (const std::string& note : doc.notes) notes.push_back({"note", note});
   }
   Result<SimResult> sim = SimulatePlan(pb, plan);
   if (!sim.ok()) return Fail(sim.error());
@@ -176,6 +191,7 @@ int RunSimulate(const SimulateArgs& args) {
 
   ReportHeader header{"bmpipe simulate", origin};
   header.lines.push_back({"plan", plan_origin});
+  header.lines.insert(header.lines.end(), notes.begin(), notes.end());
   if (!args.svg.empty()) {
     Status written = StageSvg(files, args.svg, pb, "bmpipe simulate: " + (pb.name.empty() ? args.problem : pb.name),
                               {{plan_origin, plan}});
@@ -419,6 +435,7 @@ int RunPlan(const PlanArgs& args) {
 struct ExportArgs {
   std::string problem;
   std::string plan;
+  std::string plan_format;  // empty: detected from the content
   std::string to;
   std::string target;
   std::string out;
@@ -427,15 +444,21 @@ struct ExportArgs {
 int RunExport(const ExportArgs& args) {
   Result<Problem> problem = LoadProblem(args.problem);
   if (!problem.ok()) return Fail(problem.error());
-  Result<PlanDocument> plan = LoadPlan(args.plan, problem.value());
+  std::optional<PlanFormat> plan_format;
+  if (!args.plan_format.empty()) {
+    Result<PlanFormat> parsed = ParsePlanFormat(args.plan_format);
+    if (!parsed.ok()) return Fail(parsed.error());
+    plan_format = parsed.value();
+  }
+  Result<LoadedPlan> plan = LoadAnyPlan(args.plan, plan_format, problem.value());
   if (!plan.ok()) return Fail(plan.error());
   Result<ExportFormat> format = ParseExportFormat(args.to);
   if (!format.ok()) return Fail(format.error());
   Result<ChosenTarget> chosen = ChooseTarget(args.target, format.value());
   if (!chosen.ok()) return Fail(chosen.error());
-  Result<std::string> text = ExportPlan(problem.value(), plan.value().plan, format.value(), chosen.value().kind);
+  Result<std::string> text = ExportPlan(problem.value(), plan.value().document.plan, format.value(), chosen.value().kind);
   if (!text.ok()) return Fail(text.error());
-  if (!TargetRunsPlan(problem.value(), plan.value().plan, chosen.value().kind)) {
+  if (!TargetRunsPlan(problem.value(), plan.value().document.plan, chosen.value().kind)) {
     std::cerr << "bmpipe: warning: " << TargetOf(chosen.value().kind).name
               << " cannot run this plan as planned (its recomputation is not one of the target's settings, or a stage "
                  "is one it cannot express); the export says what it writes instead\n";
@@ -745,7 +768,13 @@ int Main(int argc, char** argv) {
       "--plan is given: the way to check a row of `bmpipe validate` by hand.");
   CLI::Option* sim_problem =
       simulate->add_option("--problem", sim.problem, "Problem file (JSON or YAML, DESIGN.md §4.1)");
-  simulate->add_option("--plan", sim.plan, "Plan file (JSON or YAML, DESIGN.md §4.2)");
+  simulate->add_option("--plan", sim.plan,
+                       "Plan file: plan JSON or YAML (DESIGN.md §4.2), or a launcher configuration (a MindFormers YAML, "
+                       "Megatron-LM arguments, the DeepSpeed module or torchtitan arguments bmpipe exports), detected "
+                       "from the content");
+  simulate->add_option("--plan-format", sim.plan_format,
+                       "The --plan file's format instead of detecting it: json, mindformers, megatron, deepspeed, "
+                       "torchtitan or csv (a schedule CSV is refused: it fixes no stages)");
   simulate->add_option("--strategy", sim.strategy,
                        "The plan when no --plan is given. megatron: Megatron-LM's split for the configuration (equal "
                        "decoder layers per stage, else the embedding and/or loss counted as a layer, else uneven first "
@@ -829,8 +858,12 @@ int Main(int argc, char** argv) {
       "deepspeed (parts and checkpointing), torchtitan (module names per stage, schedule), csv (torch pipelining "
       "schedule: one row of <stage><F|B><micro-batch> actions per rank).");
   export_cmd->add_option("--problem", exp.problem, "Problem file (JSON or YAML)")->required();
-  export_cmd->add_option("--plan", exp.plan, "Plan file (plan JSON, or a MindFormers YAML with offset and recompute lists)")
+  export_cmd->add_option("--plan", exp.plan,
+                         "Plan file: plan JSON or YAML, or a launcher configuration as simulate --plan reads it")
       ->required();
+  export_cmd->add_option("--plan-format", exp.plan_format,
+                         "The --plan file's format instead of detecting it: json, mindformers, megatron, deepspeed, "
+                         "torchtitan or csv");
   export_cmd->add_option("--to", exp.to, "megatron, mindformers, deepspeed, torchtitan or csv")->required();
   export_cmd->add_option("--target", exp.target,
                          "The framework that runs it (default: the format's); megatron-local for Megatron's local spec");

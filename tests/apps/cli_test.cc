@@ -65,6 +65,34 @@ TEST(Cli, SimulateMindFormersDemo) {
             std::string::npos);
 }
 
+// A launcher's configuration as the plan: each export of the tiny plan simulates to the time the
+// export states for the setting it writes, and names its format in the report.
+TEST(Cli, SimulateReadsLauncherConfigurations) {
+  const std::string dir = testing::MakeTempDir();
+  for (const std::string format : {"megatron", "deepspeed", "torchtitan"}) {
+    SCOPED_TRACE(format);
+    const std::string path = dir + "/plan." + format;
+    testing::CommandResult exported = RunBmpipe(std::string("export ") + kTiny + " --to " + format + " --out '" + path + "'");
+    ASSERT_EQ(exported.exit_code, 0) << exported.err;
+    testing::CommandResult r = RunBmpipe("simulate --problem examples/tiny/problem.json --plan '" + path + "'");
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    auto exported_text = [](const std::string& file) { return testing::ReadFile(file); };
+    EXPECT_NE(r.out.find(fmt::format("plan.{} ({} configuration)", format, format)), std::string::npos) << r.out;
+    // The tiny plan's recomputation is not expressible in these formats: each takes the setting
+    // whose simulated time its export states.
+    const std::size_t at = r.out.find("Iteration time   ");
+    ASSERT_NE(at, std::string::npos) << r.out;
+    const std::string time = r.out.substr(at + 17, r.out.find('\n', at) - at - 17);
+    EXPECT_NE(exported_text(path).find("simulated iteration is " + time), std::string::npos) << time;
+    std::remove(path.c_str());
+  }
+  testing::CommandResult csv =
+      RunBmpipe(std::string("simulate ") + kTiny + " --plan-format csv");
+  EXPECT_EQ(csv.exit_code, 2);
+  EXPECT_NE(csv.err.find("a pipeline schedule CSV fixes the order of the ops, not the stages"), std::string::npos) << csv.err;
+  rmdir(dir.c_str());
+}
+
 TEST(Cli, OutWritesTheJsonAndNothingOnError) {
   const std::string dir = testing::MakeTempDir();
   const std::string out = dir + "/plan.json";

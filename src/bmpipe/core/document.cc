@@ -304,7 +304,7 @@ std::size_t FirstInvalidUtf8(std::string_view text) {
   return std::string_view::npos;
 }
 
-Result<Json> ParseDocument(const std::string& text, const std::string& path) {
+Status CheckDocumentText(const std::string& text, const std::string& path) {
   if (text.size() > kMaxDocumentBytes) return InvalidInput(TooLong(path, fmt::format("{} bytes", text.size())));
   if (const std::size_t bad = FirstInvalidUtf8(text); bad != std::string_view::npos) {
     const auto [line, column] = LineAndColumn(text, bad);
@@ -317,6 +317,11 @@ Result<Json> ParseDocument(const std::string& text, const std::string& path) {
     const auto [line, column] = LineAndColumn(text, nul);
     return InvalidInput(fmt::format("{}: line {}, column {}: a NUL byte; a document is text", path, line, column));
   }
+  return {};
+}
+
+Result<Json> ParseDocument(const std::string& text, const std::string& path) {
+  if (Status valid = CheckDocumentText(text, path); !valid.ok()) return valid.error();
   if (text.find_first_not_of(" \t\r\n") == std::string::npos) {
     return InvalidInput(fmt::format("{}: the document is empty", path));
   }
@@ -330,7 +335,7 @@ Result<Json> ParseDocument(const std::string& text, const std::string& path) {
   return ParseYaml(text, path);
 }
 
-Result<Json> LoadDocument(const std::string& path) {
+Result<std::string> LoadText(const std::string& path) {
   // Opened without blocking, so that a named pipe with no writer cannot hang the open.
   const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
   if (fd < 0) return IoError(fmt::format("{}: cannot open file for reading ({})", path, std::strerror(errno)));
@@ -349,6 +354,12 @@ Result<Json> LoadDocument(const std::string& path) {
   if (text.value().size() > kMaxDocumentBytes) {
     return InvalidInput(TooLong(path, fmt::format("more than {} bytes", kMaxDocumentBytes)));
   }
+  return text;
+}
+
+Result<Json> LoadDocument(const std::string& path) {
+  Result<std::string> text = LoadText(path);
+  if (!text.ok()) return text.error();
   return ParseDocument(text.value(), path);
 }
 

@@ -28,9 +28,17 @@ inline constexpr int kMaxDocumentWaitSeconds = 60;
 // surrogates and code points past U+10FFFF included), or std::string_view::npos.
 std::size_t FirstInvalidUtf8(std::string_view text);
 
+// Checks what every document's text must be: at most kMaxDocumentBytes of valid UTF-8 without
+// NUL bytes. The message names `path`, and the line and column of a bad byte.
+Status CheckDocumentText(const std::string& text, const std::string& path);
+
 // Parses `text` as JSON when `path` ends in .json, as YAML when it ends in .yaml or .yml, and
 // otherwise by sniffing (a leading '{' or '[' means JSON). `path` is used in messages only.
 Result<Json> ParseDocument(const std::string& text, const std::string& path);
+
+// Reads the file at `path` as LoadDocument does, without parsing it (the caller checks it with
+// CheckDocumentText).
+Result<std::string> LoadText(const std::string& path);
 
 // Reads the file at `path` and parses it as ParseDocument does. Regular files are read whole (up to
 // kMaxDocumentBytes); pipes and devices are read up to that size, waiting at most

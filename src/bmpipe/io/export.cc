@@ -10,7 +10,7 @@
 #include "bmpipe/baselines/common.h"
 #include "bmpipe/core/json_cursor.h"
 #include "bmpipe/core/text.h"
-#include "bmpipe/io/report.h"
+#include "bmpipe/io/export_common.h"
 #include "bmpipe/schedule/schedule.h"
 #include "bmpipe/sim/simulator.h"
 
@@ -36,37 +36,6 @@ Kind KindOf(const std::string& option) {
     default:
       return Kind::kOther;
   }
-}
-
-struct StageLayers {
-  bool embedding = false, head = false;
-  std::vector<LayerIdx> body;  // decoder layers, as problem indices
-};
-
-std::vector<StageLayers> Stages(const Plan& plan, const ModelShape& shape) {
-  std::vector<StageLayers> stages(plan.num_stages());
-  for (StageIdx s = 0; s < plan.num_stages(); ++s) {
-    for (LayerIdx l = plan.begin(s); l < plan.end(s); ++l) {
-      if (l < shape.body_begin) stages[s].embedding = true;
-      else if (l >= shape.body_end) stages[s].head = true;
-      else stages[s].body.push_back(l);
-    }
-  }
-  return stages;
-}
-
-std::string OptionName(const Problem& problem, const Plan& plan, LayerIdx l) {
-  return problem.layers[l].options[plan.option[l]].name;
-}
-
-std::string List(const std::vector<int>& v) { return fmt::format("[{}]", fmt::join(v, ", ")); }
-
-std::string Header(const Problem& problem, const Plan& plan, const std::string& comment) {
-  const SimResult sim = SimulatePlan(problem, plan).value();
-  return fmt::format("{} bmpipe plan{}: {} ranks x {} chunk{}, {} micro-batches; simulated iteration {}\n", comment,
-                     problem.name.empty() ? "" : " for " + problem.name, problem.pipeline.ranks, problem.pipeline.chunks,
-                     problem.pipeline.chunks == 1 ? "" : "s", problem.pipeline.micro_batches,
-                     FormatDuration(sim.iteration_ns));
 }
 
 // The launch flags of the problem's training run, or comments naming what to fill in.
@@ -232,60 +201,6 @@ Result<std::string> MindFormers(const Problem& problem, const Plan& plan) {
   return out;
 }
 
-Result<std::string> DeepSpeed(const Problem& problem, const Plan& plan) {
-  const Pipeline& p = problem.pipeline;
-  if (p.chunks > 1) {
-    return InvalidInput("DeepSpeed's pipeline engine has no interleaved schedule; plan with virtual_stages 1 to export "
-                        "to DeepSpeed");
-  }
-  const ModelShape shape = ShapeOf(problem);
-  std::vector<int> parts(plan.stage_begin.begin(), plan.stage_begin.end());
-  std::string out = Header(problem, plan, "#");
-  out += "# DeepSpeed's PipelineModule takes no explicit boundaries (partition_method is uniform,\n"
-         "# parameters or type:REGEX). Set them after construction, indices into the layer list\n"
-         "# (one entry per layer below, in order):\n";
-  out += "parts = " + List(parts) + "\n";
-  for (StageIdx s = 0; s < plan.num_stages(); ++s) {
-    out += fmt::format("#   stage {}: layers {}-{}\n", s, plan.begin(s), plan.end(s) - 1);
-  }
-  int most = 0;
-  bool selective = false;
-  for (StageIdx s = 0; s < plan.num_stages(); ++s) {
-    int recomputed = 0;
-    for (LayerIdx l = plan.begin(s); l < plan.end(s); ++l) {
-      if (l < shape.body_begin || l >= shape.body_end || plan.option[l] == NoneOption(problem.layers[l])) continue;
-      ++recomputed;
-      selective = selective || KindOf(OptionName(problem, plan, l)) != Kind::kFull;
-    }
-    most = std::max(most, recomputed);
-  }
-  if (most == 0) {
-    out += "# no recomputation: activation_checkpoint_interval = 0\n";
-    out += "ds_config = {\"pipeline\": {\"activation_checkpoint_interval\": 0}}\n";
-  } else {
-    out += "# DeepSpeed checkpoints every layer at one interval on every stage: the closest setting that\n"
-           "# recomputes at least what the plan does is interval 1 (every layer, full recomputation).\n";
-    out += "ds_config = {\"pipeline\": {\"activation_checkpoint_interval\": 1}}\n";
-    out += "# Not expressible in DeepSpeed: per-stage recomputation counts";
-    out += selective ? ", and selective (sub-layer) recomputation, which the plan uses" : "";
-    out += "; what the plan wanted per stage:\n";
-    for (StageIdx s = 0; s < plan.num_stages(); ++s) out += "#   stage " + std::to_string(s) + ": " + DescribeOptionMix(problem, plan, s) + "\n";
-  }
-  return out;
-}
-
-std::string ScheduleNameTorch(const Pipeline& p) {
-  switch (p.schedule) {
-    case ScheduleKind::kGPipe:
-      return "GPipe";
-    case ScheduleKind::kOneFOneB:
-      return "1F1B";
-    case ScheduleKind::kInterleavedOneFOneB:
-      return "Interleaved1F1B";
-  }
-  return "1F1B";
-}
-
 std::string Csv(const Problem& problem) {
   const Schedule schedule = BuildSchedule(problem.pipeline);
   std::string out;
@@ -295,44 +210,6 @@ std::string Csv(const Problem& problem) {
       row += fmt::format("{}{}{}{}", row.empty() ? "" : ",", op.stage, op.kind == OpKind::kForward ? 'F' : 'B', op.micro_batch);
     }
     out += row + "\n";
-  }
-  return out;
-}
-
-Result<std::string> TorchTitan(const Problem& problem, const Plan& plan) {
-  const ModelShape shape = ShapeOf(problem);
-  const Pipeline& p = problem.pipeline;
-  std::string parts;
-  for (StageIdx s = 0; s < plan.num_stages(); ++s) {
-    std::string names;
-    for (LayerIdx l = plan.begin(s); l < plan.end(s); ++l) {
-      std::vector<std::string> fqns;
-      if (l < shape.body_begin) fqns = {"tok_embeddings"};
-      else if (l >= shape.body_end) fqns = {"norm", "output"};
-      else fqns = {fmt::format("layers.{}", l - shape.body_begin)};
-      for (const std::string& f : fqns) names += (names.empty() ? "\"" : ", \"") + f + "\"";
-    }
-    parts += (s == 0 ? "" : ", ") + ("[" + names + "]");
-  }
-  std::string out = Header(problem, plan, "#");
-  out += "[parallelism]\n";
-  out += fmt::format("pipeline_parallel_degree = {}\n", p.ranks);
-  out += fmt::format("pipeline_parallel_schedule = \"{}\"\n", ScheduleNameTorch(p));
-  out += "# the op order bmpipe simulated, per rank (bmpipe export --to csv writes this file):\n";
-  out += "pipeline_parallel_schedule_csv = \"pipeline_schedule.csv\"\n";
-  out += "module_fqns_per_model_part = [" + parts + "]\n\n";
-  bool any = false;
-  for (LayerIdx l = shape.body_begin; l < shape.body_end; ++l) {
-    any = any || plan.option[l] != NoneOption(problem.layers[l]);
-  }
-  out += "[activation_checkpoint]\n";
-  if (!any) {
-    out += "mode = \"none\"\n";
-  } else {
-    out += "mode = \"full\"\n";
-    out += "# torchtitan applies one mode to every block; \"full\" recomputes at least what the plan does.\n"
-           "# What the plan wanted per stage:\n";
-    for (StageIdx s = 0; s < plan.num_stages(); ++s) out += "#   stage " + std::to_string(s) + ": " + DescribeOptionMix(problem, plan, s) + "\n";
   }
   return out;
 }
@@ -375,9 +252,9 @@ Result<std::string> ExportPlan(const Problem& problem, const Plan& plan, ExportF
     case ExportFormat::kMindFormers:
       return MindFormers(problem, plan);
     case ExportFormat::kDeepSpeed:
-      return DeepSpeed(problem, plan);
+      return ExportDeepSpeed(problem, plan);
     case ExportFormat::kTorchTitan:
-      return TorchTitan(problem, plan);
+      return ExportTorchTitan(problem, plan);
     case ExportFormat::kCsv:
       return Csv(problem);
   }
