@@ -6,7 +6,10 @@
 #            the fuzz harnesses) and the whole ctest suite in it;
 #   fuzz     every libFuzzer harness for BMPIPE_FUZZ_SECONDS (default 45) s from its checked-in
 #            corpus (scripts/fuzz.sh, on build-asan/);
-#   tsan     a ThreadSanitizer build of the search tests only (build-tsan/) and those tests.
+#   tsan     a ThreadSanitizer build of the search tests only (build-tsan/) and those tests;
+#   exports  the golden exports (tests/golden/exports) checked by the frameworks' own code:
+#            megatron-core, DeepSpeed, torchtitan and torch pipelining in a pinned virtual
+#            environment (build/pyenv, scripts/pyenv.sh; scripts/framework-tests.sh).
 # Every part runs even when an earlier one failed; the summary gives each part's time and result,
 # and the exit status is 1 if any failed. About 25 minutes on 2 cores from a clean clone.
 set -uo pipefail
@@ -71,6 +74,7 @@ part release release
 part asan asan
 part fuzz fuzz
 part tsan tsan
+part exports scripts/framework-tests.sh
 
 echo "==== test.sh summary"
 printf '%s\n' "${summary[@]}"

@@ -29,6 +29,14 @@ SCHEDULE_NAMES = {("gpipe", False): "GPipe", ("1f1b", False): "1F1B",
 
 def parse_titan(case):
     argv, lines = bmcase.read_arg_lines(case.file("torchtitan.args"))
+    if "--module" not in argv:
+        # A model torchtitan does not ship: the export leaves --module/--config for the user to fill
+        # in, and says so. The user's model stands in as torchtitan's llama3 debug model (its layer
+        # count is set to the case's below).
+        text = case.file("torchtitan.args").read_text()
+        assert "# --module MODEL" in text and "# --config CONFIG_FUNCTION" in text, \
+            "torchtitan.args needs --module and --config, or the comment asking for them"
+        argv = ["--module", "llama3", "--config", "llama3_debugmodel"] + argv
     assert "--module" in argv and "--config" in argv, "torchtitan.args needs --module and --config"
     from torchtitan.config.manager import ConfigManager
     try:

@@ -49,7 +49,7 @@ std::string MegatronRunFlags(const Problem& problem) {
   }
   const TrainingInfo& t = *problem.training;
   std::string out = fmt::format("--tensor-model-parallel-size {}\n", t.tensor_parallel);
-  if (t.sequence_parallel) out += "--sequence-parallel\n";
+  if (t.sequence_parallel && t.tensor_parallel > 1) out += "--sequence-parallel\n";  // Megatron refuses it with TP 1
   out += fmt::format("--micro-batch-size {}\n--global-batch-size {}\n--seq-length {}\n", t.micro_batch_size,
                      t.global_batch_size, t.seq_length);
   if (t.distributed_optimizer) out += "--use-distributed-optimizer\n";

@@ -545,7 +545,8 @@ void CheckMegatronTraining(const Flags& flags, const TrainingInfo& t) {
     CheckValue(flags, "--global-batch-size", 0, t.global_batch_size, "training.global_batch_size", big);
   }
   if (flags.Get("--seq-length")) CheckValue(flags, "--seq-length", 0, t.seq_length, "training.seq_length", big);
-  CheckSwitch(flags, "--sequence-parallel", t.sequence_parallel, "training.sequence_parallel");
+  // Sequence parallelism over one tensor-parallel rank divides nothing (Megatron refuses the flag).
+  CheckSwitch(flags, "--sequence-parallel", t.sequence_parallel && t.tensor_parallel > 1, "training.sequence_parallel");
   CheckSwitch(flags, "--use-distributed-optimizer", t.distributed_optimizer, "training.distributed_optimizer");
   CheckSwitch(flags, "--overlap-grad-reduce", t.overlap_grad_reduce, "training.overlap_grad_reduce");
 }
@@ -624,6 +625,7 @@ const std::map<std::string, Arity>& TorchTitanFlags() {
       {"--training.seq_len", Arity::kOne},
       {"--parallelism.data_parallel_replicate_degree", Arity::kOne},
       {"--parallelism.enable_sequence_parallel", Arity::kNone},
+      {"--parallelism.no-enable-sequence-parallel", Arity::kNone},
       {"--training.disable_cuda_graphs", Arity::kNone},
       {"activation_checkpoint", Arity::kOne},
   };

@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# Regenerates the golden export cases the frameworks' own code checks (tests/frameworks): for each
+# case and target, bmpipe plans for the target and writes tests/golden/exports/<case>-<target>/
+# with problem.json, plan.json, the target's export and (pipelining targets) schedule.csv.
+#
+#   scripts/export-goldens.sh        # needs build/bmpipe (scripts/test.sh or scripts/run-example.sh builds it)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bmpipe=build/bmpipe
+out=tests/golden/exports
+
+# case name, the plan command's problem arguments
+declare -A cases=(
+  [llama3-70b-pp4]="--model llama3-70b --device h100-80gb --tp 8 --pp 4 --dp 16 --gbs 512 --seq 8192"
+  [llama3-405b-pp16-vpp2]="--model llama3-405b --device h100-80gb --tp 8 --pp 16 --dp 128 --vpp 2 --gbs 2048 --seq 8192 --sequence-parallel --flash-attn --distributed-optimizer"
+  [qwen2-7b-pp8]="--model tests/data/hf/qwen2-7b.json --device a100-40gb --tp 1 --pp 8 --dp 1 --gbs 64 --seq 4096 --sequence-parallel --flash-attn --distributed-optimizer"
+  [gpt3-175b-pp16]="--model gpt3-175b --device a100-40gb --tp 8 --pp 16 --dp 8 --gbs 1536 --seq 2048"
+  [mindformers-demo]="--problem examples/mindformers-demo/problem.yaml"
+)
+# case name, the targets it is exported for
+declare -A targets=(
+  [llama3-70b-pp4]="megatron megatron-local deepspeed torchtitan mindformers torch"
+  [llama3-405b-pp16-vpp2]="megatron torchtitan mindformers torch"
+  [qwen2-7b-pp8]="megatron deepspeed torchtitan mindformers"
+  [gpt3-175b-pp16]="megatron deepspeed"
+  [mindformers-demo]="mindformers"
+)
+declare -A format=([megatron]=megatron [megatron-local]=megatron [deepspeed]=deepspeed [torchtitan]=torchtitan
+                   [mindformers]=mindformers [torch]=csv)
+declare -A file=([megatron]=megatron.args [deepspeed]=deepspeed.py [torchtitan]=torchtitan.args
+                 [mindformers]=mindformers.yaml [csv]=schedule.csv)
+
+for c in $(printf '%s\n' "${!cases[@]}" | sort); do
+  for t in ${targets[$c]}; do
+    dir=$out/$c-$t
+    rm -rf "$dir"
+    mkdir -p "$dir"
+    f=${format[$t]}
+    args=${cases[$c]}
+    if [[ $args == --problem* ]]; then
+      cp "${args#--problem }" "$dir/problem.yaml"
+      problem=$dir/problem.yaml
+      # shellcheck disable=SC2086
+      "$bmpipe" plan --problem "$problem" --target "$t" --time-limit 30 --out "$dir/plan.json" \
+        --export "$f" --export-out "$dir/${file[$f]}" >/dev/null
+    else
+      problem=$dir/problem.json
+      # shellcheck disable=SC2086
+      "$bmpipe" plan $args --target "$t" --time-limit 30 --dump-problem "$problem" --out "$dir/plan.json" \
+        --export "$f" --export-out "$dir/${file[$f]}" >/dev/null
+    fi
+    if [[ $t == torchtitan || $t == torch ]]; then
+      "$bmpipe" export --problem "$problem" --plan "$dir/plan.json" --to csv --out "$dir/schedule.csv"
+    fi
+    echo "wrote $dir"
+  done
+done
