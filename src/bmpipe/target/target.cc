@@ -290,8 +290,15 @@ Result<TargetPlan> PlanForTarget(const Problem& problem, TargetKind kind, const 
   bool any_plan = false, all_infeasible = true;
   PlannerResult best;
   std::optional<Error> error;
+  // Block settings beyond the most decoder layers a stage can hold in memory are full recomputation.
+  const int max_block = MostDecodersThatFit(problem);
+  // Each setting gets an equal share of the time left, so that a hard one does not starve the rest.
+  int total = 0;
+  Status counted = ForEachTargetSetting(problem, kind, [&](const TargetSetting&) { return ++total, true; }, max_block);
+  if (!counted.ok()) return counted.error();
   Status walked = ForEachTargetSetting(problem, kind, [&](const TargetSetting& setting) {
-    each.time_limit_s = std::max(0.0, own.SecondsLeft());
+    const double left = std::min(own.SecondsLeft(), options.deadline.SecondsLeft());
+    each.time_limit_s = std::max(0.0, left) / std::max(1, total - out.settings);
     if (out.settings > 0 && (own.Expired() || options.deadline.Expired())) {
       // Settings not planned: nothing is proven about them.
       bound = 0;
@@ -328,7 +335,7 @@ Result<TargetPlan> PlanForTarget(const Problem& problem, TargetKind kind, const 
       out.setting = setting.flags;
     }
     return true;
-  });
+  }, max_block);
   if (!walked.ok()) return walked.error();
   if (error) return *error;
   if (all_infeasible) {
@@ -357,6 +364,17 @@ bool TargetRunsPlan(const Problem& problem, const Plan& plan, TargetKind kind) {
       },
       MostDecoderLayers(problem, plan));
   return walked.ok() && runs;
+}
+
+int MostDecodersThatFit(const Problem& problem) {
+  const ModelShape shape = ShapeOf(problem);
+  std::vector<Bytes> statics;
+  for (LayerIdx l = shape.body_begin; l < shape.body_end; ++l) statics.push_back(problem.layers[l].static_bytes);
+  std::sort(statics.begin(), statics.end());
+  Bytes used = problem.reserved_bytes;
+  int k = 0;
+  while (k < static_cast<int>(statics.size()) && used + statics[k] <= problem.memory_bytes) used += statics[k++];
+  return k;
 }
 
 int MostDecoderLayers(const Problem& problem, const Plan& plan) {

@@ -78,6 +78,8 @@ Status ForEachTargetSetting(const Problem& problem, TargetKind kind, const std::
 
 // The most decoder layers a stage of `plan` holds: block settings beyond it equal full recomputation.
 int MostDecoderLayers(const Problem& problem, const Plan& plan);
+// The most decoder layers any stage can hold within device memory (their static bytes alone).
+int MostDecodersThatFit(const Problem& problem);
 
 struct TargetPlan {
   TargetKind target = TargetKind::kAny;
