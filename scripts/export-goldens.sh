@@ -9,13 +9,18 @@ cd "$(dirname "$0")/.."
 bmpipe=build/bmpipe
 out=tests/golden/exports
 
-# case name, the plan command's problem arguments
+# case name, the plan command's problem arguments: the cases of the benchmark suite
+# (bench/compare_suite.cc) but its vision-language one, which only the suite builds
 declare -A cases=(
   [llama3-70b-pp4]="--model llama3-70b --device h100-80gb --tp 8 --pp 4 --dp 16 --gbs 512 --seq 8192"
   [llama3-405b-pp16-vpp2]="--model llama3-405b --device h100-80gb --tp 8 --pp 16 --dp 128 --vpp 2 --gbs 2048 --seq 8192 --sequence-parallel --flash-attn --distributed-optimizer"
   [qwen2-7b-pp8]="--model tests/data/hf/qwen2-7b.json --device a100-40gb --tp 1 --pp 8 --dp 1 --gbs 64 --seq 4096 --sequence-parallel --flash-attn --distributed-optimizer"
   [gpt3-175b-pp16]="--model gpt3-175b --device a100-40gb --tp 8 --pp 16 --dp 8 --gbs 1536 --seq 2048"
   [mindformers-demo]="--problem examples/mindformers-demo/problem.yaml"
+  [mindformers-demo-vpp3]="--problem examples/mindformers-demo/problem-vpp3.yaml"
+  [gpt3-175b-pp16-loose]="--model gpt3-175b --device a100-80gb --tp 8 --pp 16 --dp 8 --gbs 1536 --seq 2048 --sequence-parallel --flash-attn --distributed-optimizer"
+  [llama3-70b-pp8]="--model llama3-70b --device h100-80gb --tp 8 --pp 8 --dp 8 --gbs 512 --seq 8192 --sequence-parallel --flash-attn --distributed-optimizer"
+  [llama3-405b-pp16]="--model llama3-405b --device h100-80gb --tp 8 --pp 16 --dp 128 --gbs 2048 --seq 8192 --sequence-parallel --flash-attn --distributed-optimizer"
 )
 # case name, the targets it is exported for
 declare -A targets=(
@@ -23,7 +28,11 @@ declare -A targets=(
   [llama3-405b-pp16-vpp2]="megatron torchtitan mindformers torch"
   [qwen2-7b-pp8]="megatron deepspeed torchtitan mindformers"
   [gpt3-175b-pp16]="megatron deepspeed"
-  [mindformers-demo]="mindformers"
+  [mindformers-demo]="mindformers megatron"
+  [mindformers-demo-vpp3]="mindformers megatron"
+  [gpt3-175b-pp16-loose]="megatron torchtitan"
+  [llama3-70b-pp8]="megatron deepspeed mindformers"
+  [llama3-405b-pp16]="megatron deepspeed torchtitan"
 )
 declare -A format=([megatron]=megatron [megatron-local]=megatron [deepspeed]=deepspeed [torchtitan]=torchtitan
                    [mindformers]=mindformers [torch]=csv)

@@ -733,6 +733,31 @@ TEST(Target, ExportsReadBackToThePlanForEveryTarget) {
   EXPECT_EQ(checked, 5 + 4);  // DeepSpeed has no interleaved schedule
 }
 
+// Until then, on that problem, the MindFormers target never returns a plan MindFormers would run
+// differently: it returns what MindFormers runs from the plan's counts, not claimed optimal, or
+// no plan (here the order MindFormers imposes does not fit).
+TEST(Target, MindFormersNeverClaimsAPlanItRunsDifferently) {
+  const std::vector<std::string> mf = {"none", "mlp_act", "norm", "mlp_act+norm", "full"};
+  for (const Bytes memory : {Bytes{12040}, Bytes{20000}}) {
+    SCOPED_TRACE(memory);
+    const Problem p = WithMemory(
+        Small(ScheduleKind::kOneFOneB, 1, 1, 2, {Decoder("decoder", 100, 1, mf), Decoder("wide", 100, 3, mf)}, 100),
+        memory);
+    const PlannerResult r = PlanForTarget(p, TargetKind::kMindFormers, Exact()).value().planner;
+    if (r.status == PlanStatus::kNoPlan) {
+      EXPECT_NE(r.stopped_by.find("layer order"), std::string::npos) << r.stopped_by;
+      continue;
+    }
+    ASSERT_TRUE(r.status == PlanStatus::kOptimal || r.status == PlanStatus::kFeasible);
+    EXPECT_TRUE(MindFormersRule(p, r.plan, true)) << Describe(p, r.plan);
+    EXPECT_TRUE(TargetRunsPlan(p, r.plan, TargetKind::kMindFormers));
+    const std::string text = ExportPlan(p, r.plan, ExportFormat::kMindFormers, TargetKind::kMindFormers).value();
+    const Plan back = ReadLauncherPlan(text, DetectPlanFormat(text).value(), p, "export").value();
+    EXPECT_EQ(back.option, r.plan.option) << text;
+    EXPECT_TRUE(SimulatePlan(p, back).value().fits);
+  }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Found by the brute force above (disabled until fixed): with decoder layers that differ, a
 // MindFormers stage's options are fixed by its counts, in layer order (full, then both, then one

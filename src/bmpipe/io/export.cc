@@ -98,14 +98,7 @@ Result<std::string> Megatron(const Problem& problem, const Plan& plan, TargetKin
           return false;
         }
         Plan candidate = plan;
-        for (StageIdx s = 0; s < plan.num_stages(); ++s) {
-          int left = setting.space.block;
-          for (LayerIdx l = plan.begin(s); l < plan.end(s); ++l) {
-            const bool blocked = setting.space.block >= 0 && setting.space.block_option[l] >= 0 && left > 0;
-            if (blocked) --left;
-            candidate.option[l] = blocked ? setting.space.block_option[l] : setting.space.FirstAllowed(l);
-          }
-        }
+        setting.space.AssignFixed(candidate);
         const SimResult sim = SimulatePlan(problem, candidate).value();
         if (closest.empty() || (sim.fits && !have.fits) || (sim.fits == have.fits && sim.iteration_ns < have.iteration_ns)) {
           closest = setting.flags;

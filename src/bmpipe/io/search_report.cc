@@ -104,9 +104,11 @@ Json SearchToJson(const SearchOptions& options, const SearchResult& result) {
     j["micro_batches"] = c.micro_batches;
     j["sequence_parallel"] = c.config.sequence_parallel;
     j["distributed_optimizer"] = c.config.distributed_optimizer;
+    if (!c.setting.empty()) j["recompute_setting"] = c.setting;
     return j;
   };
   Json doc;
+  doc["target"] = std::string(TargetOf(options.target).name);
   doc["devices"] = options.devices;
   doc["global_batch_size"] = options.base.global_batch_size;
   doc["seq"] = options.base.seq;

@@ -523,15 +523,7 @@ bool StageSpace::Contains(const Plan& plan) const {
         std::none_of(needs_one_of.begin() + plan.begin(s), needs_one_of.begin() + plan.end(s), [](bool b) { return b; })) {
       return false;
     }
-    if (block >= 0) {
-      int left = block;
-      for (LayerIdx l = plan.begin(s); l < plan.end(s); ++l) {
-        const bool blocked = block_option[l] >= 0 && left > 0;
-        if (blocked) --left;
-        if (plan.option[l] != (blocked ? block_option[l] : FirstAllowed(l))) return false;
-      }
-      continue;
-    }
+    if (block >= 0) continue;  // checked below
     if (families.empty()) continue;
     const bool one = std::any_of(families.begin(), families.end(), [&](const std::vector<std::uint16_t>& family) {
       for (LayerIdx l = plan.begin(s); l < plan.end(s); ++l) {
@@ -541,7 +533,34 @@ bool StageSpace::Contains(const Plan& plan) const {
     });
     if (!one) return false;
   }
+  if (!order.empty()) {
+    for (StageIdx s = 0; s < plan.num_stages(); ++s) {
+      int last = -1;
+      for (LayerIdx l = plan.begin(s); l < plan.end(s); ++l) {
+        const int rank = order[l][plan.option[l]];
+        if (rank < 0) continue;
+        if (rank < last) return false;
+        last = rank;
+      }
+    }
+  }
+  if (block >= 0) {
+    Plan fixed = plan;
+    AssignFixed(fixed);
+    return fixed.option == plan.option;
+  }
   return true;
+}
+
+void StageSpace::AssignFixed(Plan& plan) const {
+  for (StageIdx s = 0; s < plan.num_stages(); ++s) {
+    int left = block;
+    for (LayerIdx l = plan.begin(s); l < plan.end(s); ++l) {
+      const bool blocked = block >= 0 && block_option[l] >= 0 && left > 0;
+      if (blocked) --left;
+      plan.option[l] = blocked ? block_option[l] : FirstAllowed(l);
+    }
+  }
 }
 
 Candidates GenerateCandidates(const Problem& problem, const Schedule& schedule, const CandidateLimits& limits) {

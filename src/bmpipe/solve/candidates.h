@@ -68,12 +68,19 @@ struct StageSpace {
   std::vector<OptionIdx> block_option;
   // When not empty: the layers of which every stage must hold at least one (the decoder layers).
   std::vector<bool> needs_one_of;
+  // When not empty: per layer and option, its rank in the framework's order within a stage (-1:
+  // unordered); a stage's layers take non-decreasing ranks in layer order. Candidate generation
+  // does not see it (it places options freely within runs of identical layers): only Contains.
+  std::vector<std::vector<std::int8_t>> order;
 
-  bool unrestricted() const { return families.empty() && block < 0 && needs_one_of.empty(); }
+  bool unrestricted() const { return families.empty() && block < 0 && needs_one_of.empty() && order.empty(); }
   // The option every layer takes when it has one choice: the first its first family allows.
   OptionIdx FirstAllowed(LayerIdx l) const;
   // Whether `plan` lies in the space.
   bool Contains(const Plan& plan) const;
+  // The options the space fixes on `plan`'s partition: the block rule's, else each layer's first
+  // allowed option (the space's plan when each layer has one choice).
+  void AssignFixed(Plan& plan) const;
 };
 
 // The most memory candidate generation may hold: the Pareto fronts of runs, the mixes of block

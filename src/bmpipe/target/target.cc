@@ -1,6 +1,7 @@
 #include "bmpipe/target/target.h"
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <functional>
@@ -53,6 +54,18 @@ std::optional<TargetSetting> Uniform(const Problem& problem, const ModelShape& s
   }
   setting.space.families.push_back(std::move(family));
   return setting;
+}
+
+// MindFormers' order within a stage, from its first layer: full (0), select and comm together (1),
+// one of them (2), none (3); -1 for an option it has no list for.
+int MindFormersRank(const Layer& layer, OptionIdx o) {
+  const Result<Recompute> r = ParseRecompute(layer.options[o].name);
+  if (!r.ok()) return -1;
+  if (r.value().none()) return 3;
+  if (r.value().full()) return 0;
+  if (r.value().parts == (kMindFormersSelect | kMindFormersComm)) return 1;
+  if (r.value().parts == kMindFormersSelect || r.value().parts == kMindFormersComm) return 2;
+  return -1;
 }
 
 Status CheckPipeline(const Target& target, const Pipeline& pipeline) {
@@ -191,6 +204,12 @@ Status ForEachTargetSetting(const Problem& problem, TargetKind kind, const std::
         setting.space.families.push_back(std::move(family));
       }
       setting.space.needs_one_of.assign(n, false);
+      setting.space.order.assign(n, {});
+      for (LayerIdx l = 0; l < n; ++l) {
+        for (OptionIdx o = 0; o < static_cast<OptionIdx>(problem.layers[l].options.size()); ++o) {
+          setting.space.order[l].push_back(static_cast<std::int8_t>(body(l) ? MindFormersRank(problem.layers[l], o) : -1));
+        }
+      }
       for (LayerIdx l = shape.body_begin; l < shape.body_end; ++l) setting.space.needs_one_of[l] = true;
       offer(setting);
       break;
@@ -250,28 +269,36 @@ namespace {
 // stages have the right counts: Megatron's block rule applied; MindFormers' order (full, then both
 // selective kinds, then one, then none) within each run of identical layers of a stage. Costs
 // do not change: only identical layers swap options.
-Plan Canonical(const Problem& problem, TargetKind kind, const StageSpace& space, Plan plan) {
+std::optional<Plan> Canonical(const Problem& problem, TargetKind kind, const StageSpace& space, Plan plan) {
+  if (space.block >= 0) {
+    space.AssignFixed(plan);
+    return plan;
+  }
+  if (kind != TargetKind::kMindFormers) return plan;
+  // MindFormers' lists are counts per stage: it gives the stage's first layers full recomputation,
+  // the next both selective kinds, then the one kind, then none. The plan it runs from this
+  // plan's counts (the same plan when the stage's decoder layers are identical); nullopt when a
+  // layer lacks the option its position asks for.
+  const ModelShape shape = ShapeOf(problem);
   for (StageIdx s = 0; s < plan.num_stages(); ++s) {
-    if (space.block >= 0) {
-      int left = space.block;
-      for (LayerIdx l = plan.begin(s); l < plan.end(s); ++l) {
-        const bool blocked = space.block_option[l] >= 0 && left > 0;
-        if (blocked) --left;
-        plan.option[l] = blocked ? space.block_option[l] : space.FirstAllowed(l);
-      }
-    } else if (kind == TargetKind::kMindFormers) {
-      for (LayerIdx a = plan.begin(s); a < plan.end(s);) {
-        LayerIdx b = a + 1;
-        while (b < plan.end(s) && SameCosts(problem.layers[a], problem.layers[b])) ++b;
-        const Layer& layer = problem.layers[a];
-        auto order = [&](OptionIdx o) {
-          const Recompute r = ParseRecompute(layer.options[o].name).value();
-          return r.full() ? 0 : r.parts == (kMindFormersSelect | kMindFormersComm) ? 1 : r.none() ? 3 : 2;
-        };
-        std::stable_sort(plan.option.begin() + a, plan.option.begin() + b,
-                         [&](OptionIdx x, OptionIdx y) { return order(x) < order(y); });
-        a = b;
-      }
+    const LayerIdx begin = std::max(plan.begin(s), shape.body_begin), end = std::min(plan.end(s), shape.body_end);
+    std::array<int, 4> count{};
+    Recompute one{kMindFormersSelect};
+    for (LayerIdx l = begin; l < end; ++l) {
+      const OptionIdx o = plan.option[l];
+      ++count[std::max(0, MindFormersRank(problem.layers[l], o))];
+      const Recompute r = ParseRecompute(problem.layers[l].options[o].name).value();
+      if (MindFormersRank(problem.layers[l], o) == 2) one = r;
+    }
+    const std::array<Recompute, 4> meaning = {Recompute{kRecomputeLayer}, Recompute{kMindFormersSelect | kMindFormersComm},
+                                              one, Recompute{}};
+    int rank = 0;
+    for (LayerIdx l = begin; l < end; ++l) {
+      while (count[rank] == 0) ++rank;
+      --count[rank];
+      const OptionIdx o = FindRecompute(problem.layers[l], meaning[rank]);
+      if (o < 0) return std::nullopt;
+      plan.option[l] = o;
     }
   }
   return plan;
@@ -323,11 +350,21 @@ Result<TargetPlan> PlanForTarget(const Problem& problem, TargetKind kind, const 
     bound = std::min(bound, p.bound_ns);
     if (!p.stopped_by.empty() && best.stopped_by.empty()) best.stopped_by = p.stopped_by;
     if (p.status == PlanStatus::kNoPlan) return true;
-    const Plan canonical = Canonical(problem, kind, setting.space, p.plan);
-    const TimeNs time = SimulatePlan(problem, canonical).value().iteration_ns;
+    const std::optional<Plan> canonical = Canonical(problem, kind, setting.space, p.plan);
+    const SimResult sim = canonical ? SimulatePlan(problem, *canonical).value() : SimResult{};
+    if (!canonical || !sim.fits) {
+      // The framework's order on stages of unlike layers runs another plan, which does not fit:
+      // nothing found for this setting (the bound still holds).
+      if (best.stopped_by.empty()) best.stopped_by = "the framework's layer order within mixed stages";
+      return true;
+    }
+    if (sim.iteration_ns != p.iteration_ns && best.stopped_by.empty()) {
+      best.stopped_by = "the framework's layer order within mixed stages (the plan is what it runs, not proven optimal)";
+    }
+    const TimeNs time = sim.iteration_ns;
     if (!any_plan || time < best.iteration_ns) {
       any_plan = true;
-      best.plan = canonical;
+      best.plan = *canonical;
       best.iteration_ns = time;
       best.objective_ns = p.objective_ns;
       best.solver = p.solver;
