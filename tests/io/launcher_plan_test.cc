@@ -120,8 +120,12 @@ void CheckRoundTrips(const Problem& problem, const Plan& plan, bool exact) {
     EXPECT_EQ(back.value().stage_begin, plan.stage_begin);
     if (format == ExportFormat::kMindFormers && !TargetRunsPlan(problem, plan, TargetKind::kMindFormers)) {
       // An option MindFormers has no list for (tiny's 'selective', core attention) is exported as
-      // full recomputation, and the export says so.
-      EXPECT_NE(text.value().find("has no MindFormers list"), std::string::npos) << text.value();
+      // full recomputation; a stage with both select-only and comm-only layers runs otherwise from
+      // MindFormers' counts. Either the export says so with what it runs, or what it runs is as fast.
+      EXPECT_TRUE(text.value().find("has no MindFormers list") != std::string::npos ||
+                  text.value().find("NOT the plan") != std::string::npos ||
+                  Iteration(problem, back.value()) == Iteration(problem, plan))
+          << text.value();
     } else if (format == ExportFormat::kMindFormers) {
       // MindFormers counts options from each stage's first layer: the same options per stage.
       for (StageIdx s = 0; s < plan.num_stages(); ++s) EXPECT_EQ(StageOptions(back.value(), s), StageOptions(plan, s));
