@@ -3,7 +3,7 @@
 # case and target, bmpipe plans for the target and writes tests/golden/exports/<case>-<target>/
 # with problem.json, plan.json, the target's export and (pipelining targets) schedule.csv.
 #
-#   scripts/export-goldens.sh        # needs build/bmpipe (scripts/test.sh or scripts/run-example.sh builds it)
+#   scripts/export-goldens.sh [CASE...]   # all cases, or these; needs build/bmpipe (scripts/test.sh builds it)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bmpipe=build/bmpipe
@@ -28,8 +28,8 @@ declare -A targets=(
   [llama3-405b-pp16-vpp2]="megatron torchtitan mindformers torch"
   [qwen2-7b-pp8]="megatron deepspeed torchtitan mindformers"
   [gpt3-175b-pp16]="megatron deepspeed"
-  [mindformers-demo]="mindformers megatron"
-  [mindformers-demo-vpp3]="mindformers megatron"
+  [mindformers-demo]="mindformers"
+  [mindformers-demo-vpp3]="mindformers"
   [gpt3-175b-pp16-loose]="megatron torchtitan"
   [llama3-70b-pp8]="megatron deepspeed mindformers"
   [llama3-405b-pp16]="megatron deepspeed torchtitan"
@@ -39,7 +39,10 @@ declare -A format=([megatron]=megatron [megatron-local]=megatron [deepspeed]=dee
 declare -A file=([megatron]=megatron.args [deepspeed]=deepspeed.py [torchtitan]=torchtitan.args
                  [mindformers]=mindformers.yaml [csv]=schedule.csv)
 
-for c in $(printf '%s\n' "${!cases[@]}" | sort); do
+selected=("$@")
+[[ ${#selected[@]} -gt 0 ]] || mapfile -t selected < <(printf '%s\n' "${!cases[@]}" | sort)
+for c in "${selected[@]}"; do
+  [[ -n ${cases[$c]:-} ]] || { echo "export-goldens: unknown case $c" >&2; exit 2; }
   for t in ${targets[$c]}; do
     dir=$out/$c-$t
     rm -rf "$dir"

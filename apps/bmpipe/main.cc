@@ -384,6 +384,14 @@ int RunPlan(const PlanArgs& args) {
     for (const auto& [label, value] : TargetLines(chosen.value(), planned.value(), any)) {
       std::cerr << "bmpipe: " << label << ": " << value << "\n";
     }
+    const bool any_fits = any && (any->planner.status == PlanStatus::kOptimal || any->planner.status == PlanStatus::kFeasible);
+    if (any_fits) {
+      // The problem fits; the target's settings do not.
+      std::cerr << "bmpipe: no plan " << TargetOf(chosen.value().kind).name
+                << " runs unmodified fits in memory: its recomputation settings save too little here; another --target, "
+                   "or the problem's options (a 'full' option for Megatron's full recomputation) would help\n";
+      return kExitNoFit;
+    }
     std::cerr << "bmpipe: " << DescribeShortfall(pb, DiagnoseMemory(pb)) << "\n";
     if (!args.model.model.empty()) {
       std::cerr << "bmpipe: in the setup's terms: more pipeline stages (--pp) or tensor parallelism (--tp), "
