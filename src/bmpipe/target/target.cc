@@ -154,6 +154,17 @@ Status ForEachTargetSetting(const Problem& problem, TargetKind kind, const std::
   const ModelShape shape = ShapeOf(problem);
   const int n = problem.num_layers();
   auto body = [&](LayerIdx l) { return l >= shape.body_begin && l < shape.body_end; };
+  // A family: decoder layers take the options `keep` accepts, the others (and decoder layers
+  // without such an option) their NoneOption.
+  auto BodyFamily = [&](const std::function<bool(Recompute)>& keep) {
+    std::vector<std::uint16_t> family(n);
+    for (LayerIdx l = 0; l < n; ++l) {
+      const Layer& layer = problem.layers[l];
+      family[l] = body(l) ? Mask(layer, keep) : 0;
+      if (family[l] == 0) family[l] = Only(NoneOption(layer));
+    }
+    return family;
+  };
   int settings = 0;
   bool more = true;
   auto offer = [&](const TargetSetting& s) {
@@ -165,12 +176,7 @@ Status ForEachTargetSetting(const Problem& problem, TargetKind kind, const std::
       TargetSetting setting;
       if (kind == TargetKind::kDeepSpeed) {
         // Whole-layer checkpointing, chosen per layer.
-        std::vector<std::uint16_t> family(n);
-        for (LayerIdx l = 0; l < n; ++l) {
-          family[l] = body(l) ? Mask(problem.layers[l], [](Recompute r) { return r.none() || r.full(); }) : 0;
-          if (family[l] == 0) family[l] = Only(NoneOption(problem.layers[l]));
-        }
-        setting.space.families.push_back(std::move(family));
+        setting.space.families.push_back(BodyFamily([](Recompute r) { return r.none() || r.full(); }));
       } else if (kind == TargetKind::kTorch) {
         std::vector<std::uint16_t> family(n);
         for (LayerIdx l = 0; l < n; ++l) {
@@ -191,17 +197,9 @@ Status ForEachTargetSetting(const Problem& problem, TargetKind kind, const std::
       // select-only layers or comm-only layers, not both.
       TargetSetting setting;
       for (const unsigned one : {kMindFormersSelect, kMindFormersComm}) {
-        std::vector<std::uint16_t> family(n);
-        for (LayerIdx l = 0; l < n; ++l) {
-          family[l] = body(l) ? Mask(problem.layers[l],
-                                     [&](Recompute r) {
-                                       return r.none() || r.full() || r.parts == one ||
-                                              r.parts == (kMindFormersSelect | kMindFormersComm);
-                                     })
-                              : Only(NoneOption(problem.layers[l]));
-          if (family[l] == 0) family[l] = Only(NoneOption(problem.layers[l]));
-        }
-        setting.space.families.push_back(std::move(family));
+        setting.space.families.push_back(BodyFamily([&](Recompute r) {
+          return r.none() || r.full() || r.parts == one || r.parts == (kMindFormersSelect | kMindFormersComm);
+        }));
       }
       setting.space.needs_one_of.assign(n, false);
       setting.space.order.assign(n, {});
