@@ -216,8 +216,10 @@ Result<PlannerResult> PlanPipeline(const Problem& problem, const PlannerOptions&
   }
   if (r.status == PlanStatus::kNoPlan) {
     // A limit stopped the run before any plan: the quick plan, simulated, if one fits.
-    std::optional<QuickPlan> quick = FindQuickPlan(problem, schedule, Deadline::In(kQuickPlanGraceS));
-    if (quick && !options.space.Contains(quick->plan)) quick.reset();
+    // (Its plans put one option on every layer, rarely in a restricted space: not tried there.)
+    const std::optional<QuickPlan> quick = options.space.unrestricted()
+                                               ? FindQuickPlan(problem, schedule, Deadline::In(kQuickPlanGraceS))
+                                               : std::nullopt;
     if (quick) {
       r.plan = quick->plan;
       r.iteration_ns = quick->iteration_ns;

@@ -21,7 +21,8 @@ enum class PlannerKind {
 struct PlannerOptions {
   PlannerKind kind = PlannerKind::kBranchAndBound;
   // Bounds all of the run: candidate generation, the search, CBC. When it stops the run before any
-  // plan, the quick plan (quick_plan.h) is returned if one fits (with the proven bound).
+  // plan, the quick plan (quick_plan.h) is returned if one fits (with the proven bound; without
+  // a restricted `space` only).
   double time_limit_s = 60;
   // How a stop by time_limit_s is named (default "time limit T s"), when it is part of a larger one.
   std::string time_limit_name;
