@@ -1,5 +1,7 @@
 #include "bmpipe/cost/training_setup.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "bmpipe/cost/layer_ops.h"
@@ -18,6 +20,19 @@ std::string Divisors(int n, int limit) {
 }
 
 }  // namespace
+
+std::string_view PrecisionName(Precision p) { return p == Precision::kFp8 ? "fp8" : "bf16"; }
+std::string_view StateDtypeName(StateDtype d) { return d == StateDtype::kBf16 ? "bf16" : "fp32"; }
+
+int ZeroStage(const TrainingSetup& setup) { return std::max(setup.zero, setup.distributed_optimizer ? 1 : 0); }
+
+int ExpertTensorParallel(const TrainingSetup& setup) { return setup.etp > 0 ? setup.etp : setup.tp; }
+
+int ExpertDataParallel(const TrainingSetup& setup) {
+  const long stage = static_cast<long>(setup.tp) * setup.cp * setup.dp;
+  const long expert = static_cast<long>(setup.ep) * ExpertTensorParallel(setup);
+  return expert > 0 && stage % expert == 0 ? static_cast<int>(stage / expert) : 1;
+}
 
 Bytes ReservedBytesDefault(const DeviceSpec& device) {
   return (Bytes{1} << 30) + device.memory_bytes / 20;

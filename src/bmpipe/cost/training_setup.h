@@ -4,6 +4,7 @@
 
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "bmpipe/core/error.h"
@@ -20,17 +21,37 @@ inline constexpr int kMaxDataParallel = 1 << 24;
 inline constexpr int kMaxBatch = 1 << 24;       // sequences, per micro-batch or per iteration
 inline constexpr int kMaxSequence = 1 << 24;    // tokens
 
+// Number formats of the state a training run keeps.
+enum class Precision { kBf16, kFp8 };        // the GEMMs' inputs (FP8: Transformer Engine's delayed scaling)
+enum class StateDtype { kFp32, kBf16 };      // gradients, optimizer moments
+std::string_view PrecisionName(Precision p);  // "bf16", "fp8"
+std::string_view StateDtypeName(StateDtype d);  // "fp32", "bf16"
+
 struct TrainingSetup {
   int tp = 1;   // tensor-parallel size (within a node, as Megatron places it)
   int pp = 1;   // pipeline-parallel size: ranks of the pipeline
   int dp = 1;   // data-parallel size
   int vpp = 1;  // model chunks per pipeline rank (virtual stages); > 1 means interleaved 1F1B
+  int cp = 1;   // context-parallel size: the sequence split over cp ranks (ring attention)
+  int ep = 1;   // expert-parallel size: each MoE layer's routed experts split over ep ranks
+  int etp = 0;  // expert tensor-parallel size; 0: the same as tp (Megatron's default)
   int micro_batch_size = 1;   // sequences per micro-batch
   int global_batch_size = 0;  // sequences per iteration, over all data-parallel replicas
   int seq = 0;                // sequence length in tokens
   bool sequence_parallel = false;
   bool flash_attention = false;
   bool distributed_optimizer = false;  // optimizer state sharded over data parallel (ZeRO-1)
+  int zero = 0;  // ZeRO stage 0..3; distributed_optimizer means at least 1 (see ZeroStage)
+  Precision precision = Precision::kBf16;
+  StateDtype grad_dtype = StateDtype::kFp32;       // the main gradients the optimizer reads
+  StateDtype optimizer_dtype = StateDtype::kFp32;  // Adam's two moments (master weights stay fp32)
+  double tp_comm_overlap = 0;  // fraction of the tensor-parallel collectives hidden behind GEMMs
+  bool offload_optimizer = false;  // optimizer state and step on the host (ZeRO-Offload)
+  // MoE routing: 0 = dropless; else each expert takes at most capacity x its even share of tokens.
+  double moe_capacity_factor = 0;
+  // Dropless: the busiest expert's tokens over the even share (the critical path of the grouped GEMM).
+  double moe_imbalance = 1.0;
+  Bytes headroom_bytes = 0;  // memory every rank must leave free beyond the reserve (--memory-headroom-gb)
   bool gpipe = false;                  // GPipe instead of (interleaved) 1F1B
   std::optional<Bytes> reserved_bytes;  // default: ReservedBytesDefault(device)
   double dp_overlap = 0;   // fraction of the data-parallel gradient sync hidden behind compute
@@ -39,6 +60,13 @@ struct TrainingSetup {
   // RecomputeOptionNames(), or several joined by '+').
   std::vector<std::string> recompute = {"none", "selective", "attn", "mlp", "norm", "full"};
 };
+
+// The ZeRO stage the setup runs: `zero`, or 1 with the distributed optimizer.
+int ZeroStage(const TrainingSetup& setup);
+// Expert tensor-parallel size (etp, or tp when 0) and expert data-parallel size: the devices of
+// one pipeline stage (tp x cp x dp) over ep x etp.
+int ExpertTensorParallel(const TrainingSetup& setup);
+int ExpertDataParallel(const TrainingSetup& setup);
 
 // Framework context, communication buffers and allocator fragmentation (Megatron reports about
 // 5 %): 1 GiB plus 5 % of the device memory.

@@ -18,12 +18,14 @@ struct Efficiencies {
   double attention = 0.50;  // fused (flash) attention kernels
   double memory = 0.80;     // streaming elementwise kernels, of the HBM bandwidth
   double link = 0.80;       // collectives and p2p, of the link bandwidth
+  double fp8_gemm = 0.55;   // FP8 matrix multiplies, of the FP8 peak (scaling and casts included)
 };
 
 struct DeviceSpec {
   std::string name;
   bool approximate = false;  // figures from secondary sources; say so in reports
   double peak_flops = 0;     // dense BF16/FP16 FLOP/s
+  double peak_fp8_flops = 0;  // dense FP8 FLOP/s; 0: the device has no FP8 matrix units
   Bytes memory_bytes = 0;    // device memory the framework can see
   double memory_bandwidth_bytes_per_s = 0;
   int devices_per_node = 8;
@@ -31,6 +33,11 @@ struct DeviceSpec {
   double intra_node_latency_s = 0;
   double inter_node_bandwidth_bytes_per_s = 0;  // per device, one direction
   double inter_node_latency_s = 0;
+  // Between the device and its host, for offloading: per device, one direction (PCIe Gen5 x16
+  // about 55 GB/s in practice; NVLink-C2C on GB200 far more), and the host memory one device may
+  // use (the node's memory divided by its devices).
+  double host_bandwidth_bytes_per_s = 0;
+  Bytes host_memory_bytes = 0;
   Efficiencies efficiency;
 };
 
