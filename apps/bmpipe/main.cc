@@ -89,10 +89,21 @@ Status StageSvg(OutputFiles& files, const std::string& path, const Problem& prob
 }
 
 // The cost-model form of a problem: a model, a device and a training setup.
+// The setup's switches given as words or in GB on the command line (plan, simulate, compare and
+// search share them).
+struct SetupWords {
+  std::string precision = "bf16";
+  std::string grad_dtype = "fp32";
+  std::string optimizer_dtype = "fp32";
+  std::vector<std::string> offload;
+  double headroom_gb = 0;
+};
+
 struct ModelArgs {
   std::string model;
   std::string device;
   TrainingSetup setup;
+  SetupWords words;
   bool recompute_given = false;  // --recompute was on the command line
   std::string schedule = "1f1b";
   double reserved_gb = -1;  // < 0: the default
@@ -101,6 +112,34 @@ struct ModelArgs {
 
 Result<Problem> BuildModelProblem(const ModelArgs& args, std::vector<std::pair<std::string, std::string>>& lines,
                                   OutputFiles& files, const std::vector<TargetKind>& targets);
+
+// The words into the setup: --precision, --grad-dtype, --optimizer-dtype, --offload,
+// --memory-headroom-gb.
+Status ApplySetupWords(const SetupWords& w, TrainingSetup& setup) {
+  setup.precision = w.precision == "fp8" ? Precision::kFp8 : Precision::kBf16;
+  setup.grad_dtype = w.grad_dtype == "bf16" ? StateDtype::kBf16 : StateDtype::kFp32;
+  setup.optimizer_dtype = w.optimizer_dtype == "bf16" ? StateDtype::kBf16 : StateDtype::kFp32;
+  for (const std::string& what : w.offload) {
+    if (what == "optimizer") setup.offload_optimizer = true;
+    if (what == "activations") {
+      // Offloading is offered beside every recomputation option that keeps anything.
+      std::vector<std::string> with = setup.recompute;
+      for (const std::string& option : setup.recompute) {
+        if (option == "full") continue;
+        const std::string offloaded = option == "none" ? "offload" : option + "+offload";
+        if (std::find(with.begin(), with.end(), offloaded) == with.end()) with.push_back(offloaded);
+      }
+      setup.recompute = std::move(with);
+    }
+  }
+  const std::optional<Bytes> headroom = CheckedBytes(w.headroom_gb * 1e9);
+  if (!headroom || w.headroom_gb < 0) {
+    return InvalidInput(fmt::format("--memory-headroom-gb {:g} must be between 0 and {:g} GB", w.headroom_gb,
+                                    kMaxInputBytes / 1e9));
+  }
+  setup.headroom_bytes = *headroom;
+  return {};
+}
 
 // --reserved-gb in bytes; `gb` < 0 (the flag not given) leaves the default.
 Status SetReservedBytes(double gb, TrainingSetup& setup) {
@@ -255,6 +294,7 @@ Result<Problem> BuildModelProblem(const ModelArgs& args, std::vector<std::pair<s
   setup.gpipe = args.schedule == "gpipe";
   if (!args.recompute_given) AddTargetOptions(targets, setup.recompute);
   if (Status reserved = SetReservedBytes(args.reserved_gb, setup); !reserved.ok()) return reserved.error();
+  if (Status words = ApplySetupWords(args.words, setup); !words.ok()) return words.error();
   Result<Problem> problem = BuildProblem(model.value(), device.value(), setup);
   if (!problem.ok()) return problem.error();
   const ParameterCounts counts = CountParameters(model.value());
@@ -708,6 +748,52 @@ int RunValidate(const std::string& path, bool json, bool markdown, const std::st
 
 std::string Joined(const std::vector<std::string>& names) { return fmt::format("{}", fmt::join(names, ", ")); }
 
+// Context and expert parallelism, precision, state dtypes, sharding, overlap, offloading and
+// headroom; `wrap` puts each option in its group.
+template <typename Wrap>
+void AddSetupOptions(CLI::App& cmd, TrainingSetup& setup, SetupWords& words, Wrap wrap) {
+  wrap(cmd.add_option("--cp", setup.cp, "Context-parallel size: the sequence split over cp ranks (ring attention; needs "
+                                        "--flash-attn)")
+           ->capture_default_str());
+  wrap(cmd.add_option("--ep", setup.ep, "Expert-parallel size: each MoE layer's routed experts split over ep ranks "
+                                        "(ep x etp divides tp x cp x dp)")
+           ->capture_default_str());
+  wrap(cmd.add_option("--etp", setup.etp, "Expert tensor-parallel size (default: the same as --tp)"));
+  wrap(cmd.add_option("--moe-imbalance", setup.moe_imbalance,
+                      "Dropless MoE: the busiest expert's tokens over the even share")
+           ->capture_default_str());
+  wrap(cmd.add_option("--moe-capacity-factor", setup.moe_capacity_factor,
+                      "MoE expert capacity over the even share (0: dropless, then --moe-imbalance applies)")
+           ->capture_default_str());
+  wrap(cmd.add_option("--precision", words.precision, "GEMM precision of the linear layers: bf16, or fp8 (Transformer "
+                                                      "Engine; 2 more bytes per parameter for its weight caches)")
+           ->check(CLI::IsMember({"bf16", "fp8"}))
+           ->capture_default_str());
+  wrap(cmd.add_option("--grad-dtype", words.grad_dtype, "Main gradients: fp32 or bf16")
+           ->check(CLI::IsMember({"fp32", "bf16"}))
+           ->capture_default_str());
+  wrap(cmd.add_option("--optimizer-dtype", words.optimizer_dtype,
+                      "Adam's moments: fp32 or bf16 (master weights stay fp32)")
+           ->check(CLI::IsMember({"fp32", "bf16"}))
+           ->capture_default_str());
+  wrap(cmd.add_option("--zero", setup.zero, "ZeRO stage: 0, 1 (optimizer state sharded over dp x cp, as "
+                                            "--distributed-optimizer), 2 (and gradients), 3 (and parameters: FSDP)")
+           ->check(CLI::Range(0, 3))
+           ->capture_default_str());
+  wrap(cmd.add_option("--tp-comm-overlap", setup.tp_comm_overlap,
+                      "Fraction of the tensor-parallel collectives hidden behind GEMMs (0..1; Megatron's default "
+                      "is 0, --tp-comm-overlap with userbuffers hides most)")
+           ->capture_default_str());
+  wrap(cmd.add_option("--offload", words.offload,
+                      "What goes to host memory (comma-separated): activations (offered per layer beside "
+                      "recomputation), optimizer (state and step on the CPU)")
+           ->delimiter(',')
+           ->check(CLI::IsMember({"activations", "optimizer"})));
+  wrap(cmd.add_option("--memory-headroom-gb", words.headroom_gb,
+                      "Memory every rank must leave free beyond the reserve, in GB")
+           ->capture_default_str());
+}
+
 // --model, --device and the training setup: the problem from the analytic cost model.
 void AddModelOptions(CLI::App& cmd, ModelArgs& m, CLI::Option* problem_opt) {
   const std::string group = "Cost model (instead of --problem)";
@@ -751,7 +837,8 @@ void AddModelOptions(CLI::App& cmd, ModelArgs& m, CLI::Option* problem_opt) {
   needs_model(cmd.add_option("--dp-overlap", m.setup.dp_overlap,
                              "Fraction of the data-parallel gradient sync hidden behind the backward (0..1)")
                   ->capture_default_str());
-  needs_model(cmd.add_option("--devices", m.setup.devices, "Total devices; checked against tp x pp x dp"));
+  needs_model(cmd.add_option("--devices", m.setup.devices, "Total devices; checked against tp x cp x pp x dp"));
+  AddSetupOptions(cmd, m.setup, m.words, needs_model);
   needs_model(cmd.add_option("--dump-problem", m.dump_problem,
                              "Write the problem the cost model built (DESIGN.md §4.1) to this file, to re-run with "
                              "--problem, share or edit"));

@@ -126,13 +126,16 @@ TEST(Search, MetricsOfTheBestConfiguration) {
   const double seconds = static_cast<double>(best.planner.iteration_ns) / 1e9;
   EXPECT_DOUBLE_EQ(best.tokens_per_s, 16.0 * 2048 / seconds);
   // Model FLOPs: 6 per parameter in a matrix product (all but the embedding lookup) per token,
-  // plus the attention scores (12 L s h per token, the full square); norms and activations add
-  // a little.
+  // plus the attention scores as the causal kernel runs them (6 L s h per token, half the
+  // square; 12 L s h with the whole square); norms and activations add a little.
   const ParameterCounts counts = CountParameters(c.model);
   const double tokens = 16.0 * 2048;
-  const double expected = 6.0 * static_cast<double>(counts.total - counts.embedding) * tokens +
-                          12.0 * c.model.layers * 2048 * c.model.hidden * tokens;
-  EXPECT_NEAR(r.model_flops / expected, 1.0, 0.02);
+  const double matrices = 6.0 * static_cast<double>(counts.total - counts.embedding) * tokens;
+  const double square = 12.0 * c.model.layers * 2048 * c.model.hidden * tokens;
+  EXPECT_NEAR(r.model_flops / (matrices + square / 2), 1.0, 0.02);
+  TrainingSetup setup = c.options.base;
+  EXPECT_NEAR(ModelFlopsPerIteration(c.model, c.device, setup, AttentionFlops::kFull) / (matrices + square), 1.0, 0.02);
+  EXPECT_DOUBLE_EQ(ModelFlopsPerIteration(c.model, c.device, setup, AttentionFlops::kCausal), r.model_flops);
   EXPECT_NEAR(best.mfu, r.model_flops / (seconds * 8 * c.device.peak_flops), 1e-12);
   EXPECT_GT(best.mfu, 0.05);
   EXPECT_LT(best.mfu, 0.8);

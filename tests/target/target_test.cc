@@ -368,7 +368,7 @@ std::vector<BruteCase> BruteCases() {
        [=] {
          std::vector<Layer> d = {Decoder("decoder", 100, 1, all), Decoder("decoder", 100, 1, all),
                                  Decoder("wide", 200, 2, all), Decoder("decoder", 100, 1, all)};
-         return WithMemory(Small(ScheduleKind::kOneFOneB, 3, 1, 6, d, 100, {"none", "full", "offload"}), 7000);
+         return WithMemory(Small(ScheduleKind::kOneFOneB, 3, 1, 6, d, 100, {"none", "full", "swap"}), 7000);
        },
        {}, true},
       // Mixed decoders interleaved.

@@ -14,25 +14,49 @@ namespace {
 constexpr double kActivationBytes = 2;  // 16-bit activations
 constexpr double kMaskBytes = 1;        // dropout masks
 
+// A group of `size` consecutive-in-rank-order devices, `stride` ranks apart, and the link it uses:
+// NVLink while the whole group lies inside one node, the network otherwise.
+struct GroupLink {
+  double bandwidth = 0, latency = 0;  // the slower link's; bandwidth with the link efficiency
+  double intra_bandwidth = 0, inter_bandwidth = 0;
+  int size = 1, per_node = 1;  // members, and members sharing a node
+  GroupLink(const DeviceSpec& d, int size_, int stride) : size(size_) {
+    const long span = static_cast<long>(size_) * stride;
+    per_node = span <= d.devices_per_node ? size_ : std::max(1, d.devices_per_node / std::max(1, stride));
+    intra_bandwidth = d.intra_node_bandwidth_bytes_per_s * d.efficiency.link;
+    inter_bandwidth = d.inter_node_bandwidth_bytes_per_s * d.efficiency.link;
+    const bool inside = per_node >= size_;
+    bandwidth = inside ? intra_bandwidth : inter_bandwidth;
+    latency = inside ? d.intra_node_latency_s : d.inter_node_latency_s;
+  }
+  // An all-to-all in which every member sends `bytes` spread evenly over the group (its own share
+  // stays): the parts to the node's other members and to other nodes move at once, each on its link.
+  double AllToAll(double bytes) const {
+    if (size <= 1) return 0;
+    const double intra = bytes * (per_node - 1) / size / intra_bandwidth;
+    const double inter = bytes * (size - per_node) / size / inter_bandwidth;
+    return std::max(intra, inter) + latency;
+  }
+};
+
 // Sizes every op of a layer shares.
 struct Shape {
   const ModelSpec& model;
   const DeviceSpec& device;
   const TrainingSetup& setup;
-  double tokens;     // T = s x b
-  double seq;        // s
+  double tokens;     // T = s x b / cp: this rank's share of the micro-batch's tokens
+  double seq;        // s: the keys a query may attend to before masking (the whole sequence)
   int t;             // tensor-parallel size
   double sp;         // t with sequence parallelism, else 1: the division of the non-TP regions
-  double tp_bandwidth, tp_latency;
+  double exposed;    // 1 - tp_comm_overlap: the part of a tensor-parallel collective not hidden
+  bool fp8;          // linear layers run FP8 GEMMs
+  GroupLink tp, cp, ep, etp;
 
   Shape(const ModelSpec& m, const DeviceSpec& d, const TrainingSetup& s)
-      : model(m), device(d), setup(s), tokens(static_cast<double>(s.seq) * s.micro_batch_size), seq(s.seq), t(s.tp),
-        sp(s.sequence_parallel ? s.tp : 1) {
-    const bool inside_node = s.tp <= d.devices_per_node;
-    tp_bandwidth = (inside_node ? d.intra_node_bandwidth_bytes_per_s : d.inter_node_bandwidth_bytes_per_s) *
-                   d.efficiency.link;
-    tp_latency = inside_node ? d.intra_node_latency_s : d.inter_node_latency_s;
-  }
+      : model(m), device(d), setup(s), tokens(static_cast<double>(s.seq) * s.micro_batch_size / s.cp), seq(s.seq),
+        t(s.tp), sp(s.sequence_parallel ? s.tp : 1), exposed(1 - s.tp_comm_overlap),
+        fp8(s.precision == Precision::kFp8), tp(d, s.tp, 1), cp(d, s.cp, s.tp),
+        ep(d, s.ep, ExpertTensorParallel(s)), etp(d, ExpertTensorParallel(s), 1) {}
   // A full activation of width `width` (T x width x 2 bytes): in the tensor-parallel region when
   // `sharded`, otherwise in the sequence-parallel one.
   double Activation(double width, bool sharded) const {
@@ -41,17 +65,17 @@ struct Shape {
   // The collectives that enter and leave a tensor-parallel region, on a T x h activation: an
   // all-gather in and a reduce-scatter out with sequence parallelism, else nothing in and an
   // all-reduce out. Forward enters at a column-parallel GEMM and leaves at a row-parallel one; the
-  // backward runs the opposite collectives.
+  // backward runs the opposite collectives. Only the part not overlapped with GEMMs counts.
   double Enter() const {
     if (t == 1 || !setup.sequence_parallel) return 0;
-    return AllGatherSeconds(tokens * model.hidden * kActivationBytes, t, tp_bandwidth, tp_latency);
+    return exposed * AllGatherSeconds(tokens * model.hidden * kActivationBytes, t, tp.bandwidth, tp.latency);
   }
   double Leave() const {
     if (t == 1) return 0;
     const double bytes = tokens * model.hidden * kActivationBytes;
     // A reduce-scatter costs what an all-gather does.
-    return setup.sequence_parallel ? AllGatherSeconds(bytes, t, tp_bandwidth, tp_latency)
-                                   : AllReduceSeconds(bytes, t, tp_bandwidth, tp_latency);
+    return exposed * (setup.sequence_parallel ? AllGatherSeconds(bytes, t, tp.bandwidth, tp.latency)
+                                              : AllReduceSeconds(bytes, t, tp.bandwidth, tp.latency));
   }
 };
 
@@ -111,21 +135,47 @@ class GraphBuilder {
     return i;
   }
 
+  // A linear layer's GEMM: FP8 when the setup runs FP8.
+  int Linear(const std::string& name, std::vector<std::string> groups, std::vector<int> inputs,
+             const std::vector<Out>& outputs, std::vector<int> saved, double flops, double weight_bytes) {
+    const int i = Gemm(name, std::move(groups), std::move(inputs), outputs, std::move(saved), flops, weight_bytes);
+    graph_.ops[i].fp8 = shape_.fp8;
+    return i;
+  }
+
   LayerGraph Finish() {
     const DeviceSpec& d = shape_.device;
+    const double bytes_per_s = d.memory_bandwidth_bytes_per_s * d.efficiency.memory;
     for (LayerOp& op : graph_.ops) {
       const double efficiency = op.kind == OpClass::kFusedAttention ? d.efficiency.attention : d.efficiency.gemm;
-      const double flops_per_s = d.peak_flops * efficiency;
-      const double bytes_per_s = d.memory_bandwidth_bytes_per_s * d.efficiency.memory;
-      op.forward_s = std::max(op.forward_flops / flops_per_s, op.forward_bytes / bytes_per_s) + op.forward_comm_s;
-      op.backward_s = std::max(op.backward_flops / flops_per_s, op.backward_bytes / bytes_per_s) + op.backward_comm_s;
+      const double flops_per_s = op.fp8 ? d.peak_fp8_flops * d.efficiency.fp8_gemm : d.peak_flops * efficiency;
+      const double forward = std::max(op.forward_flops / flops_per_s, op.forward_bytes / bytes_per_s);
+      const double backward = std::max(op.backward_flops / flops_per_s, op.backward_bytes / bytes_per_s);
+      op.forward_s = std::max(forward, op.hidden_forward_comm_s) + op.forward_comm_s;
+      op.backward_s = std::max(backward, op.hidden_backward_comm_s) + op.backward_comm_s;
+    }
+    // An FP8 GEMM keeps its input for the backward as FP8 (Transformer Engine): a tensor that only
+    // FP8 GEMMs save takes half its 16-bit bytes.
+    std::vector<int> savers(graph_.tensors.size(), 0), fp8_savers(graph_.tensors.size(), 0);
+    for (const LayerOp& op : graph_.ops) {
+      for (int t : op.saved) {
+        ++savers[t];
+        if (op.fp8) ++fp8_savers[t];
+      }
+    }
+    for (std::size_t t = 0; t < graph_.tensors.size(); ++t) {
+      OpTensor& tensor = graph_.tensors[t];
+      tensor.saved_bytes = savers[t] > 0 && savers[t] == fp8_savers[t] ? tensor.bytes / 2 : tensor.bytes;
+    }
+    if (shape_.device.host_bandwidth_bytes_per_s > 0) {
+      graph_.host_bandwidth_bytes_per_s = shape_.device.host_bandwidth_bytes_per_s * d.efficiency.link;
     }
     return std::move(graph_);
   }
 
  private:
   int AddTensor(const std::string& name, double bytes, int producer) {
-    graph_.tensors.push_back({name, bytes, producer});
+    graph_.tensors.push_back({name, bytes, bytes, producer});
     return static_cast<int>(graph_.tensors.size()) - 1;
   }
   const Shape& shape_;
@@ -161,7 +211,7 @@ int Attention(GraphBuilder& g, const Shape& s, int x) {
   const double weight = kActivationBytes / s.t;
   int q = -1, k = -1, v = -1;
   if (!m.latent.enabled()) {
-    const int qkv = g.Gemm("qkv", attn, {x},
+    const int qkv = g.Linear("qkv", attn, {x},
                            {{"q", s.Activation(a * dh, true)}, {"k", s.Activation(kv * dh, true)},
                             {"v", s.Activation(kv * dv, true)}},
                            {x}, 2 * T * h * (a * dh + kv * dh + kv * dv) / s.t, h * (a * dh + kv * (dh + dv)) * weight);
@@ -176,21 +226,21 @@ int Attention(GraphBuilder& g, const Shape& s, int x) {
     const LatentAttention& l = m.latent;
     int q_in = x;
     double q_in_width = h;
-    const int kv_down = g.Gemm("kv_down", attn, {x}, {{"kv_latent", T * (l.kv_lora_rank + l.qk_rope_head_dim) * kActivationBytes}},
+    const int kv_down = g.Linear("kv_down", attn, {x}, {{"kv_latent", T * (l.kv_lora_rank + l.qk_rope_head_dim) * kActivationBytes}},
                                {x}, 2 * T * h * (l.kv_lora_rank + l.qk_rope_head_dim),
                                h * (l.kv_lora_rank + l.qk_rope_head_dim) * kActivationBytes);
     g.op(kv_down).forward_comm_s = s.Enter();
     g.op(kv_down).backward_comm_s = s.Leave();
     if (l.q_lora_rank > 0) {
-      const int q_down = g.Gemm("q_down", attn, {x}, {{"q_latent", T * l.q_lora_rank * kActivationBytes}}, {x},
+      const int q_down = g.Linear("q_down", attn, {x}, {{"q_latent", T * l.q_lora_rank * kActivationBytes}}, {x},
                                 2 * T * h * l.q_lora_rank, h * l.q_lora_rank * kActivationBytes);
       q_in = g.output(q_down);
       q_in_width = l.q_lora_rank;
     }
-    const int q_up = g.Gemm("q_up", attn, {q_in}, {{"q", s.Activation(a * dh, true)}}, {q_in},
+    const int q_up = g.Linear("q_up", attn, {q_in}, {{"q", s.Activation(a * dh, true)}}, {q_in},
                             2 * T * q_in_width * a * dh / s.t, q_in_width * a * dh * weight);
     const int kv_latent = g.output(kv_down);
-    const int kv_up = g.Gemm("kv_up", attn, {kv_latent}, {{"k", s.Activation(a * dh, true)}, {"v", s.Activation(a * dv, true)}},
+    const int kv_up = g.Linear("kv_up", attn, {kv_latent}, {{"k", s.Activation(a * dh, true)}, {"v", s.Activation(a * dv, true)}},
                              {kv_latent}, 2 * T * l.kv_lora_rank * a * (l.qk_nope_head_dim + dv) / s.t,
                              l.kv_lora_rank * a * (l.qk_nope_head_dim + dv) * weight);
     q = g.output(q_up);
@@ -215,6 +265,15 @@ int Attention(GraphBuilder& g, const Shape& s, int x) {
     op.backward_flops = 2.5 * op.forward_flops;
     op.forward_bytes = g.bytes(q) + g.bytes(k) + g.bytes(v) + g.bytes(op.outputs[0]);
     op.backward_bytes = 2 * op.forward_bytes;
+    // Context parallelism (ring attention): each rank's keys and values visit the other cp - 1
+    // ranks, block by block, overlapped with the kernel's work on the block before; the backward
+    // also passes their gradients around.
+    if (s.setup.cp > 1) {
+      const double kv_bytes = g.bytes(k) + g.bytes(v);
+      const double ring = (s.setup.cp - 1) * (kv_bytes / s.cp.bandwidth + s.cp.latency);
+      op.hidden_forward_comm_s = ring;
+      op.hidden_backward_comm_s = 2 * ring;
+    }
     context = op.outputs[0];
   } else {
     // Megatron's unfused path computes the full s x s scores and masks them.
@@ -229,34 +288,43 @@ int Attention(GraphBuilder& g, const Shape& s, int x) {
                           2 * T * s.seq * a * dv / s.t, 0);
     context = g.output(pv);
   }
-  const int out = g.Gemm("out_proj", attn, {context}, {{"attention_out", s.Activation(h, false)}}, {context},
+  const int out = g.Linear("out_proj", attn, {context}, {{"attention_out", s.Activation(h, false)}}, {context},
                          2 * T * a * dv * h / s.t, a * dv * h * weight);
   g.op(out).forward_comm_s = s.Leave();
   g.op(out).backward_comm_s = s.Enter();
   return g.output(out);
 }
 
-// A (column-parallel, row-parallel) MLP pair of width `ffn` on `tokens_factor` x T tokens, from
-// `x` to its output.
-int Mlp(GraphBuilder& g, const Shape& s, const std::string& prefix, int x, double ffn, double tokens_factor) {
-  const ModelSpec& m = s.model;
+// A (column-parallel, row-parallel) MLP pair of width `ffn`, sharded over `shard` ranks, on
+// `tokens` tokens from `x` to its output; `enter` and `leave` are the collectives around it
+// (forward; the backward runs them the other way), `out_divisor` what divides its T x h output.
+struct MlpShape {
+  double ffn, tokens;
+  int shard;
+  double enter_s, leave_s, out_divisor;
+};
+int Mlp(GraphBuilder& g, const Shape& s, const std::string& prefix, int x, const MlpShape& m) {
   const Groups mlp = {"mlp"};
-  const double T = s.tokens * tokens_factor, h = m.hidden;
-  const double weight = kActivationBytes / s.t;
-  const bool gated = m.mlp == MlpKind::kSwiGlu;
+  const double T = m.tokens, h = s.model.hidden, ffn = m.ffn;
+  const double weight = kActivationBytes / m.shard;
+  const bool gated = s.model.mlp == MlpKind::kSwiGlu;
   const double up_width = gated ? 2 * ffn : ffn;
-  const int fc1 = g.Gemm(prefix + "fc1", mlp, {x}, {{prefix + "fc1.out", T * up_width * kActivationBytes / s.t}}, {x},
-                         2 * T * h * up_width / s.t, h * up_width * weight);
-  g.op(fc1).forward_comm_s = tokens_factor * s.Enter();
-  g.op(fc1).backward_comm_s = tokens_factor * s.Leave();
+  const int fc1 = g.Linear(prefix + "fc1", mlp, {x}, {{prefix + "fc1.out", T * up_width * kActivationBytes / m.shard}},
+                           {x}, 2 * T * h * up_width / m.shard, h * up_width * weight);
+  g.op(fc1).forward_comm_s = m.enter_s;
+  g.op(fc1).backward_comm_s = m.leave_s;
   const int act = g.Elementwise(prefix + (gated ? "swiglu" : "gelu"), {"mlp", "mlp_act"}, {g.output(fc1)},
-                                {{prefix + "act.out", T * ffn * kActivationBytes / s.t}}, {g.output(fc1)}, 1.5);
-  const int fc2 = g.Gemm(prefix + "fc2", mlp, {g.output(act)}, {{prefix + "fc2.out", T * h * kActivationBytes / s.sp}},
-                         {g.output(act)}, 2 * T * ffn * h / s.t, ffn * h * weight);
-  g.op(fc2).forward_comm_s = tokens_factor * s.Leave();
-  g.op(fc2).backward_comm_s = tokens_factor * s.Enter();
+                                {{prefix + "act.out", T * ffn * kActivationBytes / m.shard}}, {g.output(fc1)}, 1.5);
+  const int fc2 = g.Linear(prefix + "fc2", mlp, {g.output(act)},
+                           {{prefix + "fc2.out", T * h * kActivationBytes / m.out_divisor}}, {g.output(act)},
+                           2 * T * ffn * h / m.shard, ffn * h * weight);
+  g.op(fc2).forward_comm_s = m.leave_s;
+  g.op(fc2).backward_comm_s = m.enter_s;
   return g.output(fc2);
 }
+
+// The dense MLP (and the shared experts) of width `ffn` in the tensor-parallel region.
+MlpShape DenseMlp(const Shape& s, double ffn) { return {ffn, s.tokens, s.t, s.Enter(), s.Leave(), s.sp}; }
 
 // The residual add: no saved tensors.
 int Residual(GraphBuilder& g, const Shape& s, const std::string& name, const Groups& groups, int a, int b) {
@@ -292,28 +360,37 @@ LayerGraph DecoderLayerGraph(const ModelSpec& m, const DeviceSpec& d, const Trai
   const int n2 = Norm(g, s, "norm2", {"mlp", "norm"}, h1);
   int out = -1;
   if (!moe) {
-    out = Mlp(g, s, "", n2, m.ffn, 1);
+    out = Mlp(g, s, "", n2, DenseMlp(s, m.ffn));
   } else {
-    // Router (replicated), token dispatch to top_k experts, the routed experts as one MLP over
-    // T x top_k tokens, the shared experts over T, and the weighted combine.
+    // Each tensor-parallel rank routes its sequence-parallel share of the tokens (Megatron's
+    // all-to-all dispatcher): a replicated router, the dispatch all-to-all over the ep expert-
+    // parallel ranks, an all-gather over the etp expert tensor-parallel ranks, the local experts
+    // as one grouped MLP, and the way back (reduce-scatter, combine all-to-all, weighted sum).
+    // The busiest rank's tokens set the time: capacity x the even share with a capacity factor,
+    // else the even share x the load imbalance (dropless).
     const double experts = m.moe.experts, k = m.moe.top_k;
+    const int etp = ExpertTensorParallel(s.setup);
+    const double factor = s.setup.moe_capacity_factor > 0 ? s.setup.moe_capacity_factor : s.setup.moe_imbalance;
+    const double routed_tokens = s.tokens / s.t * k * factor;  // on this rank, before the etp gather
+    const double routed_bytes = routed_tokens * m.hidden * kActivationBytes;
     const int router = g.Gemm("router", mlp, {n2}, {{"router_probs", s.tokens * experts * 4 / s.sp}}, {n2},
                               2 * s.tokens * m.hidden * experts / s.sp, m.hidden * experts * kActivationBytes);
-    const int dispatch = g.Elementwise("dispatch", mlp, {n2, g.output(router)},
-                                       {{"dispatched", k * s.Activation(m.hidden, false)}}, {g.output(router)}, 1);
-    const int routed = Mlp(g, s, "experts.", g.output(dispatch), m.moe.ffn, k);
-    int combined_inputs = routed;
+    const int dispatch = g.Elementwise("dispatch", mlp, {n2, g.output(router)}, {{"dispatched", routed_bytes}},
+                                       {g.output(router)}, 1);
+    g.op(dispatch).forward_comm_s = s.ep.AllToAll(routed_bytes);
+    g.op(dispatch).backward_comm_s = s.ep.AllToAll(routed_bytes);
+    const double gather = AllGatherSeconds(routed_bytes * etp, etp, s.etp.bandwidth, s.etp.latency);
+    const int routed = Mlp(g, s, "experts.", g.output(dispatch),
+                           {static_cast<double>(m.moe.ffn), routed_tokens * etp, etp, gather, gather, static_cast<double>(etp)});
+    std::vector<int> to_combine = {routed};
     if (m.moe.shared_experts > 0) {
-      const int shared = Mlp(g, s, "shared.", n2, static_cast<double>(m.moe.shared_experts) * m.moe.ffn, 1);
-      const int sum = g.Elementwise("combine", mlp, {routed, shared}, {{"moe_out", s.Activation(m.hidden, false)}},
-                                    {g.output(router)}, 1);
-      combined_inputs = g.output(sum);
-    } else {
-      const int combine = g.Elementwise("combine", mlp, {routed}, {{"moe_out", s.Activation(m.hidden, false)}},
-                                        {g.output(router)}, 1);
-      combined_inputs = g.output(combine);
+      to_combine.push_back(Mlp(g, s, "shared.", n2, DenseMlp(s, static_cast<double>(m.moe.shared_experts) * m.moe.ffn)));
     }
-    out = combined_inputs;
+    const int combine = g.Elementwise("combine", mlp, to_combine, {{"moe_out", s.Activation(m.hidden, false)}},
+                                      {g.output(router)}, 1);
+    g.op(combine).forward_comm_s = s.ep.AllToAll(routed_bytes);
+    g.op(combine).backward_comm_s = s.ep.AllToAll(routed_bytes);
+    out = g.output(combine);
   }
   if (m.dropout) out = Dropout(g, "mlp_dropout", mlp, out, s.tokens * m.hidden / s.sp);
   Residual(g, s, "residual2", mlp, h1, out);
@@ -350,7 +427,7 @@ LayerGraph HeadGraph(const ModelSpec& m, const DeviceSpec& d, const TrainingSetu
   // (max, sum, target logit) over the tensor-parallel ranks.
   const int ce = g.Elementwise("cross_entropy", {}, {g.output(logits)}, {{"softmax", s.tokens * vocab * 4 / s.t}}, {}, 1);
   g.op(ce).saved = {g.output(ce)};
-  g.op(ce).forward_comm_s = 3 * AllReduceSeconds(s.tokens * 4, s.t, s.tp_bandwidth, s.tp_latency);
+  g.op(ce).forward_comm_s = 3 * AllReduceSeconds(s.tokens * 4, s.t, s.tp.bandwidth, s.tp.latency);
   return g.Finish();
 }
 
@@ -395,11 +472,21 @@ OptionCost EvaluateOption(const LayerGraph& graph, const std::string& option) {
     const bool produced_in_r = p >= 0 && in_r[p];
     const bool kept = (!produced_in_r && (saved_any[t] || read_by_r[t])) ||
                       (produced_in_r && !discards[p] && saved_outside[t]);
-    if (kept) cost.saved_bytes += tensor.bytes;
-    if (saved_any[t] && !kept) dropped += tensor.bytes;
+    if (kept) cost.saved_bytes += tensor.saved_bytes;
+    if (saved_any[t] && !kept) dropped += tensor.saved_bytes;
     if (!saved_any[t] && p >= 0) largest_unsaved = std::max(largest_unsaved, tensor.bytes);
   }
   cost.peak_extra_bytes = dropped + largest_unsaved;
+  if (parts & kOffloadActivations) {
+    // What the layer keeps goes to the host during its forward and returns before its backward,
+    // the copies overlapped with the layer's own compute; on the device it occupies memory only
+    // while its backward runs.
+    const double copy = cost.saved_bytes / graph.host_bandwidth_bytes_per_s;
+    cost.forward_s += std::max(0.0, copy - cost.forward_s);
+    cost.backward_s += std::max(0.0, copy - (cost.backward_s + cost.recompute_s));
+    cost.peak_extra_bytes += cost.saved_bytes;
+    cost.saved_bytes = 0;
+  }
   return cost;
 }
 

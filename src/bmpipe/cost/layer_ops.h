@@ -32,8 +32,9 @@ enum class OpClass { kGemm, kFusedAttention, kElementwise };
 
 struct OpTensor {
   std::string name;
-  double bytes = 0;   // per micro-batch, on one device
-  int producer = -1;  // op index; -1 for the layer's input
+  double bytes = 0;        // per micro-batch, on one device
+  double saved_bytes = 0;  // what keeping it for the backward takes (bytes, or half when only FP8 GEMMs save it)
+  int producer = -1;       // op index; -1 for the layer's input
 };
 
 struct LayerOp {
@@ -42,13 +43,16 @@ struct LayerOp {
   OpClass kind = OpClass::kElementwise;
   double forward_flops = 0, backward_flops = 0;
   double forward_bytes = 0, backward_bytes = 0;  // memory traffic
-  double forward_comm_s = 0, backward_comm_s = 0;  // tensor-parallel collectives
+  double forward_comm_s = 0, backward_comm_s = 0;  // collectives the op waits for
+  double hidden_forward_comm_s = 0, hidden_backward_comm_s = 0;  // collectives overlapped with the op's compute
+  bool fp8 = false;  // an FP8 GEMM (device.peak_fp8_flops x efficiency.fp8_gemm)
   std::vector<int> inputs, outputs, saved;        // tensor indices
   double forward_s = 0, backward_s = 0;           // roofline time + collectives
 };
 
 struct LayerGraph {
   std::string name;
+  double host_bandwidth_bytes_per_s = 0;  // device to host, with the link efficiency (offloading)
   std::vector<OpTensor> tensors;
   std::vector<LayerOp> ops;
 };

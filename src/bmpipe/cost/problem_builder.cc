@@ -42,11 +42,11 @@ struct Links {
   double dp_bandwidth, pp_bandwidth, pp_latency;
 };
 
-// Megatron orders ranks tensor-parallel first, then data-parallel, then pipeline: a data-parallel
-// group stays inside a node while tp x dp devices fit in one, and pipeline neighbours are tp x dp
-// devices apart.
+// Megatron orders ranks tensor-parallel first, then context-, data- and pipeline-parallel: a
+// data-parallel group stays inside a node while tp x cp x dp devices fit in one, and pipeline
+// neighbours are tp x cp x dp devices apart.
 Links LinksOf(const DeviceSpec& d, const TrainingSetup& s) {
-  const long span = static_cast<long>(s.tp) * s.dp;
+  const long span = static_cast<long>(s.tp) * s.cp * s.dp;
   const bool dp_inside = span <= d.devices_per_node;
   const bool pp_inside = span < d.devices_per_node;
   Links l;
@@ -56,51 +56,141 @@ Links LinksOf(const DeviceSpec& d, const TrainingSetup& s) {
   return l;
 }
 
-// Once-per-iteration time of `parameters` (on one device): gradient sync and optimizer step.
-// Gradient buckets hold many layers, so the sync is bandwidth-bound (no per-layer latency).
-double UpdateSeconds(double parameters, const DeviceSpec& d, const TrainingSetup& s, const Links& links) {
-  double sync = 0;
-  if (s.dp > 1) {
-    sync = s.distributed_optimizer
-               ? AllGatherSeconds(4 * parameters, s.dp, links.dp_bandwidth, 0) +
-                     AllGatherSeconds(2 * parameters, s.dp, links.dp_bandwidth, 0)
-               : AllReduceSeconds(4 * parameters, s.dp, links.dp_bandwidth, 0);
+// CPU Adam's rate per device for an offloaded optimizer step (an assumption, not calibrated:
+// DeepSpeed's vectorized CPU Adam on the cores a node gives each of its devices).
+constexpr double kHostAdamParametersPerSecond = 1e9;
+
+// The routed experts' parameters of one MoE layer (every expert, unsharded).
+double RoutedExpertParameters(const ModelSpec& m) {
+  const double matrices = m.mlp == MlpKind::kSwiGlu ? 3 : 2;
+  return static_cast<double>(m.moe.experts) * matrices * m.hidden * m.moe.ffn;
+}
+
+// The setup's switches beyond the original ones, for the problem's name (empty by default).
+std::string DescribeSetupExtras(const TrainingSetup& s) {
+  std::string out;
+  if (s.cp > 1) out += fmt::format(", cp {}", s.cp);
+  if (s.ep > 1) out += fmt::format(", ep {}", s.ep);
+  if (s.etp > 0 && s.etp != s.tp) out += fmt::format(", etp {}", s.etp);
+  if (s.precision != Precision::kBf16) out += fmt::format(", {}", PrecisionName(s.precision));
+  if (s.grad_dtype != StateDtype::kFp32) out += fmt::format(", {} gradients", StateDtypeName(s.grad_dtype));
+  if (s.optimizer_dtype != StateDtype::kFp32) out += fmt::format(", {} optimizer moments", StateDtypeName(s.optimizer_dtype));
+  if (s.zero > 1) out += fmt::format(", zero-{}", s.zero);
+  if (s.offload_optimizer) out += ", optimizer offloaded";
+  if (s.tp_comm_overlap > 0) out += fmt::format(", tp comm overlap {:g}", s.tp_comm_overlap);
+  return out;
+}
+
+double GradBytes(const TrainingSetup& s) { return s.grad_dtype == StateDtype::kBf16 ? 2 : 4; }
+
+// A layer's parameters on one device, by the group whose ranks shard its training state: the
+// dense ones over data x context parallelism, the routed experts' over expert data parallelism.
+struct LayerParameters {
+  double dense = 0, expert = 0;
+  double total() const { return dense + expert; }
+};
+
+// Per micro-batch, the sharded-state collectives of a layer (ZeRO-2: reduce-scatter of its
+// gradients after each backward; ZeRO-3: also an all-gather of its 16-bit parameters before the
+// forward and again before the backward), the part not hidden behind compute.
+struct ShardTraffic {
+  double forward_s = 0, backward_s = 0;
+};
+ShardTraffic ShardTrafficOf(const LayerParameters& p, const TrainingSetup& s, const Links& links) {
+  ShardTraffic t;
+  const int zero = ZeroStage(s);
+  if (zero < 2) return t;
+  const double hidden = 1 - s.dp_overlap;
+  const int dense_group = s.dp * s.cp, expert_group = ExpertDataParallel(s);
+  // A sharded layer's parameters, gathered: the shard times the group.
+  auto collective = [&](double bytes_per_parameter) {
+    return AllGatherSeconds(bytes_per_parameter * p.dense * dense_group, dense_group, links.dp_bandwidth, 0) +
+           AllGatherSeconds(bytes_per_parameter * p.expert * expert_group, expert_group, links.dp_bandwidth, 0);
+  };
+  t.backward_s = hidden * collective(GradBytes(s));
+  if (zero == 3) {
+    t.forward_s = hidden * collective(2);
+    t.backward_s += hidden * collective(2);
   }
-  const double updated = s.distributed_optimizer ? parameters / s.dp : parameters;
-  const double step = updated * 30 / (d.memory_bandwidth_bytes_per_s * d.efficiency.memory);
+  return t;
+}
+
+// Once-per-iteration time of a layer's parameters on one device: the data-parallel gradient sync
+// (with ZeRO-1 a reduce-scatter of gradients and an all-gather of 16-bit parameters, else an
+// all-reduce; ZeRO-2 and 3 sync per micro-batch instead, ShardTrafficOf) and the optimizer step.
+// Gradient buckets hold many layers, so the sync is bandwidth-bound (no per-layer latency).
+double UpdateSeconds(const LayerParameters& p, const DeviceSpec& d, const TrainingSetup& s, const Links& links) {
+  const int zero = ZeroStage(s);
+  const double grad = GradBytes(s);
+  double sync = 0;
+  for (auto [parameters, group] : {std::pair{p.dense, s.dp * s.cp}, std::pair{p.expert, ExpertDataParallel(s)}}) {
+    if (group <= 1 || parameters == 0) continue;
+    if (zero == 0) sync += AllReduceSeconds(grad * parameters, group, links.dp_bandwidth, 0);
+    if (zero == 1) {
+      sync += AllGatherSeconds(grad * parameters, group, links.dp_bandwidth, 0) +
+              AllGatherSeconds(2 * parameters, group, links.dp_bandwidth, 0);
+    }
+  }
+  const double dense_updated = zero >= 1 ? p.dense / (s.dp * s.cp) : p.dense;
+  const double expert_updated = zero >= 1 ? p.expert / ExpertDataParallel(s) : p.expert;
+  const double updated = dense_updated + expert_updated;
+  double step = updated * 30 / (d.memory_bandwidth_bytes_per_s * d.efficiency.memory);
+  if (s.offload_optimizer) {
+    // ZeRO-Offload: gradients to the host, the step on its CPU, 16-bit parameters back.
+    step = updated * (grad + 2) / (d.host_bandwidth_bytes_per_s * d.efficiency.link) +
+           updated / kHostAdamParametersPerSecond;
+  }
   return (1 - s.dp_overlap) * sync + step;
 }
 
 Layer MakeLayer(const std::string& name, const LayerGraph& graph, const std::vector<std::string>& options,
-                double parameters, const DeviceSpec& d, const TrainingSetup& s, const Links& links, TimeNs p2p_ns,
-                Converter& convert) {
+                const LayerParameters& parameters, bool linear_layers, const DeviceSpec& d, const TrainingSetup& s,
+                const Links& links, TimeNs p2p_ns, Converter& convert) {
   Layer layer;
   layer.name = name;
-  layer.static_bytes = convert.RoundBytes(parameters * BytesPerParameter(s), "the " + name + "'s static memory");
+  double state = parameters.dense * BytesPerParameter(s, s.dp * s.cp) +
+                 parameters.expert * BytesPerParameter(s, ExpertDataParallel(s));
+  // Transformer Engine caches each FP8 weight and its transpose across micro-batches.
+  if (linear_layers && s.precision == Precision::kFp8) state += 2 * parameters.total();
+  layer.static_bytes = convert.RoundBytes(state, "the " + name + "'s static memory");
   layer.update_ns = convert.Ns(UpdateSeconds(parameters, d, s, links), "the " + name + "'s update time");
   layer.p2p_ns = p2p_ns;
+  const ShardTraffic shard = ShardTrafficOf(parameters, s, links);
+  // ZeRO-3 holds the layer's gathered 16-bit parameters while it runs, and the next layer's
+  // being prefetched.
+  const double gathered = ZeroStage(s) == 3 ? 2 * 2.0 * parameters.total() : 0;
   for (const std::string& option : options) {
     const OptionCost c = EvaluateOption(graph, option);
     const std::string of = fmt::format("the {}'s option '{}'", name, option);
-    layer.options.push_back(LayerOption{option, convert.Ns(c.forward_s, of + " a forward time"),
-                                        convert.Ns(c.backward_s, of + " a backward time"),
+    layer.options.push_back(LayerOption{option, convert.Ns(c.forward_s + shard.forward_s, of + " a forward time"),
+                                        convert.Ns(c.backward_s + shard.backward_s, of + " a backward time"),
                                         convert.Ns(c.recompute_s, of + " a recompute time"),
                                         convert.RoundBytes(c.saved_bytes, of + " saved activations"),
-                                        convert.RoundBytes(c.peak_extra_bytes, of + " transient memory")});
+                                        convert.RoundBytes(c.peak_extra_bytes + gathered, of + " transient memory")});
   }
   return layer;
 }
 
 }  // namespace
 
-double ModelFlopsPerIteration(const ModelSpec& model, const DeviceSpec& device, const TrainingSetup& setup) {
+double ModelFlopsPerIteration(const ModelSpec& model, const DeviceSpec& device, const TrainingSetup& setup,
+                              AttentionFlops attention) {
   TrainingSetup one = setup;
-  one.tp = one.pp = one.dp = one.vpp = one.micro_batch_size = 1;
+  one.tp = one.pp = one.dp = one.vpp = one.cp = one.ep = one.micro_batch_size = 1;
+  one.etp = 0;
   one.sequence_parallel = false;
-  one.flash_attention = false;  // the unfused graph: the full score square, not flash's causal half
+  one.precision = Precision::kBf16;
+  one.moe_capacity_factor = 0;
+  one.moe_imbalance = 1;
+  // kFull: the unfused graph, the whole score square. kCausal: the fused kernel's forward, which
+  // skips the masked blocks, and twice that for its backward (not the 2.5 x it runs, which
+  // includes recomputing the scores).
+  one.flash_attention = attention == AttentionFlops::kCausal;
   auto flops = [](const LayerGraph& graph) {
     double sum = 0;
-    for (const LayerOp& op : graph.ops) sum += op.forward_flops + op.backward_flops;
+    for (const LayerOp& op : graph.ops) {
+      sum += op.kind == OpClass::kFusedAttention ? 3 * op.forward_flops : op.forward_flops + op.backward_flops;
+    }
     return sum;
   };
   double per_sequence = flops(EmbeddingGraph(model, device, one)) + flops(HeadGraph(model, device, one));
@@ -110,7 +200,17 @@ double ModelFlopsPerIteration(const ModelSpec& model, const DeviceSpec& device, 
   return per_sequence * setup.global_batch_size;
 }
 
-double BytesPerParameter(const TrainingSetup& s) { return s.distributed_optimizer ? 6 + 12.0 / s.dp : 18; }
+double BytesPerParameter(const TrainingSetup& s, int shards) {
+  const int zero = ZeroStage(s);
+  const double weight = 2, grad = GradBytes(s);
+  // fp32 master weights and Adam's two moments.
+  const double optimizer = 4 + 2 * (s.optimizer_dtype == StateDtype::kBf16 ? 2 : 4);
+  const double on_device = s.offload_optimizer ? 0 : optimizer;
+  return (zero >= 3 ? weight / shards : weight) + (zero >= 2 ? grad / shards : grad) +
+         (zero >= 1 ? on_device / shards : on_device);
+}
+
+double BytesPerParameter(const TrainingSetup& s) { return BytesPerParameter(s, s.dp * s.cp); }
 
 Result<Problem> BuildProblem(const ModelSpec& model, const DeviceSpec& device, const TrainingSetup& setup) {
   Status valid = ValidateModel(model);
@@ -119,17 +219,17 @@ Result<Problem> BuildProblem(const ModelSpec& model, const DeviceSpec& device, c
   if (!valid.ok()) return valid.error();
 
   Problem p;
-  p.name = fmt::format("{} on {}: tp {} pp {} dp {} vpp {}, micro-batch {} x {} tokens, global batch {}{}{}{}",
+  p.name = fmt::format("{} on {}: tp {} pp {} dp {} vpp {}, micro-batch {} x {} tokens, global batch {}{}{}{}{}",
                        model.name, device.name, setup.tp, setup.pp, setup.dp, setup.vpp, setup.micro_batch_size,
                        setup.seq, setup.global_batch_size, setup.sequence_parallel ? ", sequence parallel" : "",
                        setup.flash_attention ? ", flash attention" : "",
-                       setup.distributed_optimizer ? ", distributed optimizer" : "");
+                       setup.distributed_optimizer ? ", distributed optimizer" : "", DescribeSetupExtras(setup));
   p.pipeline = SetupPipeline(setup);
   p.memory_bytes = device.memory_bytes;
-  p.reserved_bytes = setup.reserved_bytes.value_or(ReservedBytesDefault(device));
+  p.reserved_bytes = setup.reserved_bytes.value_or(ReservedBytesDefault(device)) + setup.headroom_bytes;
   const Links links = LinksOf(device, setup);
   const double activation = static_cast<double>(setup.seq) * setup.micro_batch_size * model.hidden * 2 /
-                            (setup.sequence_parallel ? setup.tp : 1);
+                            (setup.sequence_parallel ? setup.tp : 1) / setup.cp;
   Converter convert;
   p.p2p_ns = convert.Ns(links.pp_latency + activation / links.pp_bandwidth, "a p2p time");
 
@@ -143,20 +243,24 @@ Result<Problem> BuildProblem(const ModelSpec& model, const DeviceSpec& device, c
   const bool head_matrix = !model.tied_embeddings || setup.pp > 1;
   const double head = norm + (head_matrix ? vocab * model.hidden / t : 0);
 
-  p.layers.push_back(MakeLayer("embedding", EmbeddingGraph(model, device, setup), {"none"}, embedding, device, setup,
-                               links, p.p2p_ns, convert));
+  p.layers.push_back(MakeLayer("embedding", EmbeddingGraph(model, device, setup), {"none"}, {embedding, 0}, false,
+                               device, setup, links, p.p2p_ns, convert));
   const LayerGraph dense = DecoderLayerGraph(model, device, setup, /*moe=*/false);
-  const Layer dense_layer = MakeLayer("decoder", dense, setup.recompute, static_cast<double>(counts.dense_layer) / t,
-                                      device, setup, links, p.p2p_ns, convert);
+  const Layer dense_layer = MakeLayer("decoder", dense, setup.recompute, {static_cast<double>(counts.dense_layer) / t, 0},
+                                      true, device, setup, links, p.p2p_ns, convert);
   Layer moe_layer;
   if (model.moe.enabled()) {
+    // The routed experts split over ep x etp ranks; attention, router and shared experts over tp.
+    const double routed = RoutedExpertParameters(model);
+    const LayerParameters moe_parameters{(static_cast<double>(counts.moe_layer) - routed) / t,
+                                         routed / (static_cast<double>(setup.ep) * ExpertTensorParallel(setup))};
     moe_layer = MakeLayer("decoder-moe", DecoderLayerGraph(model, device, setup, /*moe=*/true), setup.recompute,
-                          static_cast<double>(counts.moe_layer) / t, device, setup, links, p.p2p_ns, convert);
+                          moe_parameters, true, device, setup, links, p.p2p_ns, convert);
   }
   if (convert.error()) return *convert.error();
   for (int i = 0; i < model.layers; ++i) p.layers.push_back(IsMoeLayer(model, i) ? moe_layer : dense_layer);
-  p.layers.push_back(
-      MakeLayer("head", HeadGraph(model, device, setup), {"none"}, head, device, setup, links, p.p2p_ns, convert));
+  p.layers.push_back(MakeLayer("head", HeadGraph(model, device, setup), {"none"}, {head, 0}, false, device, setup,
+                               links, p.p2p_ns, convert));
   if (convert.error()) return *convert.error();
   // Entries: runs of layers of one kind, as a problem file would list them with `repeat`.
   for (std::size_t i = 1; i < p.layers.size(); ++i) {
@@ -170,9 +274,18 @@ Result<Problem> BuildProblem(const ModelSpec& model, const DeviceSpec& device, c
   training.global_batch_size = setup.global_batch_size;
   training.seq_length = setup.seq;
   training.sequence_parallel = setup.sequence_parallel;
-  training.distributed_optimizer = setup.distributed_optimizer;
+  training.distributed_optimizer = ZeroStage(setup) >= 1;
   training.flash_attention = setup.flash_attention;
   training.overlap_grad_reduce = setup.dp_overlap > 0;
+  training.context_parallel = setup.cp;
+  training.expert_parallel = setup.ep;
+  training.expert_tensor_parallel = setup.etp > 0 && setup.etp != setup.tp ? setup.etp : 0;
+  training.zero_stage = ZeroStage(setup);
+  training.precision = std::string(PrecisionName(setup.precision));
+  training.grad_dtype = std::string(StateDtypeName(setup.grad_dtype));
+  training.optimizer_dtype = std::string(StateDtypeName(setup.optimizer_dtype));
+  training.tp_comm_overlap = setup.tp_comm_overlap > 0;
+  training.offload_optimizer = setup.offload_optimizer;
   p.training = training;
   Status problem_ok = ValidateProblem(p);
   if (!problem_ok.ok()) return problem_ok.error();

@@ -22,12 +22,20 @@ namespace bmpipe {
 // Validates the model and the setup, then builds the problem.
 Result<Problem> BuildProblem(const ModelSpec& model, const DeviceSpec& device, const TrainingSetup& setup);
 
-// Model FLOPs of one iteration (forward and backward of every op, no recomputation), as MFU counts
-// them: the op graphs on one device without tensor parallelism, times the global batch. Attention
-// scores count the full s x s square, as Megatron-LM's formula does.
-double ModelFlopsPerIteration(const ModelSpec& model, const DeviceSpec& device, const TrainingSetup& setup);
+// How model FLOPs count attention: as the causal kernel runs (the masked half of the score square
+// skipped; the default for MFU) or the whole square (Megatron-LM's formula, Narayanan et al.).
+enum class AttentionFlops { kCausal, kFull };
 
-// Bytes of training state per parameter on one device.
-double BytesPerParameter(const TrainingSetup& setup);
+// Model FLOPs of one iteration (forward and backward of every op, no recomputation), as MFU counts
+// them: the op graphs on one device without any parallelism, times the global batch.
+double ModelFlopsPerIteration(const ModelSpec& model, const DeviceSpec& device, const TrainingSetup& setup,
+                              AttentionFlops attention);
+
+// Bytes of training state per parameter on one device: the 16-bit weight, the gradient (fp32 or
+// bf16), fp32 master weights and Adam's two moments (fp32 or bf16), the optimizer's part sharded
+// over `shards` ranks from ZeRO-1 (or on the host when offloaded), the gradient from ZeRO-2, the
+// weight from ZeRO-3. Mixed-precision Adam: 18; Megatron's distributed optimizer: 6 + 12/dp.
+double BytesPerParameter(const TrainingSetup& setup, int shards);
+double BytesPerParameter(const TrainingSetup& setup);  // shards: dp x cp
 
 }  // namespace bmpipe

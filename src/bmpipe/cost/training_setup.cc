@@ -19,6 +19,90 @@ std::string Divisors(int n, int limit) {
   return out;
 }
 
+// Context and expert parallelism, precision, sharding, overlap and offloading.
+Status ValidateNewParallelism(const ModelSpec& model, const DeviceSpec& device, const TrainingSetup& s) {
+  if (s.cp < 1 || s.cp > kMaxTensorParallel) {
+    return InvalidInput(fmt::format("--cp = {} must be between 1 and {}; give the context-parallel size", s.cp,
+                                    kMaxTensorParallel));
+  }
+  if (s.cp > 1) {
+    // Megatron splits the sequence into 2 x cp chunks (each rank takes one from each end, which
+    // balances the causal mask), each divisible by tp with sequence parallelism.
+    const long chunk = 2L * s.cp * (s.sequence_parallel ? s.tp : 1);
+    if (s.seq % chunk != 0) {
+      return InvalidInput(fmt::format("--cp {} splits the sequence into 2 x cp load-balanced chunks{}, but --seq {} is "
+                                      "not a multiple of {}; use a multiple of {}",
+                                      s.cp, s.sequence_parallel ? " divisible by --tp" : "", s.seq, chunk, chunk));
+    }
+    if (!s.flash_attention) {
+      return InvalidInput(fmt::format("--cp {} runs ring attention in the fused kernel; add --flash-attn", s.cp));
+    }
+  }
+  if (s.ep < 1 || s.ep > (1 << 16)) {
+    return InvalidInput(fmt::format("--ep = {} must be between 1 and 65536; give the expert-parallel size", s.ep));
+  }
+  if (s.etp < 0 || s.etp > kMaxTensorParallel) {
+    return InvalidInput(fmt::format("--etp = {} must be between 1 and {} (or 0: the same as --tp)", s.etp,
+                                    kMaxTensorParallel));
+  }
+  if (!model.moe.enabled() && (s.ep > 1 || (s.etp > 0 && s.etp != s.tp))) {
+    return InvalidInput(fmt::format("--ep {} / --etp {}: the model has no mixture-of-experts layers; use --ep 1 and no "
+                                    "--etp",
+                                    s.ep, s.etp));
+  }
+  if (model.moe.enabled()) {
+    const int etp = ExpertTensorParallel(s);
+    if (model.moe.experts % s.ep != 0) {
+      return InvalidInput(fmt::format("--ep {} does not divide the model's {} routed experts; use one of {}", s.ep,
+                                      model.moe.experts, Divisors(model.moe.experts, 1 << 16)));
+    }
+    if (model.moe.ffn % etp != 0) {
+      return InvalidInput(fmt::format("--etp {} does not divide the expert MLP size {}; use one of {}", etp,
+                                      model.moe.ffn, Divisors(model.moe.ffn, 64)));
+    }
+    const long stage = static_cast<long>(s.tp) * s.cp * s.dp;
+    if (stage % (static_cast<long>(s.ep) * etp) != 0) {
+      return InvalidInput(fmt::format(
+          "--ep {} x --etp {} = {} must divide the devices of a pipeline stage, --tp {} x --cp {} x --dp {} = {} (the "
+          "experts are spread over them); lower --ep or raise --dp",
+          s.ep, etp, static_cast<long>(s.ep) * etp, s.tp, s.cp, s.dp, stage));
+    }
+    if (!(s.moe_imbalance >= 1 && s.moe_imbalance <= 16)) {
+      return InvalidInput(fmt::format("--moe-imbalance {} must lie in [1, 16]: the busiest expert's tokens over the "
+                                      "even share (1: perfectly balanced)",
+                                      s.moe_imbalance));
+    }
+    if (!(s.moe_capacity_factor == 0 || (s.moe_capacity_factor >= 1 && s.moe_capacity_factor <= 64))) {
+      return InvalidInput(fmt::format("--moe-capacity-factor {} must be 0 (dropless) or in [1, 64]",
+                                      s.moe_capacity_factor));
+    }
+  }
+  if (s.zero < 0 || s.zero > 3) {
+    return InvalidInput(fmt::format("--zero {} is not a ZeRO stage; use 0, 1 (optimizer state sharded, as "
+                                    "--distributed-optimizer), 2 (and gradients) or 3 (and parameters, FSDP)",
+                                    s.zero));
+  }
+  if (s.precision == Precision::kFp8 && device.peak_fp8_flops <= 0) {
+    return InvalidInput(fmt::format("--precision fp8: the device '{}' has no FP8 peak (peak_fp8_flops); use --precision "
+                                    "bf16 or a device with FP8 units (h100-80gb, h200-141gb, ...)",
+                                    device.name));
+  }
+  if (!(s.tp_comm_overlap >= 0 && s.tp_comm_overlap <= 1)) {
+    return InvalidInput(fmt::format("--tp-comm-overlap {} must be a fraction in [0, 1]", s.tp_comm_overlap));
+  }
+  bool offload_activations = false;
+  for (const std::string& option : s.recompute) {
+    Result<Recompute> parsed = ParseRecompute(option);
+    if (parsed.ok() && (parsed.value().parts & kOffloadActivations)) offload_activations = true;
+  }
+  if ((offload_activations || s.offload_optimizer) && device.host_bandwidth_bytes_per_s <= 0) {
+    return InvalidInput(fmt::format("--offload needs the device's host link (host_bandwidth_bytes_per_s), which '{}' "
+                                    "does not give; add it to a device file",
+                                    device.name));
+  }
+  return {};
+}
+
 }  // namespace
 
 std::string_view PrecisionName(Precision p) { return p == Precision::kFp8 ? "fp8" : "bf16"; }
@@ -129,9 +213,11 @@ Status ValidateSetup(const ModelSpec& model, const DeviceSpec& device, const Tra
   if (!(s.dp_overlap >= 0 && s.dp_overlap <= 1)) {
     return InvalidInput(fmt::format("--dp-overlap {} must be a fraction in [0, 1]", s.dp_overlap));
   }
-  const Bytes reserved = s.reserved_bytes.value_or(ReservedBytesDefault(device));
+  if (Status parallel = ValidateNewParallelism(model, device, s); !parallel.ok()) return parallel;
+  const Bytes reserved = s.reserved_bytes.value_or(ReservedBytesDefault(device)) + s.headroom_bytes;
   if (reserved >= device.memory_bytes) {
-    return InvalidInput(fmt::format("reserved memory {} bytes is not below the device's {} bytes; lower --reserved-gb",
+    return InvalidInput(fmt::format("reserved memory and headroom, {} bytes, are not below the device's {} bytes; lower "
+                                    "--reserved-gb or --memory-headroom-gb",
                                     reserved, device.memory_bytes));
   }
   if (model.layers + 2 > kMaxLayers) {

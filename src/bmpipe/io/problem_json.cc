@@ -55,6 +55,15 @@ Json ProblemToJson(const Problem& problem, const std::string& description) {
     training["distributed_optimizer"] = t->distributed_optimizer;
     training["flash_attention"] = t->flash_attention;
     training["overlap_grad_reduce"] = t->overlap_grad_reduce;
+    if (t->context_parallel != 1) training["context_parallel"] = t->context_parallel;
+    if (t->expert_parallel != 1) training["expert_parallel"] = t->expert_parallel;
+    if (t->expert_tensor_parallel != 0) training["expert_tensor_parallel"] = t->expert_tensor_parallel;
+    if (t->zero_stage >= 2) training["zero_stage"] = t->zero_stage;
+    if (t->precision != "bf16") training["precision"] = t->precision;
+    if (t->grad_dtype != "fp32") training["grad_dtype"] = t->grad_dtype;
+    if (t->optimizer_dtype != "fp32") training["optimizer_dtype"] = t->optimizer_dtype;
+    if (t->tp_comm_overlap) training["tp_comm_overlap"] = true;
+    if (t->offload_optimizer) training["offload_optimizer"] = true;
     out["training"] = std::move(training);
   }
   return out;

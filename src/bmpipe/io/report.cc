@@ -129,15 +129,19 @@ std::string FormatReport(const ReportHeader& header, const Problem& problem, con
   }
 
   out += "\nRanks\n";
-  out += fmt::format("{:>6} {:>11} {:>11} {:>11} {:>11} {:>10} {:>10} {:>7} {:>9}\n", "rank", "busy", "idle",
-                     "recompute", "finish", "static", "peak mem", "of cap", "in flight");
+  out += fmt::format("{:>6} {:>11} {:>11} {:>11} {:>11} {:>10} {:>10} {:>7} {:>10} {:>9}\n", "rank", "busy", "idle",
+                     "recompute", "finish", "static", "peak mem", "of cap", "free", "in flight");
   for (RankIdx r = 0; r < p.ranks; ++r) {
     const RankResult& rr = sim.ranks[r];
     const double utilization = static_cast<double>(rr.peak_memory_bytes) / static_cast<double>(sim.capacity_bytes);
-    out += fmt::format("{:>6} {:>11} {:>11} {:>11} {:>11} {:>10} {:>10} {:>7} {:>9}{}\n", r, FormatDuration(rr.busy_ns),
-                       FormatDuration(sim.iteration_ns - rr.busy_ns - rr.update_ns), FormatDuration(rr.recompute_ns),
-                       FormatDuration(rr.finish_ns), FormatBytes(rr.static_bytes), FormatBytes(rr.peak_memory_bytes),
-                       Percent(utilization), rr.max_in_flight, rr.peak_memory_bytes > sim.capacity_bytes ? "  OVER" : "");
+    const bool exceeds = rr.peak_memory_bytes > sim.capacity_bytes;
+    const std::string free = (exceeds ? "-" : "") + FormatBytes(exceeds ? rr.peak_memory_bytes - sim.capacity_bytes
+                                                                  : sim.capacity_bytes - rr.peak_memory_bytes);
+    out += fmt::format("{:>6} {:>11} {:>11} {:>11} {:>11} {:>10} {:>10} {:>7} {:>10} {:>9}{}\n", r,
+                       FormatDuration(rr.busy_ns), FormatDuration(sim.iteration_ns - rr.busy_ns - rr.update_ns),
+                       FormatDuration(rr.recompute_ns), FormatDuration(rr.finish_ns), FormatBytes(rr.static_bytes),
+                       FormatBytes(rr.peak_memory_bytes), Percent(utilization), free, rr.max_in_flight,
+                       exceeds ? "  OVER" : "");
   }
   return out;
 }

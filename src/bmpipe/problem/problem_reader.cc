@@ -81,7 +81,9 @@ void ReadLayerEntry(const JsonCursor& c, int entry, TimeNs default_p2p, std::vec
 
 TrainingInfo ReadTraining(const JsonCursor& c) {
   c.ExpectKeys({"model", "tensor_parallel", "data_parallel", "micro_batch_size", "global_batch_size", "seq_length",
-                "sequence_parallel", "distributed_optimizer", "flash_attention", "overlap_grad_reduce"});
+                "sequence_parallel", "distributed_optimizer", "flash_attention", "overlap_grad_reduce",
+                "context_parallel", "expert_parallel", "expert_tensor_parallel", "zero_stage", "precision", "grad_dtype",
+                "optimizer_dtype", "tp_comm_overlap", "offload_optimizer"});
   TrainingInfo t;
   constexpr std::int64_t kMost = std::int64_t{1} << 24;
   if (auto m = c.Optional("model")) t.model = m->String();
@@ -102,6 +104,24 @@ TrainingInfo ReadTraining(const JsonCursor& c) {
   flag("distributed_optimizer", t.distributed_optimizer);
   flag("flash_attention", t.flash_attention);
   flag("overlap_grad_reduce", t.overlap_grad_reduce);
+  flag("tp_comm_overlap", t.tp_comm_overlap);
+  flag("offload_optimizer", t.offload_optimizer);
+  size("context_parallel", t.context_parallel, "give the context-parallel size");
+  size("expert_parallel", t.expert_parallel, "give the expert-parallel size");
+  size("expert_tensor_parallel", t.expert_tensor_parallel, "give the expert tensor-parallel size");
+  if (auto z = c.Optional("zero_stage")) t.zero_stage = static_cast<int>(z->Integer(0, 3, "give a ZeRO stage 0..3"));
+  auto word = [&](std::string_view key, std::string& value, std::initializer_list<std::string_view> allowed) {
+    auto v = c.Optional(key);
+    if (!v) return;
+    value = v->String();
+    for (std::string_view a : allowed) {
+      if (value == a) return;
+    }
+    v->Fail(fmt::format("must be one of {}", fmt::join(allowed, ", ")));
+  };
+  word("precision", t.precision, {"bf16", "fp8"});
+  word("grad_dtype", t.grad_dtype, {"fp32", "bf16"});
+  word("optimizer_dtype", t.optimizer_dtype, {"fp32", "bf16"});
   return t;
 }
 

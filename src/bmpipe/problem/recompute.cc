@@ -11,19 +11,22 @@ namespace bmpipe {
 namespace {
 
 // Every accepted word and the parts it stands for; the first word of a part is its canonical name.
-constexpr std::array<std::pair<std::string_view, unsigned>, 12> kWords = {{
+constexpr std::array<std::pair<std::string_view, unsigned>, 15> kWords = {{
     {"none", 0},
     {"selective", kRecomputeCoreAttention},
     {"attn", kRecomputeAttention},
     {"mlp", kRecomputeMlp},
     {"mlp_act", kRecomputeMlpActivation},
     {"norm", kRecomputeNorms},
+    {"offload", kOffloadActivations},
     {"full", kRecomputeLayer},
     {"core_attn", kRecomputeCoreAttention},
     {"layernorm", kRecomputeNorms},
     {"select", kRecomputeMlpActivation},
     {"select_comm", kRecomputeNorms},
     {"both", kRecomputeMlpActivation | kRecomputeNorms},
+    {"moe", kRecomputeMlp},
+    {"moe_act", kRecomputeMlpActivation},
 }};
 
 }  // namespace
@@ -50,7 +53,7 @@ Result<Recompute> ParseRecompute(std::string_view name) {
     at = plus + 1;
   }
   // The whole layer covers every part; a block covers its kernel or activation.
-  if (r.parts & kRecomputeLayer) r.parts = kRecomputeLayer;
+  if (r.parts & kRecomputeLayer) r.parts &= kRecomputeLayer | kOffloadActivations;
   if (r.parts & kRecomputeAttention) r.parts &= ~unsigned{kRecomputeCoreAttention};
   if (r.parts & kRecomputeMlp) r.parts &= ~unsigned{kRecomputeMlpActivation};
   return r;
@@ -59,6 +62,7 @@ Result<Recompute> ParseRecompute(std::string_view name) {
 std::string RecomputeName(Recompute recompute) {
   if (recompute.none()) return "none";
   if (recompute.full()) return "full";
+  if (recompute.parts == (kRecomputeLayer | kOffloadActivations)) return "full+offload";
   std::string name;
   for (const auto& [word, parts] : kWords) {
     if (word == "full") break;
@@ -67,6 +71,6 @@ std::string RecomputeName(Recompute recompute) {
   return name;
 }
 
-std::vector<std::string> RecomputeOptionNames() { return {"none", "selective", "attn", "mlp", "mlp_act", "norm", "full"}; }
+std::vector<std::string> RecomputeOptionNames() { return {"none", "selective", "attn", "mlp", "mlp_act", "norm", "offload", "full"}; }
 
 }  // namespace bmpipe

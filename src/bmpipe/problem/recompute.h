@@ -12,9 +12,13 @@
 //   norm       the two norms, their outputs discarded after use: Megatron's `layernorm` module,
 //              MindFormers' select_comm_recompute
 //   full       the whole layer: only its input is kept
-// Names: none, selective (= core_attn), attn, mlp, mlp_act, norm, full and '+'-joined unions of
-// them (selective+mlp). The frameworks' own words are accepted too: MindFormers' select
-// (= mlp_act), select_comm (= norm) and both (= mlp_act+norm); Megatron's core_attn and layernorm.
+//   offload    beside recomputation: what the layer keeps waits in host memory, copied out during
+//              the forward and back before the backward, overlapped with compute
+// Names: none, selective (= core_attn), attn, mlp, mlp_act, norm, offload, full and '+'-joined
+// unions of them (selective+mlp, selective+offload). The frameworks' own words are accepted too:
+// MindFormers' select (= mlp_act), select_comm (= norm) and both (= mlp_act+norm); Megatron's
+// core_attn, layernorm, moe (= mlp: the whole MoE block) and moe_act (= mlp_act: also the
+// experts' activation).
 #pragma once
 
 #include <string>
@@ -32,6 +36,9 @@ enum RecomputePart : unsigned {
   kRecomputeNorms = 1u << 3,
   kRecomputeLayer = 1u << 4,
   kRecomputeMlpActivation = 1u << 5,
+  // Not a recomputation: the activations the option keeps go to host memory after the forward
+  // and come back before the backward (Megatron's --cpu-offloading, torch's save_on_cpu).
+  kOffloadActivations = 1u << 6,
 };
 
 struct Recompute {

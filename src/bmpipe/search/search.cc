@@ -366,7 +366,7 @@ Result<SearchResult> SearchConfigurations(const ModelSpec& model, const DeviceSp
   int n = static_cast<int>(result.configs.size());
 
   // 2. Bounds and signatures, in parallel (each index writes its own slot).
-  result.model_flops = ModelFlopsPerIteration(model, device, options.base);
+  result.model_flops = ModelFlopsPerIteration(model, device, options.base, options.mfu_attention);
   std::vector<Signature> signatures(n);
   std::vector<std::optional<Error>> build_errors(n);
   std::vector<char> bounded(n, 0);  // not when the time budget ran out first

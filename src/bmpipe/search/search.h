@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "bmpipe/core/error.h"
+#include "bmpipe/cost/problem_builder.h"
 #include "bmpipe/cost/training_setup.h"
 #include "bmpipe/sim/simulator.h"
 #include "bmpipe/solve/planner.h"
@@ -67,6 +68,7 @@ struct SearchOptions {
   long node_limit = 0;
   double time_budget_s = 0;  // 0: none; else no planner run starts after this many seconds
   bool exhaustive = false;   // plan every valid configuration exactly, no bound, no screening (to verify)
+  AttentionFlops mfu_attention = AttentionFlops::kCausal;  // how MFU counts attention
   // The framework that will run the plan: every configuration is planned within its space, and
   // configurations it cannot run (interleaving for DeepSpeed) are not enumerated.
   TargetKind target = TargetKind::kAny;

@@ -101,7 +101,7 @@ std::vector<Measurement> ReadMeasured(const JsonCursor& m, const ModelSpec& mode
     } else if (formula == "megatron-72") {
       count = MegatronFormulaFlops(model, setup, 72);
     } else if (formula == "model") {
-      count = ModelFlopsPerIteration(model, device, setup);
+      count = ModelFlopsPerIteration(model, device, setup, AttentionFlops::kFull);
     } else {
       flops->Fail("use megatron-96, megatron-72 or model");
     }
@@ -115,7 +115,7 @@ std::vector<Measurement> ReadMeasured(const JsonCursor& m, const ModelSpec& mode
     const double mfu = positive(*v);
     if (mfu > 1) v->Fail("MFU is a fraction of the peak, e.g. 0.41");
     out.push_back({Quantity::kIterationTime,
-                   ModelFlopsPerIteration(model, device, setup) / (mfu * device.peak_flops * devices),
+                   ModelFlopsPerIteration(model, device, setup, AttentionFlops::kFull) / (mfu * device.peak_flops * devices),
                    fmt::format("MFU {:.1f} %", 100 * mfu)});
   }
   if (auto v = m.Optional("samples_per_gpu_per_s")) {
