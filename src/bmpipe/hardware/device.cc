@@ -12,43 +12,75 @@ namespace {
 
 constexpr Bytes kMiB = Bytes{1} << 20;
 
-// Memory sizes are what nvidia-smi reports as total; bandwidths are per direction (NVLink3 600 GB/s
-// and NVLink4 900 GB/s are both directions together); inter-node is one NIC per device
-// (InfiniBand HDR 200 Gb/s for A100 systems, NDR 400 Gb/s for H100/H200).
+// Memory sizes are what nvidia-smi reports as total (or the vendor's figure where no report is at
+// hand); bandwidths are per direction (NVLink3 600 GB/s, NVLink4 900 GB/s and NVLink5 1.8 TB/s
+// are both directions together); inter-node is one NIC per device (InfiniBand HDR 200 Gb/s for
+// A100 systems, NDR 400 Gb/s after). Peaks are dense (without 2:4 sparsity). The host link is
+// PCIe per direction (Gen4 x16 32 GB/s, Gen5 x16 64 GB/s) or NVLink-C2C (GB200, 450 GB/s); host
+// memory is the node's divided by its devices (DGX A100 1 TB, DGX H100/H200/B200 2 TB, a GB200
+// superchip's 480 GB Grace memory for two GPUs).
 std::vector<DeviceSpec> Presets() {
   std::vector<DeviceSpec> presets;
-  auto add = [&](const char* name, double tflops, Bytes memory, double hbm_tb_s, double intra_gb_s, double inter_gb_s,
-                 bool approximate = false) {
+  struct Figures {
+    double tflops, fp8_tflops;
+    Bytes memory;
+    double hbm_tb_s, intra_gb_s, inter_gb_s, host_gb_s;
+    double host_memory_gb;
+    int devices_per_node = 8;
+    bool approximate = false;
+  };
+  auto add = [&](const char* name, const Figures& f) {
     DeviceSpec d;
     d.name = name;
-    d.approximate = approximate;
-    d.peak_flops = tflops * 1e12;
-    d.memory_bytes = memory;
-    d.memory_bandwidth_bytes_per_s = hbm_tb_s * 1e12;
-    d.intra_node_bandwidth_bytes_per_s = intra_gb_s * 1e9;
+    d.approximate = f.approximate;
+    d.peak_flops = f.tflops * 1e12;
+    d.peak_fp8_flops = f.fp8_tflops * 1e12;
+    d.memory_bytes = f.memory;
+    d.memory_bandwidth_bytes_per_s = f.hbm_tb_s * 1e12;
+    d.devices_per_node = f.devices_per_node;
+    d.intra_node_bandwidth_bytes_per_s = f.intra_gb_s * 1e9;
     d.intra_node_latency_s = 5e-6;
-    d.inter_node_bandwidth_bytes_per_s = inter_gb_s * 1e9;
+    d.inter_node_bandwidth_bytes_per_s = f.inter_gb_s * 1e9;
     d.inter_node_latency_s = 10e-6;
+    d.host_bandwidth_bytes_per_s = f.host_gb_s * 1e9;
+    d.host_memory_bytes = static_cast<Bytes>(f.host_memory_gb * 1e9);
     presets.push_back(d);
   };
   // Efficiencies fitted by `bmpipe validate` on its calibration runs (docs/fidelity.md): A100 on
   // Korthikanti et al.'s per-layer times of GPT-22B, H100 (GEMM only) on Llama 3 405B's
-  // 8192-GPU run. tests/validate keeps these equal to the fit. H200 is the H100's chip.
+  // 8192-GPU run. tests/validate keeps these equal to the fit. H200 and H800 are the H100's chip;
+  // Blackwell starts from Hopper's fit, uncalibrated.
   const Efficiencies ampere{0.681, 0.50, 0.984, 0.80};
   const Efficiencies hopper{0.577, 0.50, 0.984, 0.80};
-  add("a100-40gb", 312, 40960 * kMiB, 1.555, 300, 25);
+  //                       BF16  FP8   memory           HBM   intra  inter  host  host memory
+  add("a100-40gb",  {312,  0,    40960 * kMiB,  1.555, 300,  25,   32,   128});
   presets.back().efficiency = ampere;
-  add("a100-80gb", 312, 81920 * kMiB, 2.039, 300, 25);
+  add("a100-80gb",  {312,  0,    81920 * kMiB,  2.039, 300,  25,   32,   128});
   presets.back().efficiency = ampere;
-  add("h100-80gb", 989, 81559 * kMiB, 3.35, 450, 50);
+  add("h100-80gb",  {989,  1979, 81559 * kMiB,  3.35,  450,  50,   64,   256});
   presets.back().efficiency = hopper;
-  add("h200-141gb", 989, 143771 * kMiB, 4.8, 450, 50);
+  add("h200-141gb", {989,  1979, 143771 * kMiB, 4.8,   450,  50,   64,   256});
   presets.back().efficiency = hopper;
+  // H800: the H100 chip with NVLink cut to 400 GB/s both directions (DeepSeek-V3's cluster: 8
+  // GPUs a node, one 400 Gb/s InfiniBand NIC each).
+  add("h800-80gb",  {989,  1979, 81559 * kMiB,  3.35,  200,  50,   64,   256});
+  presets.back().efficiency = hopper;
+  // HGX/DGX B200: 2.25 PFLOP/s BF16 and 4.5 PFLOP/s FP8 dense, 180 GB HBM3e at 8 TB/s, NVLink5.
+  add("b200-180gb", {2250, 4500, 183359 * kMiB, 8.0,   900,  50,   64,   256});
+  presets.back().efficiency = hopper;
+  // GB200 NVL72: 2.5 PFLOP/s BF16 and 5 PFLOP/s FP8 dense, 186 GB, one NVLink domain of 72 GPUs,
+  // NVLink-C2C to the Grace CPU's memory.
+  add("gb200",      {2500, 5000, 189440 * kMiB, 8.0,   900,  50,   450,  240, 72});
+  presets.back().efficiency = hopper;
+  // MI300X: 1307 TFLOP/s BF16 and 2615 FP8 dense, 192 GB HBM3 at 5.3 TB/s, Infinity Fabric
+  // 448 GB/s per direction to its 7 peers together.
+  add("mi300x-192gb", {1307, 2615, 196608 * kMiB, 5.3, 448,  50,   64,   256});
   // L4: PCIe Gen4 x16 between devices, 100 Gb/s Ethernet between nodes.
-  add("l4", 121, 23034 * kMiB, 0.3, 32, 12.5);
-  // Ascend 910B: secondary sources differ (about 320 TFLOP/s FP16, 64 GB HBM, HCCS inside a
-  // node, 200 Gb/s RoCE between nodes).
-  add("ascend-910b", 320, 65536 * kMiB, 1.6, 196, 25, /*approximate=*/true);
+  add("l4",         {121,  242,  23034 * kMiB,  0.3,   32,   12.5, 32,   48});
+  // Ascend 910B and 910C: secondary sources differ (about 320 and 780 TFLOP/s FP16, 64 and
+  // 128 GB HBM, HCCS inside a node, RoCE between nodes); no FP8 matrix units.
+  add("ascend-910b", {320, 0,    65536 * kMiB,  1.6,   196,  25,   32,   192, 8, true});
+  add("ascend-910c", {780, 0,    131072 * kMiB, 3.2,   196,  50,   32,   192, 8, true});
   return presets;
 }
 
@@ -70,9 +102,10 @@ double ReadFraction(const JsonCursor& c) {
 
 DeviceSpec ReadDeviceTree(const Json& doc) {
   JsonCursor root(doc, "");
-  root.ExpectKeys({"name", "based_on", "approximate", "peak_flops", "memory_bytes", "memory_bandwidth_bytes_per_s",
-                   "devices_per_node", "intra_node_bandwidth_bytes_per_s", "intra_node_latency_s",
-                   "inter_node_bandwidth_bytes_per_s", "inter_node_latency_s", "efficiency"});
+  root.ExpectKeys({"name", "based_on", "approximate", "peak_flops", "peak_fp8_flops", "memory_bytes",
+                   "memory_bandwidth_bytes_per_s", "devices_per_node", "intra_node_bandwidth_bytes_per_s",
+                   "intra_node_latency_s", "inter_node_bandwidth_bytes_per_s", "inter_node_latency_s",
+                   "host_bandwidth_bytes_per_s", "host_memory_bytes", "efficiency"});
   DeviceSpec d;
   const bool based = root.Has("based_on");
   if (based) {
@@ -90,6 +123,10 @@ DeviceSpec ReadDeviceTree(const Json& doc) {
   if (auto a = root.Optional("approximate")) d.approximate = a->Bool();
   if (auto v = field("peak_flops", "dense 16-bit FLOP/s, e.g. 989e12")) {
     d.peak_flops = ReadRate(*v, 1e9, 1e18, "give the dense 16-bit peak in FLOP/s, e.g. 989e12");
+  }
+  // Optional even without a preset: 0 means no FP8 units, no host link for offloading.
+  if (auto v = root.Optional("peak_fp8_flops")) {
+    d.peak_fp8_flops = v->Number() == 0 ? 0 : ReadRate(*v, 1e9, 1e18, "give the dense FP8 peak in FLOP/s, e.g. 1979e12, or 0 for none");
   }
   if (auto v = field("memory_bytes", "device memory in bytes")) {
     d.memory_bytes = v->ByteCount();
@@ -113,12 +150,18 @@ DeviceSpec ReadDeviceTree(const Json& doc) {
   if (auto v = field("inter_node_latency_s", "latency of one message between nodes, seconds")) {
     d.inter_node_latency_s = ToSeconds(v->Seconds());
   }
+  if (auto v = root.Optional("host_bandwidth_bytes_per_s")) {
+    d.host_bandwidth_bytes_per_s =
+        v->Number() == 0 ? 0 : ReadRate(*v, 1e6, 1e15, "give bytes/s per device and direction, e.g. 64e9, or 0 for none");
+  }
+  if (auto v = root.Optional("host_memory_bytes")) d.host_memory_bytes = v->ByteCount();
   if (auto e = root.Optional("efficiency")) {
-    e->ExpectKeys({"gemm", "attention", "memory", "link"});
+    e->ExpectKeys({"gemm", "attention", "memory", "link", "fp8_gemm"});
     if (auto v = e->Optional("gemm")) d.efficiency.gemm = ReadFraction(*v);
     if (auto v = e->Optional("attention")) d.efficiency.attention = ReadFraction(*v);
     if (auto v = e->Optional("memory")) d.efficiency.memory = ReadFraction(*v);
     if (auto v = e->Optional("link")) d.efficiency.link = ReadFraction(*v);
+    if (auto v = e->Optional("fp8_gemm")) d.efficiency.fp8_gemm = ReadFraction(*v);
   }
   return d;
 }

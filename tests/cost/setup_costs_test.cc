@@ -1,0 +1,307 @@
+// The costs of the frontier setups, term by term: sharded and low-precision state, expert and
+// context parallelism, FP8 GEMMs, overlapped tensor-parallel collectives, offloading, headroom.
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "bmpipe/cost/layer_ops.h"
+#include "bmpipe/cost/problem_builder.h"
+
+namespace bmpipe {
+namespace {
+
+TrainingSetup MakeSetup(int tp, int pp, int dp, int seq) {
+  TrainingSetup s;
+  s.tp = tp;
+  s.pp = pp;
+  s.dp = dp;
+  s.seq = seq;
+  s.global_batch_size = 8 * dp;
+  s.sequence_parallel = tp > 1;
+  s.flash_attention = true;
+  return s;
+}
+
+DeviceSpec H100() { return DevicePreset("h100-80gb").value(); }
+
+Result<Problem> Build(const std::string& model, const TrainingSetup& s, const DeviceSpec& d = H100()) {
+  return BuildProblem(ModelPreset(model).value(), d, s);
+}
+
+const LayerOp& Op(const LayerGraph& g, const std::string& name) {
+  for (const LayerOp& op : g.ops) {
+    if (op.name == name) return op;
+  }
+  ADD_FAILURE() << "no op " << name;
+  return g.ops.front();
+}
+
+const LayerOption& OptionOf(const Layer& layer, const std::string& name) {
+  for (const LayerOption& o : layer.options) {
+    if (o.name == name) return o;
+  }
+  ADD_FAILURE() << "no option " << name;
+  return layer.options.front();
+}
+
+// Weights (2), gradients (4 or 2) and the optimizer's fp32 master weights and two moments (4 + 8
+// or 4 + 4), each sharded over the data-parallel group from its ZeRO stage on.
+TEST(SetupCosts, BytesPerParameterFollowTheStageAndTheDtypes) {
+  TrainingSetup s = MakeSetup(1, 1, 4, 2048);
+  EXPECT_DOUBLE_EQ(BytesPerParameter(s), 18);
+  s.zero = 1;
+  EXPECT_DOUBLE_EQ(BytesPerParameter(s), 2 + 4 + 12.0 / 4);
+  s.zero = 2;
+  EXPECT_DOUBLE_EQ(BytesPerParameter(s), 2 + 4.0 / 4 + 12.0 / 4);
+  s.zero = 3;
+  EXPECT_DOUBLE_EQ(BytesPerParameter(s), 2.0 / 4 + 4.0 / 4 + 12.0 / 4);
+  s.zero = 0;
+  s.distributed_optimizer = true;  // the old flag is ZeRO-1
+  EXPECT_DOUBLE_EQ(BytesPerParameter(s), 6 + 12.0 / 4);
+  s.grad_dtype = StateDtype::kBf16;
+  s.optimizer_dtype = StateDtype::kBf16;
+  EXPECT_DOUBLE_EQ(BytesPerParameter(s), 2 + 2 + 8.0 / 4);
+  s.offload_optimizer = true;
+  EXPECT_DOUBLE_EQ(BytesPerParameter(s), 2 + 2);
+  // Context-parallel ranks share the state too: the data-parallel group is dp x cp.
+  TrainingSetup c = MakeSetup(1, 1, 2, 4096);
+  c.cp = 2;
+  c.zero = 1;
+  EXPECT_DOUBLE_EQ(BytesPerParameter(c), 6 + 12.0 / 4);
+}
+
+// Nemotron-4 340B's NeMo setup keeps bf16 gradients and optimizer moments: 2 + 2 + (4 + 4) / dp.
+TEST(SetupCosts, LowPrecisionStateShrinksStaticMemory) {
+  TrainingSetup s = MakeSetup(8, 4, 2, 4096);
+  s.distributed_optimizer = true;
+  const Problem fp32 = Build("llama3-70b", s).value();
+  s.grad_dtype = StateDtype::kBf16;
+  s.optimizer_dtype = StateDtype::kBf16;
+  const Problem bf16 = Build("llama3-70b", s).value();
+  const double parameters = static_cast<double>(CountParameters(ModelPreset("llama3-70b").value()).dense_layer) / 8;
+  EXPECT_NEAR(static_cast<double>(fp32.layers[1].static_bytes), parameters * (6 + 12.0 / 2), 2);
+  EXPECT_NEAR(static_cast<double>(bf16.layers[1].static_bytes), parameters * (4 + 8.0 / 2), 2);
+}
+
+// Routed experts split over ep x etp; their state shards over the expert data-parallel group,
+// the rest of the layer's over dp x cp.
+TEST(SetupCosts, ExpertParallelismShardsTheExperts) {
+  const ModelSpec m = ModelPreset("mixtral-8x7b").value();
+  TrainingSetup s = MakeSetup(1, 4, 8, 4096);
+  s.distributed_optimizer = true;
+  s.ep = 8;
+  const Problem p = Build("mixtral-8x7b", s).value();
+  const double routed = 8.0 * 3 * 4096 * 14336;
+  const double rest = static_cast<double>(CountParameters(m).moe_layer) - routed;
+  // Expert data parallelism: tp x cp x dp / (ep x etp) = 1, so the experts' state is unsharded.
+  EXPECT_EQ(ExpertDataParallel(s), 1);
+  EXPECT_NEAR(static_cast<double>(p.layers[1].static_bytes), rest * (6 + 12.0 / 8) + routed / 8 * 18, 2);
+  s.ep = 1;
+  const Problem unsharded = Build("mixtral-8x7b", s).value();
+  EXPECT_NEAR(static_cast<double>(unsharded.layers[1].static_bytes), (rest + routed) * (6 + 12.0 / 8), 2);
+}
+
+// Dispatch and combine are all-to-alls over the expert-parallel group: on NVLink inside a node,
+// on the network beyond it, each member keeping its own share.
+TEST(SetupCosts, ExpertAllToAllUsesTheGroupsLinks) {
+  const ModelSpec m = ModelPreset("mixtral-8x7b").value();
+  const DeviceSpec d = H100();
+  TrainingSetup s = MakeSetup(1, 1, 16, 4096);
+  s.ep = 8;
+  const LayerGraph inside = DecoderLayerGraph(m, d, s, /*moe=*/true);
+  const double routed_bytes = 4096.0 * 2 * 4096 * 2;  // T x top-2 tokens x h x 2 bytes
+  const double intra = d.intra_node_bandwidth_bytes_per_s * d.efficiency.link;
+  const double inter = d.inter_node_bandwidth_bytes_per_s * d.efficiency.link;
+  EXPECT_NEAR(Op(inside, "dispatch").forward_comm_s, routed_bytes * 7 / 8 / intra + d.intra_node_latency_s, 1e-12);
+  EXPECT_DOUBLE_EQ(Op(inside, "combine").forward_comm_s, Op(inside, "dispatch").forward_comm_s);
+  s.ep = 16;
+  const LayerGraph across = DecoderLayerGraph(m, d, s, /*moe=*/true);
+  EXPECT_NEAR(Op(across, "dispatch").forward_comm_s,
+              std::max(routed_bytes * 7 / 16 / intra, routed_bytes * 8 / 16 / inter) + d.inter_node_latency_s, 1e-12);
+  // Without expert parallelism there is nothing to exchange.
+  s.ep = 1;
+  EXPECT_EQ(Op(DecoderLayerGraph(m, d, s, true), "dispatch").forward_comm_s, 0);
+}
+
+// Dropless routing runs at the busiest expert's load; a capacity factor caps it.
+TEST(SetupCosts, ImbalanceAndCapacityScaleTheExpertGemms) {
+  const ModelSpec m = ModelPreset("mixtral-8x7b").value();
+  TrainingSetup s = MakeSetup(1, 1, 8, 4096);
+  s.ep = 8;
+  const double even = Op(DecoderLayerGraph(m, H100(), s, true), "experts.fc1").forward_flops;
+  s.moe_imbalance = 1.5;
+  EXPECT_DOUBLE_EQ(Op(DecoderLayerGraph(m, H100(), s, true), "experts.fc1").forward_flops, 1.5 * even);
+  s.moe_capacity_factor = 1.25;  // a capacity factor replaces the imbalance
+  EXPECT_DOUBLE_EQ(Op(DecoderLayerGraph(m, H100(), s, true), "experts.fc1").forward_flops, 1.25 * even);
+}
+
+// Expert tensor parallelism: each etp rank runs 1/etp of the gathered tokens' expert GEMMs.
+TEST(SetupCosts, ExpertTensorParallelismGathersTheTokens) {
+  const ModelSpec m = ModelPreset("mixtral-8x7b").value();
+  TrainingSetup s = MakeSetup(4, 1, 2, 4096);
+  s.ep = 2;
+  s.etp = 1;
+  const LayerGraph no_etp = DecoderLayerGraph(m, H100(), s, true);
+  EXPECT_EQ(Op(no_etp, "experts.fc1").forward_comm_s, 0);
+  s.etp = 4;
+  const LayerGraph etp = DecoderLayerGraph(m, H100(), s, true);
+  EXPECT_DOUBLE_EQ(Op(etp, "experts.fc1").forward_flops, Op(no_etp, "experts.fc1").forward_flops);
+  EXPECT_GT(Op(etp, "experts.fc1").forward_comm_s, 0);
+  const Result<Problem> p = Build("mixtral-8x7b", s);
+  ASSERT_TRUE(p.ok()) << p.error().message;
+}
+
+// Context parallelism splits every activation; ring attention's exchange hides behind the kernel.
+TEST(SetupCosts, ContextParallelismSplitsTheSequence) {
+  const ModelSpec m = ModelPreset("llama3-8b").value();
+  const DeviceSpec d = H100();
+  TrainingSetup s = MakeSetup(2, 1, 1, 32768);
+  const LayerGraph one = DecoderLayerGraph(m, d, s, false);
+  s.cp = 4;
+  const LayerGraph four = DecoderLayerGraph(m, d, s, false);
+  const OptionCost a = EvaluateOption(one, "none"), b = EvaluateOption(four, "none");
+  EXPECT_NEAR(b.saved_bytes, a.saved_bytes / 4, 1e-6 * a.saved_bytes);
+  EXPECT_NEAR(Op(four, "qkv").forward_flops, Op(one, "qkv").forward_flops / 4, 1);
+  // The causal kernel's work on this rank's quarter of the queries: a quarter of the whole.
+  const LayerOp& attention = Op(four, "flash_attention");
+  EXPECT_NEAR(attention.forward_flops, Op(one, "flash_attention").forward_flops / 4, 1);
+  // Keys and values (8 kv heads x 128, over tp 2) pass the 3 other ranks of the ring.
+  const double kv_bytes = 2 * (32768.0 / 4) * (8 * 128 / 2) * 2;
+  const double link = d.intra_node_bandwidth_bytes_per_s * d.efficiency.link;
+  EXPECT_NEAR(attention.hidden_forward_comm_s, 3 * (kv_bytes / link + d.intra_node_latency_s), 1e-12);
+  EXPECT_DOUBLE_EQ(attention.hidden_backward_comm_s, 2 * attention.hidden_forward_comm_s);
+  const double compute = attention.forward_flops / (d.peak_flops * d.efficiency.attention);
+  EXPECT_NEAR(attention.forward_s, std::max(compute, attention.hidden_forward_comm_s), 1e-12);
+}
+
+// FP8: the linear layers run at the FP8 peak, their saved inputs take half, and Transformer
+// Engine's weight caches add 2 bytes per parameter.
+TEST(SetupCosts, Fp8GemmsAndTheirMemory) {
+  const ModelSpec m = ModelPreset("llama3-8b").value();
+  const DeviceSpec d = H100();
+  TrainingSetup s = MakeSetup(1, 1, 1, 4096);
+  const LayerGraph bf16 = DecoderLayerGraph(m, d, s, false);
+  s.precision = Precision::kFp8;
+  const LayerGraph fp8 = DecoderLayerGraph(m, d, s, false);
+  const LayerOp& fc1 = Op(fp8, "fc1");
+  EXPECT_TRUE(fc1.fp8);
+  EXPECT_NEAR(fc1.forward_s, fc1.forward_flops / (d.peak_fp8_flops * d.efficiency.fp8_gemm), 1e-12);
+  EXPECT_FALSE(Op(fp8, "flash_attention").fp8);
+  EXPECT_LT(EvaluateOption(fp8, "none").saved_bytes, EvaluateOption(bf16, "none").saved_bytes);
+  // The MLP's input (norm2's output) is saved only by fc1: half its bytes.
+  EXPECT_LT(EvaluateOption(fp8, "none").forward_s, EvaluateOption(bf16, "none").forward_s);
+  const double parameters = static_cast<double>(CountParameters(m).dense_layer);
+  TrainingSetup b = MakeSetup(1, 1, 1, 4096);
+  const Problem pb = Build("llama3-8b", b).value();
+  b.precision = Precision::kFp8;
+  const Problem pf = Build("llama3-8b", b).value();
+  EXPECT_NEAR(static_cast<double>(pf.layers[1].static_bytes - pb.layers[1].static_bytes), 2 * parameters, 2);
+  // A device without FP8 units refuses it.
+  const Result<Problem> a100 = Build("llama3-8b", b, DevicePreset("a100-80gb").value());
+  ASSERT_FALSE(a100.ok());
+  EXPECT_NE(a100.error().message.find("FP8"), std::string::npos) << a100.error().message;
+}
+
+// A fully overlapped tensor-parallel collective costs nothing on the critical path.
+TEST(SetupCosts, TensorParallelOverlapHidesTheCollectives) {
+  const ModelSpec m = ModelPreset("llama3-8b").value();
+  TrainingSetup s = MakeSetup(8, 1, 1, 4096);
+  const double exposed = Op(DecoderLayerGraph(m, H100(), s, false), "out_proj").forward_comm_s;
+  EXPECT_GT(exposed, 0);
+  s.tp_comm_overlap = 0.75;
+  EXPECT_NEAR(Op(DecoderLayerGraph(m, H100(), s, false), "out_proj").forward_comm_s, 0.25 * exposed, 1e-15);
+  s.tp_comm_overlap = 1;
+  EXPECT_EQ(Op(DecoderLayerGraph(m, H100(), s, false), "out_proj").forward_comm_s, 0);
+}
+
+// Offloading moves what a layer keeps to the host: nothing stays between its passes, the copies
+// overlap its compute, and the bytes come back for its backward.
+TEST(SetupCosts, OffloadKeepsNothingOnTheDevice) {
+  const ModelSpec m = ModelPreset("llama3-8b").value();
+  const DeviceSpec d = H100();
+  TrainingSetup s = MakeSetup(1, 1, 1, 8192);
+  const LayerGraph g = DecoderLayerGraph(m, d, s, false);
+  const OptionCost none = EvaluateOption(g, "none"), off = EvaluateOption(g, "offload");
+  EXPECT_EQ(off.saved_bytes, 0);
+  EXPECT_DOUBLE_EQ(off.peak_extra_bytes, none.peak_extra_bytes + none.saved_bytes);
+  const double copy = none.saved_bytes / (d.host_bandwidth_bytes_per_s * d.efficiency.link);
+  EXPECT_DOUBLE_EQ(off.forward_s, std::max(none.forward_s, copy));
+  EXPECT_DOUBLE_EQ(off.backward_s, std::max(none.backward_s, copy));
+  // Offloading what full recomputation keeps (the layer input) costs less to copy.
+  const OptionCost full_off = EvaluateOption(g, "full+offload");
+  EXPECT_EQ(full_off.saved_bytes, 0);
+  EXPECT_GT(full_off.recompute_s, 0);
+  // A device without a host link cannot offload.
+  DeviceSpec no_host = d;
+  no_host.host_bandwidth_bytes_per_s = 0;
+  s.recompute = {"none", "offload"};
+  const Result<Problem> p = BuildProblem(m, no_host, s);
+  ASSERT_FALSE(p.ok());
+  EXPECT_NE(p.error().message.find("host"), std::string::npos) << p.error().message;
+}
+
+// ZeRO-2 reduce-scatters gradients per micro-batch; ZeRO-3 also gathers parameters (twice) and
+// holds a layer's gathered parameters, and the next one's, while it runs.
+TEST(SetupCosts, ShardedStateTraffic) {
+  TrainingSetup s = MakeSetup(1, 2, 8, 4096);
+  s.recompute = {"none"};
+  s.zero = 1;
+  const Problem one = Build("llama3-8b", s).value();
+  s.zero = 2;
+  const Problem two = Build("llama3-8b", s).value();
+  s.zero = 3;
+  const Problem three = Build("llama3-8b", s).value();
+  const Layer &l1 = one.layers[1], &l2 = two.layers[1], &l3 = three.layers[1];
+  EXPECT_EQ(OptionOf(l2, "none").forward_ns, OptionOf(l1, "none").forward_ns);
+  EXPECT_GT(OptionOf(l2, "none").backward_ns, OptionOf(l1, "none").backward_ns);
+  EXPECT_GT(OptionOf(l3, "none").forward_ns, OptionOf(l2, "none").forward_ns);
+  EXPECT_LT(l2.update_ns, l1.update_ns);  // no end-of-iteration sync left
+  const double parameters = static_cast<double>(CountParameters(ModelPreset("llama3-8b").value()).dense_layer);
+  EXPECT_NEAR(static_cast<double>(OptionOf(l3, "none").peak_extra_bytes - OptionOf(l2, "none").peak_extra_bytes),
+              4 * parameters, 2);
+  EXPECT_LT(l3.static_bytes, l2.static_bytes);
+  // Overlapping the data-parallel traffic hides it.
+  s.dp_overlap = 1;
+  EXPECT_EQ(OptionOf(Build("llama3-8b", s).value().layers[1], "none").forward_ns, OptionOf(l1, "none").forward_ns);
+}
+
+TEST(SetupCosts, HeadroomIsReserved) {
+  TrainingSetup s = MakeSetup(1, 2, 1, 2048);
+  const Problem plain = Build("llama3-8b", s).value();
+  s.headroom_bytes = Bytes{5} << 30;
+  EXPECT_EQ(Build("llama3-8b", s).value().reserved_bytes, plain.reserved_bytes + (Bytes{5} << 30));
+}
+
+// Every rule names the flag and the fix.
+TEST(SetupCosts, InvalidCombinationsSayWhatToChange) {
+  auto error = [](const std::string& model, const TrainingSetup& s) {
+    const Result<Problem> p = Build(model, s);
+    return p.ok() ? std::string("(no error)") : p.error().message;
+  };
+  TrainingSetup s = MakeSetup(1, 1, 2, 4096);
+  s.cp = 2;
+  s.flash_attention = false;
+  EXPECT_NE(error("llama3-8b", s).find("--flash-attn"), std::string::npos) << error("llama3-8b", s);
+  s = MakeSetup(1, 1, 2, 4096);
+  s.ep = 2;
+  EXPECT_NE(error("llama3-8b", s).find("--ep"), std::string::npos) << error("llama3-8b", s);  // no MoE
+  s.ep = 3;
+  EXPECT_NE(error("mixtral-8x7b", s).find("--ep"), std::string::npos) << error("mixtral-8x7b", s);
+  s = MakeSetup(1, 1, 2, 4096);
+  s.ep = 8;  // more than tp x cp x dp = 2
+  EXPECT_NE(error("mixtral-8x7b", s).find("--ep"), std::string::npos) << error("mixtral-8x7b", s);
+  s = MakeSetup(1, 1, 2, 4096);
+  s.zero = 4;
+  EXPECT_NE(error("llama3-8b", s).find("--zero"), std::string::npos) << error("llama3-8b", s);
+  s = MakeSetup(1, 1, 2, 4096);
+  s.tp_comm_overlap = 1.5;
+  EXPECT_NE(error("llama3-8b", s).find("--tp-comm-overlap"), std::string::npos) << error("llama3-8b", s);
+  s = MakeSetup(1, 1, 2, 4096);
+  s.moe_imbalance = 0.5;
+  EXPECT_NE(error("mixtral-8x7b", s).find("--moe-imbalance"), std::string::npos) << error("mixtral-8x7b", s);
+}
+
+}  // namespace
+}  // namespace bmpipe
