@@ -3,6 +3,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -101,20 +102,21 @@ TEST(HfConfig, Llama3_8bMatchesThePreset) {
   EXPECT_EQ(a.total, 8'030'261'248);
 }
 
-TEST(HfConfig, Mistral7bHasASlidingWindowNote) {
+TEST(HfConfig, Mistral7bWindowsEveryLayer) {
   ModelSpec m = Read(Fixture("mistral-7b"));
   EXPECT_EQ(m.family, "mistral");
   EXPECT_EQ(m.head_dim, 128);
   EXPECT_EQ(CountParameters(m).total, 7'241'732'096);
-  ASSERT_EQ(m.not_modeled.size(), 1u);
-  EXPECT_TRUE(Contains(m.not_modeled[0], "Sliding-window attention (window 4096 tokens) is not modeled"))
-      << m.not_modeled[0];
-  EXPECT_TRUE(Contains(m.not_modeled[0], "upper bound on attention cost"));
+  EXPECT_TRUE(m.not_modeled.empty());
+  EXPECT_EQ(m.sliding_window, 4096);
+  ASSERT_EQ(m.windowed_layers.size(), 32u);
+  for (int i = 0; i < 32; ++i) EXPECT_TRUE(IsWindowedLayer(m, i)) << i;
 
-  // head_dim null means hidden / heads; no window means no note.
+  // head_dim null means hidden / heads; a null window means full attention.
   m = ReadEdited("mistral-7b", {{"head_dim", nullptr}, {"sliding_window", nullptr}});
   EXPECT_EQ(m.head_dim, 128);
-  EXPECT_TRUE(m.not_modeled.empty());
+  EXPECT_EQ(m.sliding_window, 0);
+  EXPECT_TRUE(m.windowed_layers.empty());
 }
 
 TEST(HfConfig, Qwen2_7bHasQkvBiasOnly) {
@@ -130,9 +132,17 @@ TEST(HfConfig, Qwen2_7bHasQkvBiasOnly) {
   EXPECT_EQ(total, 7'615'616'512);
   EXPECT_LT(RelativeError(total, 7.62e9), 0.005);  // the model card's 7.62B
 
+  EXPECT_EQ(m.sliding_window, 0);
+
+  // use_sliding_window windows the layers from max_window_layers on: here 28 of 28, so none.
   m = ReadEdited("qwen2-7b", {{"use_sliding_window", true}});
-  ASSERT_EQ(m.not_modeled.size(), 1u);
-  EXPECT_TRUE(Contains(m.not_modeled[0], "window 131072 tokens")) << m.not_modeled[0];
+  EXPECT_EQ(m.sliding_window, 0);
+  m = ReadEdited("qwen2-7b", {{"use_sliding_window", true}, {"max_window_layers", 20}, {"sliding_window", 4096}});
+  EXPECT_EQ(m.sliding_window, 4096);
+  EXPECT_FALSE(IsWindowedLayer(m, 19));
+  EXPECT_TRUE(IsWindowedLayer(m, 20));
+  EXPECT_TRUE(IsWindowedLayer(m, 27));
+  EXPECT_TRUE(m.not_modeled.empty());
 }
 
 TEST(HfConfig, Qwen3_8bHasQkNorm) {
@@ -167,8 +177,8 @@ TEST(HfConfig, MixtralMatchesThePreset) {
   EXPECT_EQ(m.moe.ffn, 14336);
   EXPECT_EQ(m.moe.shared_experts, 0);
   EXPECT_EQ(m.moe.first_dense_layers, 0);
-  ASSERT_EQ(m.not_modeled.size(), 1u);  // sliding_window is null
-  EXPECT_TRUE(Contains(m.not_modeled[0], "without expert parallelism"));
+  EXPECT_TRUE(m.not_modeled.empty());  // expert parallelism is modeled; sliding_window is null
+  EXPECT_EQ(m.sliding_window, 0);
   Result<ModelSpec> preset = ModelPreset("mixtral-8x7b");
   ASSERT_TRUE(preset.ok());
   EXPECT_EQ(CountParameters(m).moe_layer, CountParameters(preset.value()).moe_layer);
@@ -223,8 +233,12 @@ TEST(HfConfig, GptNeox20b) {
 // attention 187,107,328 per layer (q 48,760,320, kv 20,906,496, o 117,440,512) plus two norms of
 // 7168; dense MLP 3 x 7168 x 18432 = 396,361,728; MoE MLP router 7168 x 256 plus 257 experts of
 // 3 x 7168 x 2048 = 11,320,164,352. Total: 2 x 926,679,040 + 7168 (final norm) + 3 dense layers x
-// 583,483,392 + 58 MoE layers x 11,507,286,016 = 671,026,404,352, DeepSeek's published 671B (685B
-// with the multi-token-prediction module, which is not modeled).
+// 583,483,392 + 58 MoE layers x 11,507,286,016 = 671,026,404,352, DeepSeek's published 671B.
+//
+// The multi-token-prediction module: norms of 7168 for the hidden state, the embedding and the
+// head, the projection 2 x 7168 x 7168 = 102,760,448 and a MoE layer: 11,610,067,968. The Hugging
+// Face checkpoint stores its own copies of the embedding and the LM head as well (the model card's
+// "14B of MTP module weights", 685B in all); in training they are the model's, counted once.
 TEST(HfConfig, DeepSeekV3) {
   ModelSpec m = Read(Fixture("deepseek-v3"));
   EXPECT_EQ(m.family, "deepseek_v3");
@@ -239,32 +253,259 @@ TEST(HfConfig, DeepSeekV3) {
   EXPECT_EQ(m.moe.first_dense_layers, 3);
   EXPECT_FALSE(IsMoeLayer(m, 2));
   EXPECT_TRUE(IsMoeLayer(m, 3));
+  EXPECT_EQ(m.mtp_layers, 1);
   ParameterCounts c = CountParameters(m);
   EXPECT_EQ(c.dense_layer, 583'483'392);
   EXPECT_EQ(c.moe_layer, 11'507'286'016);
-  EXPECT_EQ(c.total, 671'026'404'352);
-  EXPECT_LT(RelativeError(c.total, 671e9), 0.01);
-
-  ASSERT_EQ(m.not_modeled.size(), 2u);
-  EXPECT_TRUE(Contains(m.not_modeled[0], "MoE layers are costed without expert parallelism"));
-  EXPECT_EQ(m.not_modeled[1],
-            "DeepSeek-V3's 1 multi-token-prediction layer(s) are not modeled; the plan covers the main model only.");
+  EXPECT_EQ(c.mtp_layer, 11'610'067'968);
+  EXPECT_EQ(c.mtp_layer, c.moe_layer + 3 * 7168 + 2 * 7168LL * 7168);
+  EXPECT_EQ(c.total, 671'026'404'352 + 11'610'067'968);
+  EXPECT_LT(RelativeError(c.total - c.mtp_layer, 671e9), 0.001);
+  // With the checkpoint's copies of the embedding and the head: 684.49B, the card's 685B.
+  EXPECT_LT(RelativeError(c.total + 2 * 926'679'040LL, 685e9), 0.001);
+  EXPECT_TRUE(m.not_modeled.empty());
 
   // Without a query down-projection, queries are projected directly from the hidden state.
   m = ReadEdited("deepseek-v3", {{"q_lora_rank", nullptr}, {"num_nextn_predict_layers", 0}});
   EXPECT_EQ(m.latent.q_lora_rank, 0);
-  EXPECT_EQ(m.not_modeled.size(), 1u);
+  EXPECT_EQ(m.mtp_layers, 0);
+  EXPECT_EQ(CountParameters(m).mtp_layer, 0);
   EXPECT_EQ(CountParameters(m).dense_layer - c.dense_layer, 7168LL * 128 * 192 - 48'760'320);
 
   EXPECT_TRUE(Contains(ErrorOfEdited("deepseek-v3", {{"first_k_dense_replace", 62}}),
                        "first_k_dense_replace = 62: must be between 0 and 61"));
 }
 
+// Qwen3-235B-A22B: 94 MoE layers of width 4096, 64 query and 4 key-value heads of width 128 with
+// q/k norms, 128 experts of 1536 (top-8), vocab 151936. Per layer: attention 4096 x 17408 =
+// 71,303,168, q/k norms 256, norms 8192, router 524,288, experts 128 x 3 x 4096 x 1536 =
+// 2,415,919,104; embedding and head 622,329,856 each.
+TEST(HfConfig, Qwen3Moe235b) {
+  ModelSpec m = Read(Fixture("qwen3-235b-a22b"));
+  EXPECT_EQ(m.family, "qwen3_moe");
+  EXPECT_EQ(m.head_dim, 128);
+  EXPECT_TRUE(m.qk_norm);
+  EXPECT_EQ(m.moe.experts, 128);
+  EXPECT_EQ(m.moe.top_k, 8);
+  EXPECT_EQ(m.moe.ffn, 1536);
+  EXPECT_EQ(m.moe.shared_experts, 0);
+  for (int i = 0; i < m.layers; ++i) EXPECT_TRUE(IsMoeLayer(m, i)) << i;
+  EXPECT_TRUE(m.not_modeled.empty());
+  const ParameterCounts c = CountParameters(m);
+  EXPECT_EQ(c.moe_layer, 2'487'755'008);
+  EXPECT_EQ(c.total, 235'093'634'560);
+  EXPECT_LT(RelativeError(c.total, 235e9), 0.001);  // the card's 235B
+  Result<ModelSpec> preset = ModelPreset("qwen3-235b-a22b");
+  ASSERT_TRUE(preset.ok());
+  EXPECT_EQ(CountParameters(preset.value()).total, c.total);
+
+  // Qwen3-30B-A3B, the card's 30.5B.
+  const ModelSpec small = Read(Fixture("qwen3-30b-a3b"));
+  EXPECT_EQ(CountParameters(small).total, 30'532'122'624);
+  EXPECT_EQ(CountParameters(small).total, CountParameters(ModelPreset("qwen3-30b-a3b").value()).total);
+  EXPECT_LT(RelativeError(CountParameters(small).total, 30.5e9), 0.002);
+}
+
+TEST(HfConfig, Qwen3MoeLayerPlacement) {
+  // decoder_sparse_step 2: layers 1, 3, 5, ... are MoE; mlp_only_layers makes more dense.
+  ModelSpec m = ReadEdited("qwen3-30b-a3b", {{"decoder_sparse_step", 2}, {"mlp_only_layers", {3, 0, 3}}});
+  EXPECT_EQ(m.moe.layer_step, 2);
+  EXPECT_EQ(m.moe.dense_layers, (std::vector<int>{0, 3}));
+  EXPECT_FALSE(IsMoeLayer(m, 0));
+  EXPECT_TRUE(IsMoeLayer(m, 1));
+  EXPECT_FALSE(IsMoeLayer(m, 2));
+  EXPECT_FALSE(IsMoeLayer(m, 3));
+  EXPECT_TRUE(IsMoeLayer(m, 5));
+  const ParameterCounts c = CountParameters(m);
+  EXPECT_EQ(c.total, c.embedding + 25 * c.dense_layer + 23 * c.moe_layer + c.head);
+
+  EXPECT_TRUE(Contains(ErrorOfEdited("qwen3-30b-a3b", {{"mlp_only_layers", {48}}}), "mlp_only_layers[0] = 48"));
+  EXPECT_TRUE(Contains(ErrorOfEdited("qwen3-30b-a3b", {{"decoder_sparse_step", 100}}),
+                       "decoder_sparse_step = 100: with mlp_only_layers no layer is MoE"));
+  EXPECT_TRUE(Contains(ErrorOfEdited("qwen3-30b-a3b", {{"num_experts", "<delete>"}}),
+                       "missing required key 'num_experts'"));
+  EXPECT_TRUE(Contains(ErrorOfEdited("qwen3-30b-a3b", {{"num_experts_per_tok", 129}}),
+                       "num_experts_per_tok = 129: cannot exceed num_experts = 128"));
+}
+
+// gpt-oss-120b: per layer attention 2880 x 9216 = 26,542,080 with biases 5120 + 2880, norms 5760,
+// router 368,640, and 128 experts of 3 x 2880 x 2880 + 3 x 2880 biases = 24,891,840; embedding and
+// head 579,133,440 each. The card's 116.83B also counts the router biases and the attention sinks
+// (192 per layer), which bmpipe leaves out.
+TEST(HfConfig, GptOss120b) {
+  ModelSpec m = Read(Fixture("gpt-oss-120b"));
+  EXPECT_EQ(m.family, "gpt_oss");
+  EXPECT_EQ(m.head_dim, 64);
+  EXPECT_EQ(m.kv_heads, 8);
+  EXPECT_TRUE(m.qkv_bias && m.linear_bias);
+  EXPECT_EQ(m.moe.experts, 128);
+  EXPECT_EQ(m.moe.top_k, 4);
+  EXPECT_EQ(m.moe.ffn, 2880);
+  EXPECT_EQ(m.sliding_window, 128);
+  EXPECT_TRUE(IsWindowedLayer(m, 0));
+  EXPECT_FALSE(IsWindowedLayer(m, 1));
+  EXPECT_TRUE(IsWindowedLayer(m, 34));
+  EXPECT_FALSE(IsWindowedLayer(m, 35));
+  const ParameterCounts c = CountParameters(m);
+  EXPECT_EQ(c.moe_layer, 3'213'080'000);
+  EXPECT_EQ(c.total, 116'829'149'760);
+  EXPECT_LT(RelativeError(c.total, 116.83e9), 0.0001);
+  EXPECT_EQ(c.total, CountParameters(ModelPreset("gpt-oss-120b").value()).total);
+  ASSERT_EQ(m.not_modeled.size(), 2u);
+  EXPECT_TRUE(Contains(m.not_modeled[0], "attention sinks")) << m.not_modeled[0];
+  EXPECT_TRUE(Contains(m.not_modeled[1], "quantization_config (mxfp4)")) << m.not_modeled[1];
+
+  // Either spelling of the routing width; both must agree.
+  EXPECT_EQ(ReadEdited("gpt-oss-120b", {{"num_experts_per_tok", "<delete>"}}).moe.top_k, 4);
+  EXPECT_EQ(ReadEdited("gpt-oss-120b", {{"experts_per_token", "<delete>"}}).moe.top_k, 4);
+  EXPECT_TRUE(Contains(ErrorOfEdited("gpt-oss-120b", {{"num_experts_per_tok", 2}}),
+                       "num_experts_per_tok = 2: differs from experts_per_token = 4"));
+  EXPECT_TRUE(Contains(ErrorOfEdited("gpt-oss-120b", {{"num_experts_per_tok", "<delete>"}, {"experts_per_token", "<delete>"}}),
+                       "missing required key 'num_experts_per_tok'"));
+  // Without layer_types, Transformers' alternation; a layer type bmpipe cannot cost is an error.
+  m = ReadEdited("gpt-oss-120b", {{"layer_types", "<delete>"}});
+  EXPECT_TRUE(IsWindowedLayer(m, 0) && !IsWindowedLayer(m, 1));
+  Json types = Json::array();
+  for (int i = 0; i < 36; ++i) types.push_back(i == 3 ? "linear_attention" : "full_attention");
+  EXPECT_TRUE(Contains(ErrorOfEdited("gpt-oss-120b", {{"layer_types", types}}),
+                       "layer_types[3] = \"linear_attention\": bmpipe costs layers of type sliding_attention and "
+                       "full_attention only"));
+  EXPECT_TRUE(Contains(ErrorOfEdited("gpt-oss-120b", {{"layer_types", {"full_attention"}}}),
+                       "layer_types: has 1 entries for num_hidden_layers = 36"));
+  // Every layer full: no window at all.
+  EXPECT_EQ(ReadEdited("gpt-oss-120b", {{"layer_types", Json(std::vector<std::string>(36, "full_attention"))}})
+                .sliding_window,
+            0);
+  EXPECT_TRUE(Contains(ErrorOfEdited("gpt-oss-120b", {{"hidden_act", "gelu"}}), "hidden_act = \"gelu\""));
+}
+
+// Llama 4 Scout's language model: per layer attention 5120 x 12288 = 62,914,560, norms 10,240,
+// router 81,920, 16 routed experts and one shared of 3 x 5120 x 8192 = 125,829,120 each;
+// embedding and head 1,034,485,760 each. The card's 109B includes the vision encoder.
+TEST(HfConfig, Llama4ScoutFromTextConfig) {
+  ModelSpec m = Read(Fixture("llama4-scout"));
+  EXPECT_EQ(m.family, "llama4");
+  EXPECT_EQ(m.layers, 48);
+  EXPECT_EQ(m.head_dim, 128);
+  EXPECT_EQ(m.ffn, 16384);
+  EXPECT_EQ(m.moe.ffn, 8192);
+  EXPECT_EQ(m.moe.experts, 16);
+  EXPECT_EQ(m.moe.top_k, 1);
+  EXPECT_EQ(m.moe.shared_experts, 1);
+  EXPECT_FALSE(m.tied_embeddings);
+  for (int i = 0; i < m.layers; ++i) EXPECT_TRUE(IsMoeLayer(m, i)) << i;
+  const ParameterCounts c = CountParameters(m);
+  EXPECT_EQ(c.moe_layer, 2'202'101'760);
+  EXPECT_EQ(c.total, 107'769'861'120);
+  EXPECT_LT(RelativeError(c.total, 109e9), 0.015);
+  EXPECT_EQ(c.total, CountParameters(ModelPreset("llama4-scout").value()).total);
+  ASSERT_EQ(m.not_modeled.size(), 2u);
+  EXPECT_TRUE(Contains(m.not_modeled[0], "chunked attention (chunks of 8192 tokens")) << m.not_modeled[0];
+  EXPECT_TRUE(Contains(m.not_modeled[1], "vision encoder")) << m.not_modeled[1];
+}
+
+TEST(HfConfig, Llama4MaverickInterleavesDenseLayers) {
+  // Maverick's shape: 128 experts on every other layer, dense layers of 16384.
+  Json text = Json::parse(testing::ReadFile(Fixture("llama4-scout")))["text_config"];
+  text["num_local_experts"] = 128;
+  text["interleave_moe_layer_step"] = 2;
+  text.erase("moe_layers");
+  ModelSpec m = ReadEdited("llama4-scout", {{"text_config", text}});
+  EXPECT_FALSE(IsMoeLayer(m, 0));
+  EXPECT_TRUE(IsMoeLayer(m, 1));
+  const ParameterCounts c = CountParameters(m);
+  EXPECT_EQ(c.total, c.embedding + 24 * c.dense_layer + 24 * c.moe_layer + c.head);
+  EXPECT_LT(RelativeError(c.total, 400e9), 0.01);  // the card's 400B (with the vision encoder)
+
+  // moe_layers, when present, decides.
+  text["moe_layers"] = {1, 3};
+  m = ReadEdited("llama4-scout", {{"text_config", text}});
+  EXPECT_TRUE(IsMoeLayer(m, 1) && IsMoeLayer(m, 3));
+  EXPECT_FALSE(IsMoeLayer(m, 5));
+  text["moe_layers"] = {48};
+  EXPECT_TRUE(Contains(ErrorOfEdited("llama4-scout", {{"text_config", text}}), "text_config.moe_layers[0] = 48"));
+  text["moe_layers"] = Json::array();
+  EXPECT_TRUE(Contains(ErrorOfEdited("llama4-scout", {{"text_config", text}}), "no layer is MoE"));
+  text.erase("moe_layers");
+  text.erase("intermediate_size_mlp");
+  EXPECT_TRUE(Contains(ErrorOfEdited("llama4-scout", {{"text_config", text}}),
+                       "text_config: missing required key 'intermediate_size_mlp'"));
+}
+
+// Gemma 2 27B: 46 layers, per layer attention 4608 x 12288 = 56,623,104, four norms 18,432, GeGLU
+// 3 x 4608 x 36864 = 509,607,936; tied embedding 1,179,648,000: 27,227,128,320 exactly as published.
+TEST(HfConfig, Gemma2_27b) {
+  ModelSpec m = Read(Fixture("gemma2-27b"));
+  EXPECT_EQ(m.family, "gemma2");
+  EXPECT_EQ(m.mlp, MlpKind::kGeGlu);
+  EXPECT_TRUE(m.post_norms);
+  EXPECT_FALSE(m.qk_norm);
+  EXPECT_TRUE(m.tied_embeddings);
+  EXPECT_EQ(m.head_dim, 128);  // not 4608 / 32
+  EXPECT_EQ(m.sliding_window, 4096);
+  EXPECT_TRUE(IsWindowedLayer(m, 0));
+  EXPECT_FALSE(IsWindowedLayer(m, 1));
+  EXPECT_EQ(CountParameters(m).dense_layer, 566'249'472);
+  EXPECT_EQ(CountParameters(m).total, 27'227'128'320);
+  ASSERT_EQ(m.not_modeled.size(), 1u);
+  EXPECT_TRUE(Contains(m.not_modeled[0], "soft-capping (attention scores and final logits)")) << m.not_modeled[0];
+
+  EXPECT_TRUE(Contains(ErrorOfEdited("gemma2-27b", {{"hidden_activation", "silu"}}),
+                       "hidden_activation = \"silu\": bmpipe models Gemma's MLP as GeGLU"));
+  EXPECT_TRUE(Contains(ErrorOfEdited("gemma2-27b", {{"attention_bias", true}}), "attention_bias = true"));
+  EXPECT_TRUE(Contains(ErrorOfEdited("gemma2-27b", {{"head_dim", "<delete>"}}), "missing required key 'head_dim'"));
+  EXPECT_TRUE(ReadEdited("gemma2-27b", {{"attn_logit_softcapping", nullptr}, {"final_logit_softcapping", nullptr}})
+                  .not_modeled.empty());
+}
+
+// Gemma 3 27B's published multimodal config, whose text_config leaves vocab_size (262208),
+// sliding_window_pattern (6) and the activation to Gemma3TextConfig's defaults. Per layer:
+// attention 5376 x 12288 = 66,060,288, q/k norms 256, four norms 21,504, GeGLU 3 x 5376 x 21504 =
+// 346,816,512; tied embedding 1,409,630,208. The card's 27B (27.4B with the vision encoder).
+TEST(HfConfig, Gemma3_27bFromTextConfig) {
+  ModelSpec m = Read(Fixture("gemma3-27b"));
+  EXPECT_EQ(m.family, "gemma3");
+  EXPECT_EQ(m.vocab, 262208);
+  EXPECT_EQ(m.mlp, MlpKind::kGeGlu);
+  EXPECT_TRUE(m.qk_norm && m.post_norms && m.tied_embeddings);
+  EXPECT_EQ(m.sliding_window, 1024);
+  int windowed = 0;
+  for (int i = 0; i < m.layers; ++i) windowed += IsWindowedLayer(m, i) ? 1 : 0;
+  EXPECT_EQ(windowed, 62 - 10);  // layers 5, 11, ..., 59 are global
+  EXPECT_FALSE(IsWindowedLayer(m, 5));
+  EXPECT_TRUE(IsWindowedLayer(m, 6));
+  const ParameterCounts c = CountParameters(m);
+  EXPECT_EQ(c.dense_layer, 412'898'560);
+  EXPECT_EQ(c.total, 27'009'346'304);
+  EXPECT_LT(RelativeError(c.total, 27e9), 0.001);
+  EXPECT_EQ(c.total, CountParameters(ModelPreset("gemma3-27b").value()).total);
+  ASSERT_EQ(m.not_modeled.size(), 1u);  // no soft-capping in Gemma 3
+  EXPECT_TRUE(Contains(m.not_modeled[0], "vision encoder")) << m.not_modeled[0];
+
+  Json text = Json::parse(testing::ReadFile(Fixture("gemma3-27b")))["text_config"];
+  text["sliding_window_pattern"] = 2;
+  EXPECT_FALSE(IsWindowedLayer(ReadEdited("gemma3-27b", {{"text_config", text}}), 1));
+  text["num_attention_heads"] = 0;
+  EXPECT_TRUE(Contains(ErrorOfEdited("gemma3-27b", {{"text_config", text}}), "text_config.num_attention_heads = 0"));
+  // A text-only config has the keys at the top level.
+  text = Json::parse(testing::ReadFile(Fixture("gemma3-27b")))["text_config"];
+  Json flat = text;
+  flat["model_type"] = "gemma3_text";
+  const std::string dir = testing::MakeTempDir();
+  std::ofstream(dir + "/config.json") << flat.dump();
+  const ModelSpec t = Read(dir + "/config.json");
+  std::filesystem::remove_all(dir);
+  EXPECT_EQ(t.family, "gemma3");
+  EXPECT_EQ(CountParameters(t).total, c.total);
+  EXPECT_TRUE(t.not_modeled.empty());
+}
+
 TEST(HfConfig, UnknownModelTypeListsTheSupportedOnes) {
   const std::string path = Fixture("bad-unknown-model-type");
   const std::string message = ErrorOf(path);
   EXPECT_TRUE(Contains(message, path + ": model_type = \"falcon\": unsupported model_type; bmpipe reads llama, "
-                                       "mistral, mixtral, qwen2, qwen3, gpt2, gpt_neox, deepseek_v3"))
+                                       "mistral, mixtral, qwen2, qwen3, qwen3_moe, gpt2, gpt_neox, deepseek_v3, "
+                                       "gpt_oss, llama4, llama4_text, gemma2, gemma3, gemma3_text"))
       << message;
   EXPECT_TRUE(Contains(ErrorOfEdited("llama3-8b", {{"model_type", "<delete>"}}),
                        "missing required key 'model_type' (the architecture; bmpipe reads llama, "));

@@ -200,9 +200,22 @@ int Norm(GraphBuilder& g, const Shape& s, const std::string& name, const Groups&
   return g.output(op);
 }
 
+// Keys per query before masking: the whole sequence, or on a windowed layer at most the window
+// (a banded kernel computes only the band).
+double KeysPerQuery(const Shape& s, bool windowed) {
+  return windowed ? std::min(s.seq, static_cast<double>(s.model.sliding_window)) : s.seq;
+}
+
+// Keys per query a causal kernel computes, averaged over the sequence: s/2 with full attention;
+// with a window w < s query i sees min(i + 1, w) keys, w - w^2 / 2s on average.
+double CausalKeysPerQuery(const Shape& s, bool windowed) {
+  const double w = KeysPerQuery(s, windowed);
+  return w < s.seq ? w - w * w / (2 * s.seq) : 0.5 * s.seq;
+}
+
 // Attention from the normed input `x` (in the sequence-parallel region) to the row-parallel
 // projection's output.
-int Attention(GraphBuilder& g, const Shape& s, int x) {
+int Attention(GraphBuilder& g, const Shape& s, int x, bool windowed) {
   const ModelSpec& m = s.model;
   const Groups attn = {"attn"}, core = {"attn", "core_attn"};
   const double T = s.tokens, h = m.hidden, a = m.heads;
@@ -261,7 +274,7 @@ int Attention(GraphBuilder& g, const Shape& s, int x) {
     LayerOp& op = g.op(fa);
     op.saved.push_back(op.outputs[0]);
     op.saved.push_back(op.outputs[1]);
-    op.forward_flops = 0.5 * 2 * T * s.seq * a * (dh + dv) / s.t;
+    op.forward_flops = 2 * T * CausalKeysPerQuery(s, windowed) * a * (dh + dv) / s.t;
     op.backward_flops = 2.5 * op.forward_flops;
     op.forward_bytes = g.bytes(q) + g.bytes(k) + g.bytes(v) + g.bytes(op.outputs[0]);
     op.backward_bytes = 2 * op.forward_bytes;
@@ -276,16 +289,18 @@ int Attention(GraphBuilder& g, const Shape& s, int x) {
     }
     context = op.outputs[0];
   } else {
-    // Megatron's unfused path computes the full s x s scores and masks them.
-    const double scores = T * s.seq * a / s.t;  // elements per device
+    // Megatron's unfused path computes the full s x s scores and masks them (a windowed layer
+    // only the band of keys within the window).
+    const double keys = KeysPerQuery(s, windowed);
+    const double scores = T * keys * a / s.t;  // elements per device
     const int qk = g.Gemm("attention_scores", core, {q, k}, {{"scores", scores * kActivationBytes}}, {q, k},
-                          2 * T * s.seq * a * dh / s.t, 0);
+                          2 * T * keys * a * dh / s.t, 0);
     const int softmax = g.Elementwise("softmax", core, {g.output(qk)}, {{"probs", scores * kActivationBytes}}, {}, 1.5);
     int probs = g.output(softmax);
     g.op(softmax).saved = {probs};
     if (m.dropout) probs = Dropout(g, "attention_dropout", core, probs, scores);
     const int pv = g.Gemm("attention_values", core, {probs, v}, {{"context", s.Activation(a * dv, true)}}, {probs, v},
-                          2 * T * s.seq * a * dv / s.t, 0);
+                          2 * T * keys * a * dv / s.t, 0);
     context = g.output(pv);
   }
   const int out = g.Linear("out_proj", attn, {context}, {{"attention_out", s.Activation(h, false)}}, {context},
@@ -307,13 +322,17 @@ int Mlp(GraphBuilder& g, const Shape& s, const std::string& prefix, int x, const
   const Groups mlp = {"mlp"};
   const double T = m.tokens, h = s.model.hidden, ffn = m.ffn;
   const double weight = kActivationBytes / m.shard;
-  const bool gated = s.model.mlp == MlpKind::kSwiGlu;
+  const bool gated = IsGatedMlp(s.model.mlp);
   const double up_width = gated ? 2 * ffn : ffn;
+  const char* activation = s.model.mlp == MlpKind::kSwiGlu       ? "swiglu"
+                           : s.model.mlp == MlpKind::kGeGlu      ? "geglu"
+                           : s.model.mlp == MlpKind::kSquaredRelu ? "squared_relu"
+                                                                  : "gelu";
   const int fc1 = g.Linear(prefix + "fc1", mlp, {x}, {{prefix + "fc1.out", T * up_width * kActivationBytes / m.shard}},
                            {x}, 2 * T * h * up_width / m.shard, h * up_width * weight);
   g.op(fc1).forward_comm_s = m.enter_s;
   g.op(fc1).backward_comm_s = m.leave_s;
-  const int act = g.Elementwise(prefix + (gated ? "swiglu" : "gelu"), {"mlp", "mlp_act"}, {g.output(fc1)},
+  const int act = g.Elementwise(prefix + activation, {"mlp", "mlp_act"}, {g.output(fc1)},
                                 {{prefix + "act.out", T * ffn * kActivationBytes / m.shard}}, {g.output(fc1)}, 1.5);
   const int fc2 = g.Linear(prefix + "fc2", mlp, {g.output(act)},
                            {{prefix + "fc2.out", T * h * kActivationBytes / m.out_divisor}}, {g.output(act)},
@@ -348,13 +367,15 @@ int PaddedVocab(int vocab, int tp) {
   return (vocab + multiple - 1) / multiple * multiple;
 }
 
-LayerGraph DecoderLayerGraph(const ModelSpec& m, const DeviceSpec& d, const TrainingSetup& setup, bool moe) {
+LayerGraph DecoderLayerGraph(const ModelSpec& m, const DeviceSpec& d, const TrainingSetup& setup, bool moe,
+                             bool windowed) {
   const Shape s(m, d, setup);
-  GraphBuilder g(s, moe ? "decoder (MoE)" : "decoder");
+  GraphBuilder g(s, std::string(moe ? "decoder (MoE)" : "decoder") + (windowed ? " windowed" : ""));
   const Groups attn = {"attn"}, mlp = {"mlp"};
   const int x = g.Input("input", s.Activation(m.hidden, false));
   const int n1 = Norm(g, s, "norm1", {"attn", "norm"}, x);
-  int attention = Attention(g, s, n1);
+  int attention = Attention(g, s, n1, windowed);
+  if (m.post_norms) attention = Norm(g, s, "post_attention_norm", attn, attention);
   if (m.dropout) attention = Dropout(g, "attention_out_dropout", attn, attention, s.tokens * m.hidden / s.sp);
   const int h1 = Residual(g, s, "residual1", attn, x, attention);
   const int n2 = Norm(g, s, "norm2", {"mlp", "norm"}, h1);
@@ -392,6 +413,7 @@ LayerGraph DecoderLayerGraph(const ModelSpec& m, const DeviceSpec& d, const Trai
     g.op(combine).backward_comm_s = s.ep.AllToAll(routed_bytes);
     out = g.output(combine);
   }
+  if (m.post_norms) out = Norm(g, s, "post_mlp_norm", mlp, out);
   if (m.dropout) out = Dropout(g, "mlp_dropout", mlp, out, s.tokens * m.hidden / s.sp);
   Residual(g, s, "residual2", mlp, h1, out);
   return g.Finish();
@@ -429,6 +451,70 @@ LayerGraph HeadGraph(const ModelSpec& m, const DeviceSpec& d, const TrainingSetu
   g.op(ce).saved = {g.output(ce)};
   g.op(ce).forward_comm_s = 3 * AllReduceSeconds(s.tokens * 4, s.t, s.tp.bandwidth, s.tp.latency);
   return g.Finish();
+}
+
+namespace {
+
+// Appends `part` to `graph` with part's first tensor (its input) replaced by graph's tensor
+// `input`; returns the index in `graph` of the first output of part's last op.
+int Append(LayerGraph& graph, const LayerGraph& part, int input) {
+  const int op_offset = static_cast<int>(graph.ops.size());
+  std::vector<int> index(part.tensors.size());
+  for (std::size_t t = 0; t < part.tensors.size(); ++t) {
+    if (t == 0) {
+      index[t] = input;
+      continue;
+    }
+    OpTensor tensor = part.tensors[t];
+    if (tensor.producer >= 0) tensor.producer += op_offset;
+    index[t] = static_cast<int>(graph.tensors.size());
+    graph.tensors.push_back(std::move(tensor));
+  }
+  for (LayerOp op : part.ops) {
+    for (std::vector<int>* list : {&op.inputs, &op.outputs, &op.saved}) {
+      for (int& t : *list) t = index[t];
+    }
+    graph.ops.push_back(std::move(op));
+  }
+  return graph.ops.back().outputs[0];
+}
+
+// The start of a multi-token-prediction module: the next tokens' embeddings (a lookup in the
+// shared, vocabulary-parallel table), a norm of them and of the hidden state, and the projection
+// of the two to width h (a tensor-parallel GEMM entered and left like the MLP).
+LayerGraph MtpProjectionGraph(const ModelSpec& m, const DeviceSpec& d, const TrainingSetup& setup) {
+  const Shape s(m, d, setup);
+  GraphBuilder g(s, "mtp projection");
+  const int x = g.Input("input", s.Activation(m.hidden, false));
+  const int ids = g.Input("mtp.token_ids", s.tokens * 8);
+  const int lookup =
+      g.Elementwise("mtp.embedding", {}, {ids}, {{"mtp.embedded", s.Activation(m.hidden, false)}}, {ids}, 1);
+  g.op(lookup).forward_comm_s = s.Leave();
+  g.op(lookup).backward_comm_s = s.Enter();
+  const int hidden_norm = Norm(g, s, "mtp.hidden_norm", {}, x);
+  const int embedding_norm = Norm(g, s, "mtp.embedding_norm", {}, g.output(lookup));
+  const double h = m.hidden;
+  const int projection = g.Linear("mtp.projection", {}, {hidden_norm, embedding_norm},
+                                  {{"mtp.projected", s.Activation(h, false)}}, {hidden_norm, embedding_norm},
+                                  2 * s.tokens * 2 * h * h / s.t, 2 * h * h * kActivationBytes / s.t);
+  g.op(projection).forward_comm_s = s.Enter() + s.Leave();
+  g.op(projection).backward_comm_s = s.Enter() + s.Leave();
+  return g.Finish();
+}
+
+}  // namespace
+
+LayerGraph HeadWithMtpGraph(const ModelSpec& m, const DeviceSpec& d, const TrainingSetup& setup) {
+  LayerGraph graph = HeadGraph(m, d, setup);
+  if (m.mtp_layers <= 0) return graph;
+  graph.name = "head + mtp";
+  int hidden = 0;  // the head's input, the last decoder layer's output
+  for (int k = 0; k < m.mtp_layers; ++k) {
+    const int projected = Append(graph, MtpProjectionGraph(m, d, setup), hidden);
+    hidden = Append(graph, DecoderLayerGraph(m, d, setup, m.moe.enabled()), projected);
+    Append(graph, HeadGraph(m, d, setup), hidden);
+  }
+  return graph;
 }
 
 OptionCost EvaluateOption(const LayerGraph& graph, const std::string& option) {

@@ -57,11 +57,17 @@ struct LayerGraph {
   std::vector<LayerOp> ops;
 };
 
-// The ops of one decoder layer (with the MoE MLP when `moe`), of the embedding and of the head
-// (final norm, LM head, cross-entropy loss).
-LayerGraph DecoderLayerGraph(const ModelSpec& model, const DeviceSpec& device, const TrainingSetup& setup, bool moe);
+// The ops of one decoder layer (with the MoE MLP when `moe`, with the model's sliding window when
+// `windowed`), of the embedding and of the head (final norm, LM head, cross-entropy loss).
+LayerGraph DecoderLayerGraph(const ModelSpec& model, const DeviceSpec& device, const TrainingSetup& setup, bool moe,
+                             bool windowed = false);
 LayerGraph EmbeddingGraph(const ModelSpec& model, const DeviceSpec& device, const TrainingSetup& setup);
 LayerGraph HeadGraph(const ModelSpec& model, const DeviceSpec& device, const TrainingSetup& setup);
+// The head followed by the model's multi-token-prediction modules (model.h), each from the
+// previous one's hidden state (the first from the head's input): embedding lookup of the next
+// tokens, two norms, the 2h -> h projection, a decoder layer, and its own final norm, LM head and
+// loss. HeadGraph when the model has none.
+LayerGraph HeadWithMtpGraph(const ModelSpec& model, const DeviceSpec& device, const TrainingSetup& setup);
 
 // The vocabulary as Megatron pads it: a multiple of 128 x tp.
 int PaddedVocab(int vocab, int tp);

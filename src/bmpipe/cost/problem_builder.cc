@@ -62,7 +62,7 @@ constexpr double kHostAdamParametersPerSecond = 1e9;
 
 // The routed experts' parameters of one MoE layer (every expert, unsharded).
 double RoutedExpertParameters(const ModelSpec& m) {
-  const double matrices = m.mlp == MlpKind::kSwiGlu ? 3 : 2;
+  const double matrices = IsGatedMlp(m.mlp) ? 3 : 2;
   return static_cast<double>(m.moe.experts) * matrices * m.hidden * m.moe.ffn;
 }
 
@@ -193,10 +193,16 @@ double ModelFlopsPerIteration(const ModelSpec& model, const DeviceSpec& device, 
     }
     return sum;
   };
-  double per_sequence = flops(EmbeddingGraph(model, device, one)) + flops(HeadGraph(model, device, one));
-  const double dense = flops(DecoderLayerGraph(model, device, one, /*moe=*/false));
-  const double moe = model.moe.enabled() ? flops(DecoderLayerGraph(model, device, one, /*moe=*/true)) : 0;
-  for (int i = 0; i < model.layers; ++i) per_sequence += IsMoeLayer(model, i) ? moe : dense;
+  double per_sequence = flops(EmbeddingGraph(model, device, one)) + flops(HeadWithMtpGraph(model, device, one));
+  // One graph per layer kind: [MoE MLP][windowed attention].
+  double kind_flops[2][2] = {};
+  for (int moe = 0; moe < 2; ++moe) {
+    for (int windowed = 0; windowed < 2; ++windowed) {
+      if ((moe && !model.moe.enabled()) || (windowed && model.sliding_window == 0)) continue;
+      kind_flops[moe][windowed] = flops(DecoderLayerGraph(model, device, one, moe, windowed));
+    }
+  }
+  for (int i = 0; i < model.layers; ++i) per_sequence += kind_flops[IsMoeLayer(model, i)][IsWindowedLayer(model, i)];
   return per_sequence * setup.global_batch_size;
 }
 
@@ -249,18 +255,50 @@ Result<Problem> BuildProblem(const ModelSpec& model, const DeviceSpec& device, c
   const Layer dense_layer = MakeLayer("decoder", dense, setup.recompute, {static_cast<double>(counts.dense_layer) / t, 0},
                                       true, device, setup, links, p.p2p_ns, convert);
   Layer moe_layer;
+  LayerParameters moe_parameters;
   if (model.moe.enabled()) {
     // The routed experts split over ep x etp ranks; attention, router and shared experts over tp.
     const double routed = RoutedExpertParameters(model);
-    const LayerParameters moe_parameters{(static_cast<double>(counts.moe_layer) - routed) / t,
-                                         routed / (static_cast<double>(setup.ep) * ExpertTensorParallel(setup))};
+    moe_parameters = {(static_cast<double>(counts.moe_layer) - routed) / t,
+                      routed / (static_cast<double>(setup.ep) * ExpertTensorParallel(setup))};
     moe_layer = MakeLayer("decoder-moe", DecoderLayerGraph(model, device, setup, /*moe=*/true), setup.recompute,
                           moe_parameters, true, device, setup, links, p.p2p_ns, convert);
   }
+  // Layers with windowed attention cost less at long sequences: kinds of their own.
+  Layer dense_windowed, moe_windowed;
+  if (model.sliding_window > 0) {
+    dense_windowed = MakeLayer("decoder-local", DecoderLayerGraph(model, device, setup, false, /*windowed=*/true),
+                               setup.recompute, {static_cast<double>(counts.dense_layer) / t, 0}, true, device, setup,
+                               links, p.p2p_ns, convert);
+    if (model.moe.enabled()) {
+      moe_windowed = MakeLayer("decoder-moe-local", DecoderLayerGraph(model, device, setup, true, /*windowed=*/true),
+                               setup.recompute, moe_parameters, true, device, setup, links, p.p2p_ns, convert);
+    }
+  }
+  // The multi-token-prediction modules run in the head layer (HeadWithMtpGraph); their decoder
+  // layers' parameters split as the model's do, and they need the embedding table on the last
+  // pipeline rank (a copy when there are several ranks and the head is untied).
+  LayerParameters head_parameters{head, 0};
+  if (model.mtp_layers > 0) {
+    const bool moe = model.moe.enabled();
+    const double decoder = static_cast<double>(moe ? counts.moe_layer : counts.dense_layer);
+    const LayerParameters block = moe ? moe_parameters : LayerParameters{decoder / t, 0};
+    const double own = (static_cast<double>(counts.mtp_layer) - decoder) / t;  // norms and projection
+    head_parameters.dense += model.mtp_layers * (block.dense + own);
+    head_parameters.expert += model.mtp_layers * block.expert;
+    if (setup.pp > 1 && !model.tied_embeddings) head_parameters.dense += vocab * model.hidden / t;
+  }
   if (convert.error()) return *convert.error();
-  for (int i = 0; i < model.layers; ++i) p.layers.push_back(IsMoeLayer(model, i) ? moe_layer : dense_layer);
-  p.layers.push_back(MakeLayer("head", HeadGraph(model, device, setup), {"none"}, {head, 0}, false, device, setup,
-                               links, p.p2p_ns, convert));
+  for (int i = 0; i < model.layers; ++i) {
+    const bool windowed = IsWindowedLayer(model, i);
+    if (IsMoeLayer(model, i)) {
+      p.layers.push_back(windowed ? moe_windowed : moe_layer);
+    } else {
+      p.layers.push_back(windowed ? dense_windowed : dense_layer);
+    }
+  }
+  p.layers.push_back(MakeLayer("head", HeadWithMtpGraph(model, device, setup), {"none"}, head_parameters,
+                               model.mtp_layers > 0, device, setup, links, p.p2p_ns, convert));
   if (convert.error()) return *convert.error();
   // Entries: runs of layers of one kind, as a problem file would list them with `repeat`.
   for (std::size_t i = 1; i < p.layers.size(); ++i) {

@@ -1,6 +1,6 @@
 // The analytic cost model's output: a Problem (DESIGN §4.1) for a model, a device and a training
 // setup. Layers: the embedding, every decoder layer (options from setup.recompute), and the head
-// (final norm, LM head, loss), each with
+// (final norm, LM head, loss, and DeepSeek-V3's multi-token-prediction modules), each with
 //  - times from its op graph (layer_ops.h) on the device;
 //  - static bytes = parameters on one device x bytes per parameter (mixed-precision Adam: 18, or
 //    6 + 12/dp with the distributed optimizer; Megatron's theoretical_memory_usage.py);

@@ -2,20 +2,28 @@
 //
 // Key policy. A config.json holds much more than the model's shape. This file reads the keys that
 // change compute or memory (layer count, widths, head counts, vocabulary size, MLP and attention
-// variants, biases, dropout, embedding tying, experts and routing width, latent-attention ranks,
-// sliding windows) and validates each strictly: a message names the key, its value and the fix.
-// Every other key is ignored on purpose because it changes neither the FLOPs nor the bytes of
-// training, for example rope_theta and rope_scaling, rms_norm_eps and layer_norm_eps,
-// torch_dtype (bmpipe models 16-bit training whatever the checkpoint's type), architectures,
-// bos/eos/pad token ids, initializer_range, max_position_embeddings (the sequence length is a
-// training setting), use_cache, transformers_version, auto_map, router loss coefficients and
-// DeepSeek's routing details (n_group, topk_group, topk_method, scoring_func,
-// routed_scaling_factor, norm_topk_prob). Unlike bmpipe's own input files, unknown keys are
-// therefore not errors here (no ExpectKeys on the config): Transformers releases add keys often.
+// variants, biases, dropout, embedding tying, experts, routing width and which layers are MoE,
+// latent-attention ranks, sliding windows and which layers use them, multi-token prediction) and
+// validates each strictly: a message names the key, its value and the fix; a value bmpipe cannot
+// cost (a layer type other than sliding or full attention, an activation that is not the MLP's) is
+// an error naming the key. Every other key is ignored on purpose because it changes neither the
+// FLOPs nor the bytes of training, for example rope_theta, rope_scaling and rope_local_base_freq,
+// rms_norm_eps and layer_norm_eps, torch_dtype (bmpipe models 16-bit training whatever the
+// checkpoint's type), architectures, bos/eos/pad token ids, initializer_range,
+// max_position_embeddings (the sequence length is a training setting), use_cache,
+// transformers_version, auto_map, router loss coefficients and DeepSeek's routing details
+// (n_group, topk_group, topk_method, scoring_func, routed_scaling_factor, norm_topk_prob), Gemma's
+// query_pre_attn_scalar (a scale), Llama 4's use_qk_norm (a parameter-free L2 norm),
+// attn_temperature_tuning, attn_scale and floor_scale. Unlike bmpipe's own input files, unknown
+// keys are therefore not errors here (no ExpectKeys on the config): Transformers releases add keys
+// often.
 //
 // A key a config may omit takes the default of the Transformers configuration class of that
 // model_type, so an omitted key means what it means to Transformers. Keys that fix the shape
-// (sizes and head counts) are required.
+// (sizes and head counts) are required, except Gemma 3's vocab_size, which the published
+// multimodal configs leave to the default. Multimodal configs (Llama 4, Gemma 3) are read from
+// their text_config; the vision encoder is noted, not modeled.
+#include <algorithm>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -28,10 +36,6 @@
 #include "bmpipe/model/model.h"
 
 namespace bmpipe {
-
-namespace internal {
-std::string MoeWithoutExpertParallelismNote();  // defined in model.cc
-}  // namespace internal
 
 namespace {
 
@@ -47,8 +51,9 @@ constexpr std::int64_t kMaxRank = 1 << 20;
 constexpr std::int64_t kMaxPositions = 1 << 24;
 
 const std::vector<std::string>& SupportedModelTypes() {
-  static const std::vector<std::string> types = {"llama",  "mistral", "mixtral",  "qwen2",
-                                                 "qwen3",  "gpt2",    "gpt_neox", "deepseek_v3"};
+  static const std::vector<std::string> types = {
+      "llama", "mistral",  "mixtral",     "qwen2",   "qwen3",  "qwen3_moe", "gpt2",   "gpt_neox",
+      "deepseek_v3", "gpt_oss", "llama4", "llama4_text", "gemma2", "gemma3", "gemma3_text"};
   return types;
 }
 
@@ -113,19 +118,70 @@ void RequireSiluActivation(const JsonCursor& config) {
   }
 }
 
-std::string SlidingWindowNote(std::optional<std::int64_t> window) {
-  return fmt::format(
-      "Sliding-window attention{} is not modeled: full attention is assumed, an upper bound on attention cost.",
-      window ? fmt::format(" (window {} tokens)", *window) : std::string());
-}
-
-std::optional<std::int64_t> OptionalWindow(const JsonCursor& config) {
+std::optional<int> OptionalWindow(const JsonCursor& config) {
   std::optional<JsonCursor> c = config.Optional("sliding_window");
   if (!c) return std::nullopt;
-  return c->Integer(1, kMaxPositions, "check the value: it is the attention window in tokens, or null for none");
+  return ToInt(*c, "the attention window in tokens, or null for none", 1, kMaxPositions);
 }
 
-// llama, mistral, mixtral, qwen2, qwen3: RoPE, RMSNorm, SwiGLU, optional grouped-query attention.
+// The window when the key is given (null: none), else `default_window` (the Transformers default).
+std::optional<int> WindowOr(const JsonCursor& config, int default_window) {
+  return config.Has("sliding_window") ? OptionalWindow(config) : std::optional<int>(default_window);
+}
+
+// layer_types, one entry per layer: true for sliding_attention, false for full_attention.
+std::vector<bool> ReadLayerTypes(const JsonCursor& types, int layers) {
+  const std::vector<JsonCursor> entries = types.Elements();
+  if (entries.size() != static_cast<std::size_t>(layers)) {
+    types.FailAt(fmt::format("has {} entries for num_hidden_layers = {}; give one per decoder layer", entries.size(),
+                             layers));
+  }
+  std::vector<bool> windowed;
+  for (const JsonCursor& e : entries) {
+    const std::string type = e.String();
+    if (type != "sliding_attention" && type != "full_attention") {
+      e.Fail("bmpipe costs layers of type sliding_attention and full_attention only");
+    }
+    windowed.push_back(type == "sliding_attention");
+  }
+  return windowed;
+}
+
+// Which layers use the window: layer_types when the config gives it, else `fallback`.
+std::vector<bool> WindowedLayersOf(const JsonCursor& config, int layers, std::vector<bool> fallback) {
+  std::optional<JsonCursor> types = config.Optional("layer_types");
+  return types ? ReadLayerTypes(*types, layers) : std::move(fallback);
+}
+
+// Sets the model's windows; a window that no layer uses is no window.
+void SetWindows(ModelSpec& m, std::optional<int> window, std::vector<bool> windowed) {
+  bool any = false;
+  for (bool w : windowed) any = any || w;
+  if (!window || !any) return;
+  m.sliding_window = *window;
+  m.windowed_layers = std::move(windowed);
+}
+
+// The routed experts each token uses, at most `experts`.
+int ReadTopK(const JsonCursor& top_k, int experts, std::string_view experts_key) {
+  const int k = ToInt(top_k, "the number of experts each token is routed to", 1, kMaxExperts);
+  if (k > experts) top_k.Fail(fmt::format("cannot exceed {} = {}", experts_key, experts));
+  return k;
+}
+
+// A list of distinct layer indices in [0, layers), ascending.
+std::vector<int> ReadLayerList(const JsonCursor& list, int layers, std::string_view what) {
+  std::vector<int> out;
+  for (const JsonCursor& e : list.Elements(/*allow_empty=*/true)) {
+    out.push_back(ToInt(e, fmt::format("{}, a layer index below num_hidden_layers = {}", what, layers), 0, layers - 1));
+  }
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+// llama, mistral, mixtral, qwen2, qwen3, qwen3_moe: RoPE, RMSNorm, SwiGLU, optional grouped-query
+// attention.
 ModelSpec ReadLlamaFamily(const JsonCursor& config, const std::string& type) {
   ModelSpec m;
   m.mlp = MlpKind::kSwiGlu;
@@ -135,7 +191,8 @@ ModelSpec ReadLlamaFamily(const JsonCursor& config, const std::string& type) {
   m.layers = Count(config, "num_hidden_layers", "the number of decoder layers", kMaxLayers);
   m.heads = Count(config, "num_attention_heads", "the number of query heads", kMaxHeads);
   m.kv_heads = ReadKvHeads(config, m.heads);
-  if (type == "qwen3") {
+  const bool qwen3 = type == "qwen3" || type == "qwen3_moe";
+  if (qwen3) {
     // Qwen3's head width is not hidden / heads for every size (Qwen3-0.6B: 1024 / 16 = 64, but
     // head_dim is 128), and Transformers' default of 128 is easy to get wrong; require the key.
     m.head_dim = Count(config, "head_dim", "the query/key/value width per head", kMaxHeadDim);
@@ -153,7 +210,7 @@ ModelSpec ReadLlamaFamily(const JsonCursor& config, const std::string& type) {
 
   if (type == "qwen2") {
     m.qkv_bias = true;  // Qwen2 always has q, k and v biases and no other
-  } else if (type == "llama" || type == "qwen3") {
+  } else if (type == "llama" || qwen3) {
     // attention_bias puts biases on q, k, v and o; Llama's mlp_bias on the three MLP matrices.
     // Mistral and Mixtral have no biases whatever their config says, as in Transformers.
     const bool attention_bias = Flag(config, "attention_bias", false);
@@ -169,24 +226,46 @@ ModelSpec ReadLlamaFamily(const JsonCursor& config, const std::string& type) {
           attention_bias ? "attention_bias" : "mlp_bias", attention_bias ? "mlp_bias" : "attention_bias"));
     }
   }
-  m.qk_norm = type == "qwen3";
+  m.qk_norm = qwen3;
 
   if (type == "mistral" || type == "mixtral") {
-    if (std::optional<std::int64_t> window = OptionalWindow(config)) m.not_modeled.push_back(SlidingWindowNote(window));
-  } else if (type == "qwen2" || type == "qwen3") {
-    // Qwen configs always carry a sliding_window value; only use_sliding_window turns it on.
-    if (Flag(config, "use_sliding_window", false)) m.not_modeled.push_back(SlidingWindowNote(OptionalWindow(config)));
+    // Mistral's window applies to every layer.
+    SetWindows(m, OptionalWindow(config), WindowedLayers(m.layers, 0));
+  } else if (type == "qwen2" || qwen3) {
+    // Qwen configs always carry a sliding_window value; only use_sliding_window turns it on, for
+    // the layers from max_window_layers on (Transformers' default 28), or as layer_types says.
+    if (Flag(config, "use_sliding_window", false)) {
+      std::optional<JsonCursor> first = config.Optional("max_window_layers");
+      const int first_windowed =
+          first ? ToInt(*first, "the first layer with the sliding window", 0, kMaxLayers) : 28;
+      std::vector<bool> windowed(m.layers, false);
+      for (int i = first_windowed; i < m.layers; ++i) windowed[i] = true;
+      SetWindows(m, OptionalWindow(config), WindowedLayersOf(config, m.layers, std::move(windowed)));
+    }
   }
 
   if (type == "mixtral") {
     m.moe.experts = Count(config, "num_local_experts", "the number of routed experts per layer", kMaxExperts);
-    JsonCursor top_k = config.Required("num_experts_per_tok", "the number of experts each token is routed to");
-    m.moe.top_k = ToInt(top_k, "the number of experts each token is routed to", 1, kMaxExperts);
-    if (m.moe.top_k > m.moe.experts) {
-      top_k.Fail(fmt::format("cannot exceed num_local_experts = {}", m.moe.experts));
-    }
+    m.moe.top_k = ReadTopK(config.Required("num_experts_per_tok", "the number of experts each token is routed to"),
+                           m.moe.experts, "num_local_experts");
     m.moe.ffn = m.ffn;  // every Mixtral layer is MoE, with experts of the config's intermediate size
-    m.not_modeled.push_back(internal::MoeWithoutExpertParallelismNote());
+  } else if (type == "qwen3_moe") {
+    // Layer i is MoE when i + 1 is a multiple of decoder_sparse_step and i is not in
+    // mlp_only_layers (Transformers' Qwen3MoeDecoderLayer); the dense ones use intermediate_size.
+    m.moe.experts = Count(config, "num_experts", "the number of routed experts per layer", kMaxExperts);
+    m.moe.top_k = ReadTopK(config.Required("num_experts_per_tok", "the number of experts each token is routed to"),
+                           m.moe.experts, "num_experts");
+    m.moe.ffn = Count(config, "moe_intermediate_size", "the intermediate size of one expert", kMaxFfn);
+    m.moe.layer_step = OptionalCount(config, "decoder_sparse_step", "the spacing of MoE layers", kMaxLayers, 1);
+    if (std::optional<JsonCursor> dense = config.Optional("mlp_only_layers")) {
+      m.moe.dense_layers = ReadLayerList(*dense, m.layers, "a layer with the dense MLP");
+    }
+    bool any_moe = false;
+    for (int i = 0; i < m.layers; ++i) any_moe = any_moe || IsMoeLayer(m, i);
+    if (!any_moe) {
+      config.Required("decoder_sparse_step", "").Fail(
+          "with mlp_only_layers no layer is MoE; read the model as model_type qwen3 instead");
+    }
   }
   return m;
 }
@@ -280,15 +359,164 @@ ModelSpec ReadDeepSeekV3(const JsonCursor& config) {
       freq->Fail("bmpipe models every layer after first_k_dense_replace as MoE, so it needs moe_layer_freq = 1");
     }
   }
-  m.not_modeled.push_back(internal::MoeWithoutExpertParallelismNote());
 
+  // Multi-token-prediction modules (model.h); Transformers' DeepseekV3Config does not load them,
+  // but they are trained with the model, so they are costed.
   if (std::optional<JsonCursor> mtp = config.Optional("num_nextn_predict_layers")) {
-    const int mtp_layers = ToInt(*mtp, "the number of multi-token-prediction layers", 0, kMaxLayers);
-    if (mtp_layers > 0) {
-      m.not_modeled.push_back(fmt::format(
-          "DeepSeek-V3's {} multi-token-prediction layer(s) are not modeled; the plan covers the main model only.",
-          mtp_layers));
+    m.mtp_layers = ToInt(*mtp, "the number of multi-token-prediction modules", 0, kMaxLayers);
+  }
+  return m;
+}
+
+// gpt-oss: every layer MoE, experts with biases and a clamped SwiGLU, attention with biases and a
+// learned sink logit per head, sliding-window attention on alternate layers.
+ModelSpec ReadGptOss(const JsonCursor& config) {
+  ModelSpec m;
+  m.mlp = MlpKind::kSwiGlu;
+  m.norm = NormKind::kRmsNorm;
+  m.hidden = Count(config, "hidden_size", "the model width h", kMaxHidden);
+  m.ffn = Count(config, "intermediate_size", "the intermediate size of one expert", kMaxFfn);
+  m.layers = Count(config, "num_hidden_layers", "the number of decoder layers", kMaxLayers);
+  m.heads = Count(config, "num_attention_heads", "the number of query heads", kMaxHeads);
+  m.kv_heads = ReadKvHeads(config, m.heads);
+  m.head_dim = Count(config, "head_dim", "the query/key/value width per head", kMaxHeadDim);
+  m.v_head_dim = m.head_dim;
+  m.vocab = Count(config, "vocab_size", "the vocabulary size", kMaxVocab);
+  m.tied_embeddings = Flag(config, "tie_word_embeddings", false);
+  RequireSiluActivation(config);
+  m.dropout = DropoutProbability(config, "attention_dropout", 0.0) > 0;
+  // attention_bias (Transformers' default true) puts biases on q, k, v and o; the experts always
+  // have biases. One ModelSpec flag covers the o and MLP biases, so without attention_bias the
+  // count keeps the o bias (h per layer more than the model has).
+  m.qkv_bias = Flag(config, "attention_bias", true);
+  m.linear_bias = true;
+
+  m.moe.experts = Count(config, "num_local_experts", "the number of routed experts per layer", kMaxExperts);
+  m.moe.ffn = m.ffn;
+  // Checkpoints spell the routing width twice; either will do, and both must agree.
+  std::optional<JsonCursor> per_token = config.Optional("experts_per_token");
+  std::optional<JsonCursor> per_tok = config.Optional("num_experts_per_tok");
+  if (!per_token && !per_tok) config.Required("num_experts_per_tok", "the number of experts each token is routed to");
+  m.moe.top_k = ReadTopK(per_tok ? *per_tok : *per_token, m.moe.experts, "num_local_experts");
+  if (per_tok && per_token && ReadTopK(*per_token, m.moe.experts, "num_local_experts") != m.moe.top_k) {
+    per_tok->Fail(fmt::format("differs from experts_per_token = {}; give one routing width",
+                              ReadTopK(*per_token, m.moe.experts, "num_local_experts")));
+  }
+
+  // Transformers' default: window 128 on every other layer, starting with the first.
+  SetWindows(m, WindowOr(config, 128), WindowedLayersOf(config, m.layers, WindowedLayers(m.layers, 2)));
+  m.not_modeled.push_back(
+      "gpt-oss's attention sinks (one learned logit per head) and router bias are not costed (negligible), and its "
+      "clamped SwiGLU (swiglu_limit) is costed as SwiGLU.");
+  return m;
+}
+
+// Llama 4 (Scout, Maverick), from text_config in a multimodal config: MoE layers every
+// interleave_moe_layer_step layers (or as moe_layers lists them), each with one shared expert of
+// the routed experts' size; dense layers of width intermediate_size_mlp.
+ModelSpec ReadLlama4(const JsonCursor& top, const JsonCursor& config) {
+  ModelSpec m;
+  m.mlp = MlpKind::kSwiGlu;
+  m.norm = NormKind::kRmsNorm;
+  m.hidden = Count(config, "hidden_size", "the model width h", kMaxHidden);
+  m.layers = Count(config, "num_hidden_layers", "the number of decoder layers", kMaxLayers);
+  m.heads = Count(config, "num_attention_heads", "the number of query heads", kMaxHeads);
+  m.kv_heads = ReadKvHeads(config, m.heads);
+  m.head_dim = Count(config, "head_dim", "the query/key/value width per head", kMaxHeadDim);
+  m.v_head_dim = m.head_dim;
+  m.vocab = Count(config, "vocab_size", "the vocabulary size", kMaxVocab);
+  m.ffn = Count(config, "intermediate_size_mlp", "the intermediate size of the dense layers' MLP", kMaxFfn);
+  RequireSiluActivation(config);
+  m.dropout = DropoutProbability(config, "attention_dropout", 0.0) > 0;
+  if (Flag(config, "attention_bias", false)) {
+    config.Required("attention_bias", "").Fail("biases in Llama 4's attention are not modeled; bmpipe needs false");
+  }
+  // The multimodal config keeps tie_word_embeddings at its top level.
+  m.tied_embeddings = Flag(config, "tie_word_embeddings", Flag(top, "tie_word_embeddings", false));
+
+  m.moe.experts = Count(config, "num_local_experts", "the number of routed experts per MoE layer", kMaxExperts);
+  m.moe.top_k = ReadTopK(config.Required("num_experts_per_tok", "the number of experts each token is routed to"),
+                         m.moe.experts, "num_local_experts");
+  m.moe.ffn = Count(config, "intermediate_size", "the intermediate size of one expert and of the shared expert",
+                    kMaxFfn);
+  m.moe.shared_experts = 1;
+  m.moe.layer_step =
+      OptionalCount(config, "interleave_moe_layer_step", "the spacing of MoE layers", kMaxLayers, 1);
+  // moe_layers, when given, is the list Transformers uses instead of the step.
+  if (std::optional<JsonCursor> listed = config.Optional("moe_layers")) {
+    const std::vector<int> moe_layers = ReadLayerList(*listed, m.layers, "a MoE layer");
+    if (moe_layers.empty()) listed->Fail("no layer is MoE; give the MoE layers' indices");
+    m.moe.layer_step = 1;
+    for (int i = 0, k = 0; i < m.layers; ++i) {
+      if (k < static_cast<int>(moe_layers.size()) && moe_layers[k] == i) {
+        ++k;
+      } else {
+        m.moe.dense_layers.push_back(i);
+      }
     }
+  }
+  if (std::optional<JsonCursor> chunk = config.Optional("attention_chunk_size")) {
+    m.not_modeled.push_back(fmt::format(
+        "Llama 4's chunked attention (chunks of {} tokens on the layers with RoPE; no_rope_layers marks the others) "
+        "is costed as full attention, an upper bound on attention cost.",
+        chunk->Integer(1, kMaxPositions, "check the value: it is the attention chunk in tokens")));
+  }
+  return m;
+}
+
+// Gemma 2 and Gemma 3: GeGLU MLP, norms before and after attention and MLP, sliding-window
+// attention on every other layer (Gemma 2) or five of every six (Gemma 3), tied embeddings.
+ModelSpec ReadGemma(const JsonCursor& config, bool gemma3) {
+  ModelSpec m;
+  m.mlp = MlpKind::kGeGlu;
+  m.norm = NormKind::kRmsNorm;
+  m.post_norms = true;
+  m.qk_norm = gemma3;
+  m.hidden = Count(config, "hidden_size", "the model width h", kMaxHidden);
+  m.ffn = Count(config, "intermediate_size", "the MLP's intermediate size", kMaxFfn);
+  m.layers = Count(config, "num_hidden_layers", "the number of decoder layers", kMaxLayers);
+  m.heads = Count(config, "num_attention_heads", "the number of query heads", kMaxHeads);
+  // Gemma's defaults for these are one model size's, not hidden / heads: require them.
+  config.Required("num_key_value_heads", "the number of key-value heads");
+  m.kv_heads = ReadKvHeads(config, m.heads);
+  m.head_dim = Count(config, "head_dim", "the query/key/value width per head", kMaxHeadDim);
+  m.v_head_dim = m.head_dim;
+  m.vocab = OptionalCount(config, "vocab_size", "the vocabulary size", kMaxVocab, gemma3 ? 262208 : 256000);
+  m.tied_embeddings = Flag(config, "tie_word_embeddings", true);
+  m.dropout = DropoutProbability(config, "attention_dropout", 0.0) > 0;
+  if (Flag(config, "attention_bias", false)) {
+    config.Required("attention_bias", "").Fail("biases in Gemma's attention are not modeled; bmpipe needs false");
+  }
+  // hidden_activation wins over hidden_act, as in Transformers; the gate is a GELU.
+  std::optional<JsonCursor> act = config.Optional("hidden_activation");
+  if (!act) act = config.Optional("hidden_act");
+  if (act) {
+    const std::string name = act->String();
+    if (name != "gelu_pytorch_tanh" && name != "gelu" && name != "gelu_new" && name != "gelu_fast") {
+      act->Fail("bmpipe models Gemma's MLP as GeGLU, which needs a GELU activation such as 'gelu_pytorch_tanh'");
+    }
+  }
+
+  const int global_every = gemma3 ? OptionalCount(config, "sliding_window_pattern",
+                                                  "the layers per global-attention layer", kMaxLayers, 6)
+                                  : 2;
+  SetWindows(m, WindowOr(config, 4096),
+             WindowedLayersOf(config, m.layers, WindowedLayers(m.layers, global_every)));
+
+  // Soft-capping is a tanh on the scores or the logits: elementwise work inside the attention
+  // kernel and beside the loss, small next to the GEMMs around it. Transformers' defaults: 50 and
+  // 30 for Gemma 2, none for Gemma 3.
+  const bool has_attn_cap = config.Has("attn_logit_softcapping") ? config.Optional("attn_logit_softcapping").has_value()
+                                                                 : !gemma3;
+  const bool has_final_cap = config.Has("final_logit_softcapping")
+                                 ? config.Optional("final_logit_softcapping").has_value()
+                                 : !gemma3;
+  if (has_attn_cap || has_final_cap) {
+    m.not_modeled.push_back(fmt::format(
+        "Logit soft-capping ({}) is not costed: a tanh per element, small next to the GEMMs around it.",
+        has_attn_cap && has_final_cap ? "attention scores and final logits"
+        : has_attn_cap                ? "attention scores"
+                                      : "final logits"));
   }
   return m;
 }
@@ -304,18 +532,35 @@ ModelSpec ReadConfigTree(const Json& doc, const std::string& path) {
   if (!supported) {
     type_cursor.Fail(fmt::format("unsupported model_type; bmpipe reads {}{}", fmt::join(types, ", "), DidYouMean(type, types)));
   }
+  // Multimodal Llama 4 and Gemma 3 configs nest the language model's keys in text_config.
+  std::optional<JsonCursor> text = config.Optional("text_config");
+  const JsonCursor language = text ? *text : config;
   ModelSpec m;
+  std::string family = type;
   if (type == "gpt2") {
     m = ReadGpt2(config);
   } else if (type == "gpt_neox") {
     m = ReadGptNeox(config);
   } else if (type == "deepseek_v3") {
     m = ReadDeepSeekV3(config);
+  } else if (type == "gpt_oss") {
+    m = ReadGptOss(config);
+  } else if (type == "llama4" || type == "llama4_text") {
+    m = ReadLlama4(config, language);
+    family = "llama4";
+  } else if (type == "gemma2") {
+    m = ReadGemma(config, /*gemma3=*/false);
+  } else if (type == "gemma3" || type == "gemma3_text") {
+    m = ReadGemma(language, /*gemma3=*/true);
+    family = "gemma3";
   } else {
     m = ReadLlamaFamily(config, type);
   }
+  if (config.Has("vision_config")) {
+    m.not_modeled.push_back("The vision encoder (vision_config) is not modeled; the plan covers the language model.");
+  }
   m.name = path;
-  m.family = type;
+  m.family = family;
   // A quantized checkpoint (AWQ, GPTQ, DeepSeek-V3's published FP8 weights) has the same shape;
   // how its weights are stored does not change what training it costs, which bmpipe models in
   // 16-bit precision. Say so rather than refuse the file.

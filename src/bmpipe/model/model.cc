@@ -1,5 +1,6 @@
 #include "bmpipe/model/model.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <string_view>
 #include <system_error>
@@ -9,18 +10,6 @@
 #include "bmpipe/core/json_cursor.h"
 
 namespace bmpipe {
-
-namespace internal {
-
-// Shared by the preset table and the config reader; kept out of model.h because it is not part
-// of the interface.
-std::string MoeWithoutExpertParallelismNote() {
-  return "MoE layers are costed without expert parallelism: every pipeline rank that holds a MoE "
-         "layer holds all of its routed experts' parameters, and each token's FLOPs count its "
-         "top_k routed experts plus the shared experts.";
-}
-
-}  // namespace internal
 
 namespace {
 
@@ -33,9 +22,31 @@ struct Counts {
   T embedding = 0;
   T dense_layer = 0;
   T moe_layer = 0;
+  T mtp_layer = 0;
   T head = 0;
   T total = 0;
 };
+
+// Layer i is MoE by first_dense_layers and layer_step, before the dense_layers list.
+bool MoeByStep(const MoeShape& moe, int i) {
+  return i >= moe.first_dense_layers && (i + 1) % std::max(1, moe.layer_step) == 0;
+}
+
+// The MoE layers among 0..layers-1, without looping over the layers (which ValidateModel has not
+// bounded yet when it counts).
+std::int64_t MoeLayerCount(const ModelSpec& m) {
+  if (!m.moe.enabled() || m.layers <= 0) return 0;
+  const std::int64_t step = std::max(1, m.moe.layer_step);
+  const std::int64_t first = std::clamp(m.moe.first_dense_layers, 0, m.layers);
+  // i + 1 runs over first + 1 .. layers; the multiples of step among them.
+  std::int64_t n = m.layers / step - first / step;
+  for (std::size_t k = 0; k < m.moe.dense_layers.size(); ++k) {
+    const int d = m.moe.dense_layers[k];
+    const bool repeated = k > 0 && m.moe.dense_layers[k - 1] == d;
+    if (!repeated && d >= 0 && d < m.layers && MoeByStep(m.moe, d)) --n;
+  }
+  return n;
+}
 
 // One counting routine for two number types: int64 for exact counts, and double so that
 // ValidateModel can bound the size before any int64 product could overflow.
@@ -50,7 +61,7 @@ Counts<T> CountAs(const ModelSpec& m) {
   // LayerNorm has a bias as well as a scale; RMSNorm only a scale.
   auto norm = [&](T width) { return m.norm == NormKind::kLayerNorm ? 2 * width : width; };
   auto mlp = [&](T f) {
-    if (m.mlp == MlpKind::kGelu) return 2 * h * f + (m.linear_bias ? f + h : 0);
+    if (!IsGatedMlp(m.mlp)) return 2 * h * f + (m.linear_bias ? f + h : 0);
     return 3 * h * f + (m.linear_bias ? 2 * f + h : 0);
   };
 
@@ -74,17 +85,23 @@ Counts<T> CountAs(const ModelSpec& m) {
 
   Counts<T> c;
   c.embedding = n(m.vocab) * h + n(m.learned_positions) * h;
-  const T block = 2 * norm(h) + attention;  // pre-attention and pre-MLP norms
+  // Pre-attention and pre-MLP norms, and with post_norms the norms of both outputs.
+  const T block = (m.post_norms ? 4 : 2) * norm(h) + attention;
   c.dense_layer = block + mlp(n(m.ffn));
-  int moe_layers = 0;
+  const std::int64_t moe_layers = MoeLayerCount(m);
   if (m.moe.enabled()) {
     const T experts = n(m.moe.experts);
     const T router = h * experts;
     c.moe_layer = block + router + (experts + n(m.moe.shared_experts)) * mlp(n(m.moe.ffn));
-    moe_layers = m.layers - m.moe.first_dense_layers;
+  }
+  if (m.mtp_layers > 0) {
+    // Norms of the hidden state and of the embedding, their 2h -> h projection, the decoder layer
+    // and the norm before the shared LM head.
+    c.mtp_layer = 3 * norm(h) + 2 * h * h + (m.moe.enabled() ? c.moe_layer : c.dense_layer);
   }
   c.head = norm(h) + (m.tied_embeddings ? 0 : n(m.vocab) * h);
-  c.total = c.embedding + n(m.layers - moe_layers) * c.dense_layer + n(moe_layers) * c.moe_layer + c.head;
+  c.total = c.embedding + static_cast<T>(m.layers - moe_layers) * c.dense_layer +
+            static_cast<T>(moe_layers) * c.moe_layer + n(m.mtp_layers) * c.mtp_layer + c.head;
   return c;
 }
 
@@ -95,7 +112,21 @@ Status Invalid(std::string_view field, std::int64_t value, std::string_view prob
 }  // namespace
 
 bool IsMoeLayer(const ModelSpec& model, int i) {
-  return model.moe.enabled() && i >= model.moe.first_dense_layers && i < model.layers;
+  if (!model.moe.enabled() || i < 0 || i >= model.layers || !MoeByStep(model.moe, i)) return false;
+  return !std::binary_search(model.moe.dense_layers.begin(), model.moe.dense_layers.end(), i);
+}
+
+bool IsWindowedLayer(const ModelSpec& model, int i) {
+  return model.sliding_window > 0 && i >= 0 && static_cast<std::size_t>(i) < model.windowed_layers.size() &&
+         model.windowed_layers[i];
+}
+
+std::vector<bool> WindowedLayers(int layers, int global_every) {
+  std::vector<bool> windowed(static_cast<std::size_t>(std::max(0, layers)), true);
+  if (global_every > 0) {
+    for (int i = global_every - 1; i < layers; i += global_every) windowed[i] = false;
+  }
+  return windowed;
 }
 
 ParameterCounts CountParameters(const ModelSpec& model) {
@@ -104,6 +135,7 @@ ParameterCounts CountParameters(const ModelSpec& model) {
   out.embedding = c.embedding;
   out.dense_layer = c.dense_layer;
   out.moe_layer = c.moe_layer;
+  out.mtp_layer = c.mtp_layer;
   out.head = c.head;
   out.total = c.total;
   return out;
@@ -180,16 +212,49 @@ Status ValidateModel(const ModelSpec& m) {
       return Invalid("moe.first_dense_layers", moe.first_dense_layers,
                      fmt::format("must be between 0 and layers = {}", m.layers));
     }
+    if (moe.layer_step < 1) {
+      return Invalid("moe.layer_step", moe.layer_step, "must be positive; 1 makes every layer MoE, 2 every other");
+    }
+    for (std::size_t k = 0; k < moe.dense_layers.size(); ++k) {
+      const int d = moe.dense_layers[k];
+      if (d < 0 || d >= m.layers || (k > 0 && d <= moe.dense_layers[k - 1])) {
+        return Invalid(fmt::format("moe.dense_layers[{}]", k), d,
+                       fmt::format("give distinct layer indices between 0 and layers - 1 = {}, ascending",
+                                   m.layers - 1));
+      }
+    }
+    if (MoeLayerCount(m) == 0) {
+      return InvalidInput(fmt::format(
+          "moe.experts = {} but no layer is MoE (moe.first_dense_layers = {}, moe.layer_step = {}, {} dense "
+          "layers listed); set the MoE fields to 0 for a dense model",
+          moe.experts, moe.first_dense_layers, moe.layer_step, moe.dense_layers.size()));
+    }
   } else if (moe.experts < 0 || moe.top_k != 0 || moe.ffn != 0 || moe.shared_experts != 0 ||
-             moe.first_dense_layers != 0) {
+             moe.first_dense_layers != 0 || moe.layer_step != 1 || !moe.dense_layers.empty()) {
     return Invalid("moe.experts", moe.experts,
                    "the other MoE fields are set but experts is not positive; give experts > 0 for a MoE model, or "
                    "set every MoE field to 0");
   }
   // A model whose layers are all MoE never uses the dense MLP, so only then may ffn be 0.
-  const bool has_dense_layer = !moe.enabled() || moe.first_dense_layers > 0;
+  const bool has_dense_layer = MoeLayerCount(m) < m.layers;
   if (m.ffn < 0 || (m.ffn == 0 && has_dense_layer)) {
     return Invalid("ffn", m.ffn, "must be positive; give the dense MLP's intermediate size");
+  }
+
+  if (m.sliding_window < 0) {
+    return Invalid("sliding_window", m.sliding_window, "cannot be negative; use 0 for full attention everywhere");
+  }
+  if (m.sliding_window == 0 && !m.windowed_layers.empty()) {
+    return InvalidInput(fmt::format("windowed_layers has {} entries but sliding_window is 0; give the window in "
+                                    "tokens, or leave windowed_layers empty",
+                                    m.windowed_layers.size()));
+  }
+  if (m.sliding_window > 0 && m.windowed_layers.size() != static_cast<std::size_t>(m.layers)) {
+    return InvalidInput(fmt::format("windowed_layers has {} entries for layers = {}; give one per decoder layer",
+                                    m.windowed_layers.size(), m.layers));
+  }
+  if (m.mtp_layers < 0) {
+    return Invalid("mtp_layers", m.mtp_layers, "cannot be negative; use 0 without multi-token prediction");
   }
 
   const double total = CountAs<double>(m).total;

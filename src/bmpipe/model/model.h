@@ -12,9 +12,14 @@
 namespace bmpipe {
 
 enum class MlpKind {
-  kGelu,    // two matrices h x f and f x h with an elementwise activation (GPT, GPT-NeoX)
-  kSwiGlu,  // three matrices: gate and up h x f, down f x h (Llama, Qwen, Mixtral, DeepSeek)
+  kGelu,         // two matrices h x f and f x h with an elementwise activation (GPT, GPT-NeoX)
+  kSwiGlu,       // three matrices: gate and up h x f, down f x h (Llama, Qwen, Mixtral, DeepSeek)
+  kGeGlu,        // SwiGLU's shapes with a GELU gate instead of SiLU (Gemma 2 and 3)
+  kSquaredRelu,  // kGelu's shapes with relu(x)^2 as the activation (Nemotron-4)
 };
+
+// Whether the MLP has a gate matrix beside its up-projection (three matrices instead of two).
+inline bool IsGatedMlp(MlpKind kind) { return kind == MlpKind::kSwiGlu || kind == MlpKind::kGeGlu; }
 
 enum class NormKind { kLayerNorm, kRmsNorm };
 
@@ -33,14 +38,18 @@ struct MoeShape {
   int experts = 0;         // routed experts per MoE layer
   int top_k = 0;           // experts each token is routed to
   int ffn = 0;             // intermediate size of one routed expert
-  int shared_experts = 0;  // always-active experts of the same size (DeepSeek)
+  int shared_experts = 0;  // always-active experts of the same size (DeepSeek, Llama 4)
   int first_dense_layers = 0;  // layers 0..first_dense_layers-1 use the dense MLP (DeepSeek)
+  // After those, layer i is MoE when i + 1 is a multiple of layer_step (Llama 4's
+  // interleave_moe_layer_step, Qwen's decoder_sparse_step): 1 makes every layer MoE, 2 every other.
+  int layer_step = 1;
+  std::vector<int> dense_layers;  // further layers with the dense MLP, ascending (Qwen's mlp_only_layers)
   bool enabled() const { return experts > 0; }
 };
 
 struct ModelSpec {
   std::string name;    // preset name or the config file's path
-  std::string family;  // "llama", "qwen2", "qwen3", "mixtral", "gpt2", "gpt_neox", "deepseek_v3", "gpt"
+  std::string family;  // the config's model_type ("llama", "qwen3_moe", "gemma3", ...) or a preset's ("gpt", "nemotron")
   int layers = 0;      // decoder layers L
   int hidden = 0;      // h
   int ffn = 0;         // dense MLP intermediate size f
@@ -55,25 +64,49 @@ struct ModelSpec {
   int learned_positions = 0;     // rows of a learned position embedding (GPT-2, GPT-3), 0 for RoPE
   bool qkv_bias = false;         // biases on the query, key and value projections (Qwen2, GPT)
   bool linear_bias = false;      // biases on every other linear layer (GPT-2, GPT-NeoX, GPT-3)
-  bool qk_norm = false;          // per-head norms of queries and keys (Qwen3)
+  bool qk_norm = false;          // per-head norms of queries and keys (Qwen3, Gemma 3)
+  bool post_norms = false;       // norms on the attention and MLP outputs too, before each residual add (Gemma 2, 3)
   bool dropout = false;          // dropout after attention probabilities and after each block
   LatentAttention latent;
   MoeShape moe;
+  // Sliding-window (local) attention: on a windowed layer each query attends to at most the
+  // `sliding_window` latest keys (itself included) instead of the whole sequence. 0 and an empty
+  // windowed_layers: every layer attends to the whole sequence. Otherwise windowed_layers has one
+  // entry per decoder layer, true where the window applies (Mistral: all; Gemma 2, gpt-oss: every
+  // other; Gemma 3: five of every six).
+  int sliding_window = 0;
+  std::vector<bool> windowed_layers;
+  // DeepSeek-V3's multi-token prediction: modules after the last decoder layer, each predicting
+  // one token further. One module is two norms (of the last hidden state and of the next token's
+  // embedding), a projection of their concatenation (2h x h), one decoder layer (MoE when the model
+  // has MoE layers) and a norm before the LM head. The modules share the model's embedding and
+  // LM head, so their parameters count neither again. The cost model puts them in the head layer,
+  // on the last pipeline stage as Megatron does, each with its own pass through the LM head and
+  // loss; with several pipeline ranks and an untied head that stage keeps a copy of the embedding.
+  int mtp_layers = 0;
   // Parts of the model the cost model does not represent, each a full sentence (for example
-  // DeepSeek-V3's multi-token-prediction module). Printed with every plan made from the model.
+  // Gemma 2's logit soft-capping). Printed with every plan made from the model.
   std::vector<std::string> not_modeled;
 };
 
 // Whether decoder layer `i` uses the MoE MLP.
 bool IsMoeLayer(const ModelSpec& model, int i);
 
+// Whether decoder layer `i` uses windowed attention.
+bool IsWindowedLayer(const ModelSpec& model, int i);
+
+// One entry per layer: windowed unless i + 1 is a multiple of `global_every` (Gemma 2 and gpt-oss:
+// 2, Gemma 3: 6); `global_every` 0 windows every layer.
+std::vector<bool> WindowedLayers(int layers, int global_every);
+
 // Parameter counts (each matrix and vector of the model once; a tied LM head counts once).
 struct ParameterCounts {
   std::int64_t embedding = 0;      // token (+ learned position) embeddings
   std::int64_t dense_layer = 0;    // one decoder layer with the dense MLP
   std::int64_t moe_layer = 0;      // one decoder layer with the MoE MLP (0 without MoE)
+  std::int64_t mtp_layer = 0;      // one multi-token-prediction module (0 without), embedding and head shared
   std::int64_t head = 0;           // final norm + LM head (0 for the matrix when tied)
-  std::int64_t total = 0;
+  std::int64_t total = 0;          // including the multi-token-prediction modules
 };
 ParameterCounts CountParameters(const ModelSpec& model);
 
@@ -86,8 +119,9 @@ std::vector<std::string> ModelPresetNames();
 // A built-in preset by name ("llama3-70b"), or an error listing the presets.
 Result<ModelSpec> ModelPreset(const std::string& name);
 
-// Reads a Hugging Face config.json (Llama-2/3, Qwen2/Qwen3, Mistral, Mixtral, GPT-2, GPT-NeoX,
-// DeepSeek-V3 families, chosen by `model_type`).
+// Reads a Hugging Face config.json (Llama-2/3, Llama 4, Qwen2/Qwen3, Qwen3-MoE, Mistral, Mixtral,
+// GPT-2, GPT-NeoX, DeepSeek-V3, gpt-oss, Gemma 2 and Gemma 3 families, chosen by `model_type`;
+// multimodal Llama 4 and Gemma 3 configs are read from their text_config).
 Result<ModelSpec> ReadHuggingFaceConfig(const std::string& path);
 // The same from a parsed config; `name` becomes the model's name and prefixes messages.
 Result<ModelSpec> ReadHuggingFaceConfig(const Json& config, const std::string& name);

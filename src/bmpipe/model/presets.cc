@@ -10,10 +10,6 @@
 
 namespace bmpipe {
 
-namespace internal {
-std::string MoeWithoutExpertParallelismNote();  // defined in model.cc
-}  // namespace internal
-
 namespace {
 
 // Llama-2/3 (Touvron et al. 2023; Meta's Llama 3 release): RoPE, RMSNorm, SwiGLU, no biases.
@@ -65,7 +61,132 @@ ModelSpec Mixtral8x7b() {
   m.moe.top_k = 2;
   m.moe.ffn = 14336;
   m.moe.first_dense_layers = 0;
-  m.not_modeled.push_back(internal::MoeWithoutExpertParallelismNote());
+  return m;
+}
+
+// mistralai/Mixtral-8x22B-v0.1 config.json: 56 layers, hidden 6144, 48 heads, 8 key-value heads,
+// intermediate 16384, 8 experts top-2, vocab 32768, no sliding window.
+ModelSpec Mixtral8x22b() {
+  ModelSpec m = Llama("mixtral-8x22b", 56, 6144, 48, 8, 16384, 32768);
+  m.family = "mixtral";
+  m.moe.experts = 8;
+  m.moe.top_k = 2;
+  m.moe.ffn = 16384;
+  return m;
+}
+
+// deepseek-ai/DeepSeek-V3 config.json: 61 layers of width 7168, the first 3 dense (intermediate
+// 18432), then 256 routed experts (top-8) and 1 shared expert of 2048; latent attention with 128
+// heads, q_lora_rank 1536, kv_lora_rank 512, qk_nope 128 + qk_rope 64, v_head_dim 128; vocab
+// 129280, untied; num_nextn_predict_layers 1.
+ModelSpec DeepSeekV3() {
+  ModelSpec m = Llama("deepseek-v3", 61, 7168, 128, 128, 18432, 129280);
+  m.family = "deepseek_v3";
+  m.latent = {1536, 512, 64, 128};
+  m.head_dim = 192;
+  m.v_head_dim = 128;
+  m.moe.experts = 256;
+  m.moe.top_k = 8;
+  m.moe.ffn = 2048;
+  m.moe.shared_experts = 1;
+  m.moe.first_dense_layers = 3;
+  m.mtp_layers = 1;
+  return m;
+}
+
+// Qwen3-MoE (Qwen/Qwen3-235B-A22B and Qwen/Qwen3-30B-A3B config.json): every layer MoE
+// (decoder_sparse_step 1, no mlp_only_layers), 128 experts top-8, no shared expert, head_dim 128
+// with q/k norms, vocab 151936, untied.
+ModelSpec Qwen3Moe(const std::string& name, int layers, int hidden, int heads, int kv_heads, int ffn, int moe_ffn) {
+  ModelSpec m = Llama(name, layers, hidden, heads, kv_heads, ffn, 151936);
+  m.family = "qwen3_moe";
+  m.head_dim = 128;
+  m.v_head_dim = 128;
+  m.qk_norm = true;
+  m.moe.experts = 128;
+  m.moe.top_k = 8;
+  m.moe.ffn = moe_ffn;
+  return m;
+}
+
+// openai/gpt-oss-120b config.json: 36 layers of width 2880, 64 query heads and 8 key-value heads
+// of width 64 with biases, 128 experts (top-4) of intermediate size 2880 with biases, layer_types
+// alternating sliding (window 128) and full attention starting with sliding, vocab 201088, untied.
+ModelSpec GptOss120b() {
+  ModelSpec m = Llama("gpt-oss-120b", 36, 2880, 64, 8, 2880, 201088);
+  m.family = "gpt_oss";
+  m.head_dim = 64;
+  m.v_head_dim = 64;
+  m.qkv_bias = true;
+  m.linear_bias = true;
+  m.moe.experts = 128;
+  m.moe.top_k = 4;
+  m.moe.ffn = 2880;
+  m.sliding_window = 128;
+  m.windowed_layers = WindowedLayers(36, 2);
+  m.not_modeled.push_back(
+      "Attention sinks (one learned logit per head) and the router's bias are not costed (negligible); the clamped "
+      "SwiGLU variant is costed as SwiGLU.");
+  return m;
+}
+
+// meta-llama/Llama-4-Scout-17B-16E config.json, text_config: 48 layers of width 5120, 40 query
+// heads and 8 key-value heads of width 128, every layer MoE (interleave_moe_layer_step 1) with 16
+// routed experts (top-1) and one shared expert of intermediate size 8192 (dense MLPs would be
+// intermediate_size_mlp 16384), vocab 202048, untied. Text model only.
+ModelSpec Llama4Scout() {
+  ModelSpec m = Llama("llama4-scout", 48, 5120, 40, 8, 16384, 202048);
+  m.family = "llama4";
+  m.moe.experts = 16;
+  m.moe.top_k = 1;
+  m.moe.ffn = 8192;
+  m.moe.shared_experts = 1;
+  m.not_modeled.push_back(
+      "Llama 4's chunked attention (chunks of 8192 tokens on three of every four layers, the fourth without RoPE) "
+      "is costed as full attention, an upper bound on attention cost; the vision encoder is not modeled.");
+  return m;
+}
+
+// google/gemma-3-27b-it config.json, text_config (omitted keys take Gemma3TextConfig's defaults):
+// 62 layers of width 5376, 32 query heads and 16 key-value heads of width 128 with q/k norms,
+// GeGLU MLP of 21504, norms before and after attention and MLP, sliding window 1024 on five of
+// every six layers (sliding_window_pattern 6), vocab 262208, tied. Text model only.
+ModelSpec Gemma3_27b() {
+  ModelSpec m = Llama("gemma3-27b", 62, 5376, 32, 16, 21504, 262208);
+  m.family = "gemma3";
+  m.head_dim = 128;
+  m.v_head_dim = 128;
+  m.mlp = MlpKind::kGeGlu;
+  m.qk_norm = true;
+  m.post_norms = true;
+  m.tied_embeddings = true;
+  m.sliding_window = 1024;
+  m.windowed_layers = WindowedLayers(62, 6);
+  m.not_modeled.push_back("Gemma 3's vision encoder is not modeled; the plan covers the text model.");
+  return m;
+}
+
+// Nemotron-4 340B (NVIDIA, arXiv 2406.11704, Table 1 and the Megatron checkpoint's
+// model_config.yaml): 96 layers of width 18432, 96 query heads and 8 key-value heads, a squared-ReLU
+// MLP of 73728 (not gated), LayerNorm, no biases, vocab 256000, untied.
+ModelSpec Nemotron4_340b() {
+  ModelSpec m = Llama("nemotron-4-340b", 96, 18432, 96, 8, 73728, 256000);
+  m.family = "nemotron";
+  m.mlp = MlpKind::kSquaredRelu;
+  m.norm = NormKind::kLayerNorm;
+  return m;
+}
+
+// EleutherAI/gpt-neox-20b config.json: 44 layers of width 6144, 64 heads, GELU MLP of 24576,
+// rotary positions, LayerNorm, biases everywhere, vocab 50432, untied. Attention and MLP run in
+// parallel from the same input (use_parallel_residual), which changes the order of the sums, not
+// their cost.
+ModelSpec GptNeox20b() {
+  ModelSpec m = Gpt("gpt-neox-20b", 44, 6144, 64, 50432);
+  m.family = "gpt_neox";
+  m.tied_embeddings = false;
+  m.learned_positions = 0;
+  m.dropout = false;
   return m;
 }
 
@@ -78,12 +199,25 @@ std::vector<ModelSpec> AllPresets() {
       Llama("llama3-8b", 32, 4096, 32, 8, 14336, 128256),
       Llama("llama3-70b", 80, 8192, 64, 8, 28672, 128256),
       Llama("llama3-405b", 126, 16384, 128, 8, 53248, 128256),
+      // Llama 3.1 changed the RoPE scaling and the context length, not the shapes.
+      Llama("llama3.1-8b", 32, 4096, 32, 8, 14336, 128256),
+      Llama("llama3.1-70b", 80, 8192, 64, 8, 28672, 128256),
+      Llama("llama3.1-405b", 126, 16384, 128, 8, 53248, 128256),
       Gpt("gpt3-175b", 96, 12288, 96, 50257),
       Gpt("gpt-22b", 48, 6144, 64, 51200),
       Gpt("gpt-175b", 96, 12288, 96, 51200),
       Gpt("gpt-530b", 105, 20480, 128, 51200),
       Gpt("gpt-1t", 128, 25600, 160, 51200),
       Mixtral8x7b(),
+      Mixtral8x22b(),
+      DeepSeekV3(),
+      Qwen3Moe("qwen3-235b-a22b", 94, 4096, 64, 4, 12288, 1536),
+      Qwen3Moe("qwen3-30b-a3b", 48, 2048, 32, 4, 6144, 768),
+      GptOss120b(),
+      Llama4Scout(),
+      Gemma3_27b(),
+      Nemotron4_340b(),
+      GptNeox20b(),
   };
 }
 
