@@ -74,7 +74,7 @@ int Main(int argc, char** argv) {
   o.top = 16;
   const SearchResult r = SearchConfigurations(ModelPreset(llama.model).value(), DevicePreset(llama.device).value(), o).value();
   for (const ConfigOutcome& c : r.configs) {
-    if (!c.config.sequence_parallel || !c.config.distributed_optimizer) continue;
+    if (!c.config.sequence_parallel || c.config.zero != 1) continue;
     if (c.verdict != Verdict::kPlanned) {
       fmt::print("{:>4} {:>10} {}\n", c.config.vpp, "", VerdictName(c.verdict));
       continue;

@@ -592,6 +592,8 @@ struct SearchArgs {
   std::string model;
   std::string device;
   SearchOptions options;
+  SetupWords words;
+  std::vector<std::string> precisions;  // --precision, a list
   double reserved_gb = -1;
   bool json = false;
   bool quiet = false;
@@ -622,6 +624,10 @@ int RunSearch(SearchArgs& args) {
   if (!device.ok()) return Fail(device.error());
   SearchOptions& options = args.options;
   if (Status reserved = SetReservedBytes(args.reserved_gb, options.base); !reserved.ok()) return Fail(reserved.error());
+  if (Status words = ApplySetupWords(args.words, options.base); !words.ok()) return Fail(words.error());
+  for (const std::string& p : args.precisions) {
+    options.precision.push_back(p == "fp8" ? Precision::kFp8 : Precision::kBf16);
+  }
   std::optional<ExportFormat> format;
   if (!args.export_format.empty() && args.export_format != "none") {
     Result<ExportFormat> parsed = ParseExportFormat(args.export_format);
@@ -748,26 +754,40 @@ int RunValidate(const std::string& path, bool json, bool markdown, const std::st
 
 std::string Joined(const std::vector<std::string>& names) { return fmt::format("{}", fmt::join(names, ", ")); }
 
-// Context and expert parallelism, precision, state dtypes, sharding, overlap, offloading and
-// headroom; `wrap` puts each option in its group.
+// The help texts of the setup's parallel sizes and switches that `search` takes as lists of
+// values to try and the other commands as one value.
+constexpr const char* kCpHelp = "Context-parallel size: the sequence split over cp ranks (ring attention; needs --flash-attn)";
+constexpr const char* kEpHelp =
+    "Expert-parallel size: each MoE layer's routed experts split over ep ranks (ep x etp divides tp x cp x dp)";
+constexpr const char* kEtpHelp = "Expert tensor-parallel size (default: the same as --tp)";
+constexpr const char* kPrecisionHelp =
+    "GEMM precision of the linear layers: bf16, or fp8 (Transformer Engine; 2 more bytes per parameter for its weight "
+    "caches)";
+constexpr const char* kZeroHelp =
+    "ZeRO stage: 0, 1 (optimizer state sharded over dp x cp, as --distributed-optimizer), 2 (and gradients), 3 (and "
+    "parameters: FSDP)";
+
+// Context and expert parallelism, the precision and the ZeRO stage, one value each (plan,
+// simulate, compare); `wrap` puts each option in its group.
+template <typename Wrap>
+void AddParallelOptions(CLI::App& cmd, TrainingSetup& setup, SetupWords& words, Wrap wrap) {
+  wrap(cmd.add_option("--cp", setup.cp, kCpHelp)->capture_default_str());
+  wrap(cmd.add_option("--ep", setup.ep, kEpHelp)->capture_default_str());
+  wrap(cmd.add_option("--etp", setup.etp, kEtpHelp));
+  wrap(cmd.add_option("--precision", words.precision, kPrecisionHelp)
+           ->check(CLI::IsMember({"bf16", "fp8"}))
+           ->capture_default_str());
+  wrap(cmd.add_option("--zero", setup.zero, kZeroHelp)->check(CLI::Range(0, 3))->capture_default_str());
+}
+
+// MoE routing, state dtypes, overlap, offloading and headroom (every command with a cost model).
 template <typename Wrap>
 void AddSetupOptions(CLI::App& cmd, TrainingSetup& setup, SetupWords& words, Wrap wrap) {
-  wrap(cmd.add_option("--cp", setup.cp, "Context-parallel size: the sequence split over cp ranks (ring attention; needs "
-                                        "--flash-attn)")
-           ->capture_default_str());
-  wrap(cmd.add_option("--ep", setup.ep, "Expert-parallel size: each MoE layer's routed experts split over ep ranks "
-                                        "(ep x etp divides tp x cp x dp)")
-           ->capture_default_str());
-  wrap(cmd.add_option("--etp", setup.etp, "Expert tensor-parallel size (default: the same as --tp)"));
   wrap(cmd.add_option("--moe-imbalance", setup.moe_imbalance,
                       "Dropless MoE: the busiest expert's tokens over the even share")
            ->capture_default_str());
   wrap(cmd.add_option("--moe-capacity-factor", setup.moe_capacity_factor,
                       "MoE expert capacity over the even share (0: dropless, then --moe-imbalance applies)")
-           ->capture_default_str());
-  wrap(cmd.add_option("--precision", words.precision, "GEMM precision of the linear layers: bf16, or fp8 (Transformer "
-                                                      "Engine; 2 more bytes per parameter for its weight caches)")
-           ->check(CLI::IsMember({"bf16", "fp8"}))
            ->capture_default_str());
   wrap(cmd.add_option("--grad-dtype", words.grad_dtype, "Main gradients: fp32 or bf16")
            ->check(CLI::IsMember({"fp32", "bf16"}))
@@ -775,10 +795,6 @@ void AddSetupOptions(CLI::App& cmd, TrainingSetup& setup, SetupWords& words, Wra
   wrap(cmd.add_option("--optimizer-dtype", words.optimizer_dtype,
                       "Adam's moments: fp32 or bf16 (master weights stay fp32)")
            ->check(CLI::IsMember({"fp32", "bf16"}))
-           ->capture_default_str());
-  wrap(cmd.add_option("--zero", setup.zero, "ZeRO stage: 0, 1 (optimizer state sharded over dp x cp, as "
-                                            "--distributed-optimizer), 2 (and gradients), 3 (and parameters: FSDP)")
-           ->check(CLI::Range(0, 3))
            ->capture_default_str());
   wrap(cmd.add_option("--tp-comm-overlap", setup.tp_comm_overlap,
                       "Fraction of the tensor-parallel collectives hidden behind GEMMs (0..1; Megatron's default "
@@ -838,6 +854,7 @@ void AddModelOptions(CLI::App& cmd, ModelArgs& m, CLI::Option* problem_opt) {
                              "Fraction of the data-parallel gradient sync hidden behind the backward (0..1)")
                   ->capture_default_str());
   needs_model(cmd.add_option("--devices", m.setup.devices, "Total devices; checked against tp x cp x pp x dp"));
+  AddParallelOptions(cmd, m.setup, m.words, needs_model);
   AddSetupOptions(cmd, m.setup, m.words, needs_model);
   needs_model(cmd.add_option("--dump-problem", m.dump_problem,
                              "Write the problem the cost model built (DESIGN.md §4.1) to this file, to re-run with "
@@ -991,11 +1008,12 @@ int Main(int argc, char** argv) {
   srch.options.base.recompute = TrainingSetup{}.recompute;
   CLI::App* search = app.add_subcommand(
       "search",
-      "Find the best way to train a model on N devices: every valid tensor-parallel (within a node) x pipeline x "
-      "data-parallel split, virtual stages (interleaved 1F1B), micro-batch size, sequence parallelism and optimizer "
-      "sharding. Cheap sound bounds (dominance, memory, a time lower bound) set aside what cannot be among the "
+      "Find the best way to train a model on N devices: every valid tensor-parallel (within a node) x "
+      "context-parallel x pipeline x data-parallel split, expert and expert tensor parallelism (MoE models), virtual "
+      "stages (interleaved 1F1B), micro-batch size, sequence parallelism, the ZeRO stage and, with --precision "
+      "bf16,fp8, the GEMM precision. Cheap sound bounds (dominance, memory, a time lower bound) set aside what cannot be among the "
       "best; the rest is planned with the exact planner. Prints the top configurations with throughput, MFU, "
-      "bubble and memory, then the best one's plan and its export. The result is the same for any --threads.");
+      "bubble and memory, why each other value of every dimension loses, then the best one's plan and its export. The result is the same for any --threads.");
   search->add_option("--model", srch.model, "Model preset (" + Joined(ModelPresetNames()) + ") or a Hugging Face config.json")
       ->required();
   search->add_option("--device", srch.device,
@@ -1040,6 +1058,29 @@ int Main(int argc, char** argv) {
   search->add_option("--dp-overlap", srch.options.base.dp_overlap,
                      "Fraction of the data-parallel gradient sync hidden behind the backward (0..1)")
       ->capture_default_str();
+  search->add_option("--cp", srch.options.cp,
+                     std::string("Only these context-parallel sizes (default: 1, and with --flash-attn every size "
+                                 "leaving each rank at least ") +
+                         std::to_string(kMinContextTokens) + " tokens). " + kCpHelp)
+      ->delimiter(',');
+  search->add_option("--ep", srch.options.ep,
+                     std::string("Only these expert-parallel sizes (default: every size dividing the experts and the "
+                                 "devices of a stage). ") +
+                         kEpHelp)
+      ->delimiter(',');
+  search->add_option("--etp", srch.options.etp,
+                     "Only these expert tensor-parallel sizes (default: 1 and the configuration's tp)")
+      ->delimiter(',');
+  search->add_option("--zero", srch.options.zero,
+                     std::string("Only these ZeRO stages (default: 0, 1, 2 and 3). ") + kZeroHelp)
+      ->delimiter(',')
+      ->check(CLI::Range(0, 3));
+  search->add_option("--precision", srch.precisions,
+                     "GEMM precisions to try (comma-separated; default bf16): bf16, fp8 (Transformer Engine; 2 more "
+                     "bytes per parameter for its weight caches)")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"bf16", "fp8"}));
+  AddSetupOptions(*search, srch.options.base, srch.words, [](CLI::Option* o) { return o; });
   search->add_flag("--json", srch.json, "Print the search as JSON (statistics, ranking, every configuration's verdict)");
   search->add_option("--out", srch.out, "Also write the search JSON to this file");
   search->add_option("--plan-out", srch.plan_out, "Write the best configuration's plan JSON (DESIGN.md §4.2) here");

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <fstream>
 #include <functional>
+#include <set>
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
@@ -275,7 +276,8 @@ TEST(CliSearch, RanksConfigurationsAndExportsTheBest) {
   testing::CommandResult r = RunBmpipe(setup + " --export megatron");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   for (const char* text : {"searched   ", "pruned     ", "screened   ", "planned    ", "best       ",
-                           "  #  tp   pp    dp  vpp  mbs     m  sp  zero  iteration", "The best configuration's plan",
+                           "  #  tp  cp   pp    dp   ep etp  vpp  mbs     m  sp  zero prec  iteration", "Why not: the best plan with each",
+                           "The best configuration's plan",
                            "launch     --tensor-model-parallel-size", "Iteration time", "--pipeline-model-parallel-size"}) {
     EXPECT_NE(r.out.find(text), std::string::npos) << text << "\n" << r.out;
   }
@@ -294,6 +296,33 @@ TEST(CliSearch, RanksConfigurationsAndExportsTheBest) {
     EXPECT_EQ(c["tp"], 8);
     EXPECT_EQ(c["pp"], 2);
   }
+}
+
+// search over the frontier dimensions: expert parallelism, ZeRO stages and precisions as lists.
+TEST(CliSearch, ExpertContextShardingAndPrecisionAreDimensions) {
+  const std::string setup = "search --model mixtral-8x7b --device h100-80gb --devices 16 --gbs 32 --seq 4096 "
+                            "--flash-attn --top 3 --threads 2 --export none --pp 2,4 --mbs 1";
+  testing::CommandResult r = RunBmpipe(setup + " --ep 2,8 --zero 1,3 --precision bf16,fp8 --cp 1,2 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const Json doc = Json::parse(r.out);
+  std::set<int> eps, zeros, cps;
+  std::set<std::string> precisions;
+  for (const Json& c : doc["configurations"]) {
+    eps.insert(c["ep"].get<int>());
+    zeros.insert(c["zero"].get<int>());
+    cps.insert(c["cp"].get<int>());
+    precisions.insert(c["precision"].get<std::string>());
+  }
+  EXPECT_EQ(eps, (std::set<int>{2, 8}));
+  EXPECT_EQ(zeros, (std::set<int>{1, 3}));
+  EXPECT_EQ(cps, (std::set<int>{1, 2}));
+  EXPECT_EQ(precisions, (std::set<std::string>{"bf16", "fp8"}));
+  r = RunBmpipe(setup + " --zero 4");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--zero"), std::string::npos) << r.err;
+  r = RunBmpipe(setup + " --precision fp4");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--precision"), std::string::npos) << r.err;
 }
 
 TEST(CliSearch, BadInputExitsWithTwo) {
@@ -505,9 +534,10 @@ TEST(CliValidate, BadInputIsAClearError) {
       "--recompute selective,full");
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("one global setting"), std::string::npos) << r.err;
-  r = RunBmpipe("simulate --model gpt-175b --device a100-80gb --tp 8 --pp 5 --vpp 2 --dp 1 --mbs 1 --gbs 60 --seq 2048");
+  r = RunBmpipe("simulate --model gpt-175b --device a100-80gb --tp 8 --pp 5 --vpp 2 --dp 1 --mbs 1 --gbs 60 --seq 2048 "
+                "--vpp 97");
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_NE(r.err.find("cannot split 96 decoder layers over 10 stages with interleaving"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("--vpp"), std::string::npos) << r.err;
   r = RunBmpipe("simulate");
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("--problem"), std::string::npos) << r.err;

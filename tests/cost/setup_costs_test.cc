@@ -262,6 +262,12 @@ TEST(SetupCosts, ShardedStateTraffic) {
   EXPECT_NEAR(static_cast<double>(OptionOf(l3, "none").peak_extra_bytes - OptionOf(l2, "none").peak_extra_bytes),
               4 * parameters, 2);
   EXPECT_LT(l3.static_bytes, l2.static_bytes);
+  // The forward's gather is one all-gather of the layer's 16-bit parameters over the 8 data-parallel
+  // ranks, which share a node: 7/8 of 2 bytes a parameter over NVLink (not 8 times that).
+  const DeviceSpec h100 = H100();
+  const double link = h100.intra_node_bandwidth_bytes_per_s * h100.efficiency.link;
+  EXPECT_NEAR(static_cast<double>(OptionOf(l3, "none").forward_ns - OptionOf(l2, "none").forward_ns) / 1e9,
+              7.0 / 8 * 2 * parameters / link, 1e-6);
   // Overlapping the data-parallel traffic hides it.
   s.dp_overlap = 1;
   EXPECT_EQ(OptionOf(Build("llama3-8b", s).value().layers[1], "none").forward_ns, OptionOf(l1, "none").forward_ns);

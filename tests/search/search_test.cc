@@ -3,6 +3,7 @@
 #include "bmpipe/search/search.h"
 
 #include <chrono>
+#include <set>
 
 #include <gtest/gtest.h>
 
@@ -28,6 +29,7 @@ struct SmallCase {
     options.node_limit = -1;  // every planner run to proven optimality
     options.plan_count = -1;  // every configuration not pruned by a bound
     options.threads = 2;
+    options.zero = {0, 1};  // the frontier test below covers ZeRO-2 and 3
   }
 };
 
@@ -67,6 +69,76 @@ TEST(Search, BestEqualsPlanningEveryConfiguration) {
   EXPECT_GT(pruned.Count(Verdict::kMemoryBound), 0);
   EXPECT_GT(pruned.Count(Verdict::kTimeBound), 0);
   EXPECT_EQ(pruned.gap, 0);  // everything not pruned was proven
+}
+
+// Mixtral's MoE layers cut to 2, on 8 H100: context, expert and expert tensor parallelism, every
+// ZeRO stage and both precisions, small enough to plan every configuration exactly.
+struct FrontierCase : SmallCase {
+  FrontierCase() {
+    model = ModelPreset("mixtral-8x7b").value();
+    model.layers = 2;
+    device = DevicePreset("h100-80gb").value();
+    options.base.global_batch_size = 8;
+    options.base.seq = 8192;
+    options.base.recompute = {"none", "full"};
+    options.tp = {1, 2};
+    options.pp = {1, 2};
+    options.mbs = {1};
+    options.cp = {1, 2};
+    options.zero = {};
+    options.precision = {Precision::kBf16, Precision::kFp8};
+  }
+};
+
+TEST(Search, FrontierDimensionsPrunedAsExhaustively) {
+  FrontierCase c;
+  const SearchResult pruned = SearchSmall(c);
+  c.options.exhaustive = true;
+  const SearchResult every = SearchSmall(c);
+  ASSERT_EQ(pruned.configs.size(), every.configs.size());
+  // Every value of every new dimension is in the space, and the space is what the options say.
+  std::set<int> cps, eps, etps, zeros, precisions;
+  for (const ConfigOutcome& out : every.configs) {
+    cps.insert(out.config.cp);
+    eps.insert(out.config.ep);
+    etps.insert(out.config.etp);
+    zeros.insert(out.config.zero);
+    precisions.insert(static_cast<int>(out.config.precision));
+    EXPECT_EQ(out.config.tp * out.config.cp * out.config.pp * out.config.dp, 8) << DescribeConfig(out.config);
+    EXPECT_EQ(out.config.tp * out.config.cp * out.config.dp % (out.config.ep * out.config.etp), 0);
+    if (out.config.dp * out.config.cp == 1) {
+      EXPECT_EQ(out.config.zero, 0);
+    }
+  }
+  EXPECT_EQ(cps, (std::set<int>{1, 2}));
+  EXPECT_EQ(eps, (std::set<int>{1, 2, 4, 8}));
+  EXPECT_EQ(etps, (std::set<int>{1, 2}));
+  EXPECT_EQ(zeros, (std::set<int>{0, 1, 2, 3}));
+  EXPECT_EQ(precisions.size(), 2u);
+  ASSERT_FALSE(every.ranking.empty());
+  EXPECT_EQ(Best(pruned).planner.iteration_ns, Best(every).planner.iteration_ns);
+  EXPECT_EQ(Best(pruned).config, Best(every).config);
+  for (std::size_t k = 0; k < every.ranking.size(); ++k) {
+    EXPECT_EQ(pruned.configs[pruned.ranking[k]].planner.iteration_ns, every.configs[every.ranking[k]].planner.iteration_ns);
+  }
+  // FP8 GEMMs beat bf16 on the same layout here: the best plan runs them.
+  EXPECT_EQ(Best(every).config.precision, Precision::kFp8) << DescribeConfig(Best(every).config);
+}
+
+TEST(Search, DescribesTheFrontierDimensions) {
+  SearchConfig c;
+  c.tp = 2;
+  c.cp = 4;
+  c.pp = 8;
+  c.dp = 16;
+  c.ep = 32;
+  c.etp = 1;
+  c.zero = 3;
+  c.precision = Precision::kFp8;
+  EXPECT_EQ(DescribeConfig(c), "tp 2, cp 4, pp 8, dp 16, ep 32, etp 1, vpp 1, mbs 1, ZeRO-3, FP8");
+  c = SearchConfig{};
+  c.zero = 1;
+  EXPECT_EQ(DescribeConfig(c), "tp 1, pp 1, dp 1, vpp 1, mbs 1, distributed optimizer");
 }
 
 TEST(Search, BoundsAreSoundOnEveryConfiguration) {

@@ -1,7 +1,10 @@
 // The fidelity check: the bundled table reads, the held-out errors stay within the targets,
 // the presets carry the fit, the fit recovers known efficiencies, measurements convert as stated,
 // and bad tables are rejected with messages that name the field.
+#include <algorithm>
 #include <cmath>
+
+#include <map>
 
 #include <gtest/gtest.h>
 
@@ -79,12 +82,17 @@ TEST(Validate, CalibrationRunsAreNotCountedAsHeldOut) {
 TEST(Validate, PresetsCarryTheFittedEfficiencies) {
   // If this fails, the cost model or the calibration runs changed: copy the fitted values that
   // `bmpipe validate` prints into src/bmpipe/hardware/device.cc.
-  for (const FittedDevice& f : BundledValidation().fitted) {
-    const Efficiencies preset = DevicePreset(f.device).value().efficiency;
-    EXPECT_NEAR(preset.gemm, f.after.gemm, 1e-9) << f.device;
-    EXPECT_NEAR(preset.attention, f.after.attention, 1e-9) << f.device;
-    EXPECT_NEAR(preset.memory, f.after.memory, 1e-9) << f.device;
-    EXPECT_NEAR(preset.link, f.after.link, 1e-9) << f.device;
+  // A device's last entry holds every efficiency its entries fitted.
+  std::map<std::string, Efficiencies> last;
+  for (const FittedDevice& f : BundledValidation().fitted) last[f.device] = f.after;
+  EXPECT_GE(last.size(), 4u);
+  for (const auto& [device, after] : last) {
+    const Efficiencies preset = DevicePreset(device).value().efficiency;
+    EXPECT_NEAR(preset.gemm, after.gemm, 1e-9) << device;
+    EXPECT_NEAR(preset.attention, after.attention, 1e-9) << device;
+    EXPECT_NEAR(preset.memory, after.memory, 1e-9) << device;
+    EXPECT_NEAR(preset.link, after.link, 1e-9) << device;
+    EXPECT_NEAR(preset.fp8_gemm, after.fp8_gemm, 1e-9) << device;
   }
 }
 
@@ -165,4 +173,73 @@ TEST(Validate, BadTablesNameTheField) {
 }
 
 }  // namespace
+// The frontier setups a run declares reach the cost model, and each run counts in its kinds.
+TEST(Validate, ReadsTheFrontierSetupKeys) {
+  const Result<RunTable> table = TableFrom(
+      "calibration: []\nruns:\n"
+      "  - {id: moe, source: test, states: test, model: mixtral-8x7b, device: h100-80gb, tp: 2, pp: 2, cp: 2, dp: 4, "
+      "ep: 8, etp: 1, mbs: 1, gbs: 64, seq: 8192, recompute: norm+mlp_act, sequence_parallel: true, "
+      "flash_attention: true, zero: 2, precision: fp8, grad_dtype: bf16, optimizer_dtype: bf16, tp_comm_overlap: 0.8, "
+      "dp_overlap: 0.9, moe_capacity_factor: 1.25, measured: {tokens_per_gpu_per_s: 1000}}\n"
+      "  - {id: dense, source: test, states: test, model: llama3-8b, device: h100-80gb, tp: 1, pp: 1, dp: 8, mbs: 1, "
+      "gbs: 8, seq: 4096, recompute: none, flash_attention: true, distributed_optimizer: true, "
+      "measured: {iteration_time_s: 1}}\n");
+  ASSERT_TRUE(table.ok()) << table.error().message;
+  const PublishedRun& moe = table.value().runs[0];
+  const TrainingSetup& s = moe.setup;
+  EXPECT_EQ(s.cp, 2);
+  EXPECT_EQ(s.ep, 8);
+  EXPECT_EQ(s.etp, 1);
+  EXPECT_EQ(s.zero, 2);
+  EXPECT_EQ(s.precision, Precision::kFp8);
+  EXPECT_EQ(s.grad_dtype, StateDtype::kBf16);
+  EXPECT_EQ(s.optimizer_dtype, StateDtype::kBf16);
+  EXPECT_DOUBLE_EQ(s.tp_comm_overlap, 0.8);
+  EXPECT_DOUBLE_EQ(s.moe_capacity_factor, 1.25);
+  EXPECT_EQ(s.recompute, std::vector<std::string>{"norm+mlp_act"});
+  // 64 sequences of 8192 tokens at 1000 tokens/s on each of 2 x 2 x 2 x 4 = 32 devices.
+  EXPECT_DOUBLE_EQ(moe.measured.at(0).value, 64.0 * 8192 / (1000.0 * 32));
+  EXPECT_EQ(RunKinds(moe), (std::vector<std::string>{"moe", "cp", "fp8", "sharded"}));
+  EXPECT_EQ(RunKinds(table.value().runs[1]), std::vector<std::string>{"dense"});
+  // Predicted with every decoder layer on its one option, and summarized by kind.
+  const Result<Validation> v = Validate(table.value());
+  ASSERT_TRUE(v.ok()) << v.error().message;
+  EXPECT_NE(v.value().outcomes[0].flags.find("every decoder layer recomputes norm+mlp_act"), std::string::npos)
+      << v.value().outcomes[0].flags;
+  ASSERT_EQ(v.value().held_out_by_kind.size(), 5u);
+  EXPECT_EQ(v.value().held_out_by_kind[0].kind, "dense");
+  EXPECT_EQ(v.value().held_out_by_kind[1].kind, "moe");
+  EXPECT_EQ(v.value().held_out_by_kind[1].time.count, 1);
+  EXPECT_EQ(v.value().held_out_by_kind[1].time.worst, "moe");
+}
+
+TEST(Validate, FrontierKeysRejectBadValues) {
+  auto error = [](const std::string& extra) {
+    const Result<RunTable> t = TableFrom(
+        "calibration: []\nruns:\n  - {id: r, source: test, states: test, model: llama3-8b, device: h100-80gb, tp: 1, "
+        "pp: 1, dp: 8, mbs: 1, gbs: 8, seq: 4096, recompute: none, flash_attention: true, " +
+        extra + ", measured: {iteration_time_s: 1}}\n");
+    return t.ok() ? std::string("accepted") : t.error().message;
+  };
+  EXPECT_NE(error("zero: 4").find("zero"), std::string::npos) << error("zero: 4");
+  EXPECT_NE(error("precision: fp4").find("use bf16 or fp8"), std::string::npos) << error("precision: fp4");
+  EXPECT_NE(error("grad_dtype: fp16").find("use fp32 or bf16"), std::string::npos) << error("grad_dtype: fp16");
+  EXPECT_NE(error("tp_comm_overlap: 2").find("between 0 and 1"), std::string::npos) << error("tp_comm_overlap: 2");
+  EXPECT_NE(error("recompute: everything").find("recompute"), std::string::npos) << error("recompute: everything");
+  EXPECT_NE(error("ep: 2").find("--ep"), std::string::npos) << error("ep: 2");  // a dense model
+}
+
+TEST(Validate, EveryFrontierKindHasHeldOutRuns) {
+  std::map<std::string, int> runs;
+  for (const KindSummary& k : BundledValidation().held_out_by_kind) runs[k.kind] = k.runs;
+  for (const char* kind : {"moe", "cp", "fp8", "sharded"}) EXPECT_GE(runs[kind], 5) << kind;
+  // The summaries are the outcomes regrouped.
+  int moe = 0;
+  for (const RunOutcome& o : BundledValidation().outcomes) {
+    const std::vector<std::string> kinds = RunKinds(*o.run);
+    if (!o.calibration && std::find(kinds.begin(), kinds.end(), "moe") != kinds.end()) ++moe;
+  }
+  EXPECT_EQ(runs["moe"], moe);
+}
+
 }  // namespace bmpipe

@@ -151,7 +151,18 @@ Result<MegatronLaunch> MegatronDefaultPlan(const Problem& problem, GlobalRecompu
     best_most = most;
     return !uniform;
   });
-  if (!best) return InvalidInput(CannotSplit(shape, pipeline) + "; change --pp or --vpp");
+  if (!best) {
+    // No flag rule splits the layers: a --pipeline-model-parallel-layout (Megatron-Core 0.13 and
+    // later) spreads them as evenly as a user writes one, the layers left over going one each to the
+    // second stage on, so the first, which holds the embedding, and the last, the head, take fewer.
+    const int stages = pipeline.stages();
+    Split even{"", std::vector<int>(stages, shape.body() / stages), false};
+    int extra = shape.body() % stages;
+    for (int s = 1; s < stages && extra > 0; ++s, --extra) ++even.decoders[s];
+    best = PlanOfSplit(problem, shape, even);
+    if (!best) return InvalidInput(CannotSplit(shape, pipeline) + "; change --pp or --vpp");
+    flags = fmt::format("--pipeline-model-parallel-layout \"{}\"", MegatronLayout(problem, *best));
+  }
   switch (recompute) {
     case GlobalRecompute::kNone:
       flags += ", no recomputation";

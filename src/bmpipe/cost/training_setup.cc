@@ -169,12 +169,14 @@ Status ValidateSetup(const ModelSpec& model, const DeviceSpec& device, const Tra
     return InvalidInput(fmt::format("--tp {} does not divide the expert MLP size {}; use one of {}", s.tp,
                                     model.moe.ffn, Divisors(model.moe.ffn, 64)));
   }
-  if (s.devices > 0 && static_cast<long>(s.tp) * s.pp * s.dp != s.devices) {
-    return InvalidInput(fmt::format("--tp {} x --pp {} x --dp {} = {} devices, but --devices is {}; make the product "
+  const long model_parallel = static_cast<long>(s.tp) * s.pp * s.cp;
+  if (s.devices > 0 && model_parallel * s.dp != s.devices) {
+    return InvalidInput(fmt::format("--tp {} x --pp {}{} x --dp {} = {} devices, but --devices is {}; make the product "
                                     "equal the device count (e.g. --dp {})",
-                                    s.tp, s.pp, s.dp, static_cast<long>(s.tp) * s.pp * s.dp, s.devices,
-                                    s.devices % (s.tp * s.pp) == 0 ? std::to_string(s.devices / (s.tp * s.pp))
-                                                                   : std::string("that fits")));
+                                    s.tp, s.pp, s.cp > 1 ? fmt::format(" x --cp {}", s.cp) : "", s.dp,
+                                    model_parallel * s.dp, s.devices,
+                                    s.devices % model_parallel == 0 ? std::to_string(s.devices / model_parallel)
+                                                                    : std::string("that fits")));
   }
   const long per_step = static_cast<long>(s.micro_batch_size) * s.dp;
   if (s.global_batch_size % per_step != 0) {

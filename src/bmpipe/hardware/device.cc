@@ -47,17 +47,25 @@ std::vector<DeviceSpec> Presets() {
     presets.push_back(d);
   };
   // Efficiencies fitted by `bmpipe validate` on its calibration runs (docs/fidelity.md): A100 on
-  // Korthikanti et al.'s per-layer times of GPT-22B, H100 (GEMM only) on Llama 3 405B's
-  // 8192-GPU run. tests/validate keeps these equal to the fit. H200 and H800 are the H100's chip;
-  // Blackwell starts from Hopper's fit, uncalibrated.
+  // Korthikanti et al.'s per-layer times of GPT-22B; H100's GEMMs on Llama 3 405B's 8192-GPU run,
+  // its FP8 GEMMs and attention on a Llama 3 70B FP8 run and a 128K-token context-parallel run;
+  // B200's and GB200's FP8 GEMMs on one dense run each. tests/validate keeps these equal to the
+  // fit. H200, H800 and the 96 GB H100 are the H100's chip.
   const Efficiencies ampere{0.681, 0.50, 0.984, 0.80};
-  const Efficiencies hopper{0.577, 0.50, 0.984, 0.80};
+  const Efficiencies hopper{0.577, 0.393, 0.984, 0.80, 0.544};
+  Efficiencies b200 = hopper, gb200 = hopper;
+  b200.fp8_gemm = 0.439;
+  gb200.fp8_gemm = 0.367;
   //                       BF16  FP8   memory           HBM   intra  inter  host  host memory
   add("a100-40gb",  {312,  0,    40960 * kMiB,  1.555, 300,  25,   32,   128});
   presets.back().efficiency = ampere;
   add("a100-80gb",  {312,  0,    81920 * kMiB,  2.039, 300,  25,   32,   128});
   presets.back().efficiency = ampere;
   add("h100-80gb",  {989,  1979, 81559 * kMiB,  3.35,  450,  50,   64,   256});
+  presets.back().efficiency = hopper;
+  // H100 SXM with 96 GB (Meta's Grand Teton hosts, torchtitan's benchmarks), run at 500 W; the
+  // H100's peaks, which the lower power limit may not sustain.
+  add("h100-96gb",  {989,  1979, 98304 * kMiB,  3.35,  450,  50,   64,   256, 8, true});
   presets.back().efficiency = hopper;
   add("h200-141gb", {989,  1979, 143771 * kMiB, 4.8,   450,  50,   64,   256});
   presets.back().efficiency = hopper;
@@ -67,11 +75,11 @@ std::vector<DeviceSpec> Presets() {
   presets.back().efficiency = hopper;
   // HGX/DGX B200: 2.25 PFLOP/s BF16 and 4.5 PFLOP/s FP8 dense, 180 GB HBM3e at 8 TB/s, NVLink5.
   add("b200-180gb", {2250, 4500, 183359 * kMiB, 8.0,   900,  50,   64,   256});
-  presets.back().efficiency = hopper;
+  presets.back().efficiency = b200;
   // GB200 NVL72: 2.5 PFLOP/s BF16 and 5 PFLOP/s FP8 dense, 186 GB, one NVLink domain of 72 GPUs,
   // NVLink-C2C to the Grace CPU's memory.
   add("gb200",      {2500, 5000, 189440 * kMiB, 8.0,   900,  50,   450,  240, 72});
-  presets.back().efficiency = hopper;
+  presets.back().efficiency = gb200;
   // MI300X: 1307 TFLOP/s BF16 and 2615 FP8 dense, 192 GB HBM3 at 5.3 TB/s, Infinity Fabric
   // 448 GB/s per direction to its 7 peers together.
   add("mi300x-192gb", {1307, 2615, 196608 * kMiB, 5.3, 448,  50,   64,   256});

@@ -1,5 +1,7 @@
 #include "bmpipe/io/search_report.h"
 
+#include <map>
+
 #include <fmt/format.h>
 
 #include "bmpipe/core/text.h"
@@ -21,6 +23,91 @@ int CountOptimal(const SearchResult& result) {
     n += out.verdict == Verdict::kPlanned && out.planner.status == PlanStatus::kOptimal ? 1 : 0;
   }
   return n;
+}
+
+// One dimension of the configuration space: its name and each configuration's value.
+struct Dimension {
+  const char* name;
+  int (*value)(const SearchConfig&);
+  std::string (*label)(int);  // the value as the table prints it
+};
+
+std::string Number(int v) { return std::to_string(v); }
+std::string YesNo(int v) { return v ? "yes" : "no"; }
+std::string PrecisionLabel(int v) { return std::string(PrecisionName(static_cast<Precision>(v))); }
+
+const Dimension kDimensions[] = {
+    {"tp", [](const SearchConfig& c) { return c.tp; }, Number},
+    {"cp", [](const SearchConfig& c) { return c.cp; }, Number},
+    {"pp", [](const SearchConfig& c) { return c.pp; }, Number},
+    {"ep", [](const SearchConfig& c) { return c.ep; }, Number},
+    {"etp", [](const SearchConfig& c) { return c.etp; }, Number},
+    {"vpp", [](const SearchConfig& c) { return c.vpp; }, Number},
+    {"mbs", [](const SearchConfig& c) { return c.mbs; }, Number},
+    {"sp", [](const SearchConfig& c) { return static_cast<int>(c.sequence_parallel); }, YesNo},
+    {"zero", [](const SearchConfig& c) { return c.zero; }, Number},
+    {"prec", [](const SearchConfig& c) { return static_cast<int>(c.precision); }, PrecisionLabel},
+};
+
+// Why no configuration with another value of a dimension won, when none has a plan: how many
+// each step set aside, and for those the bounds left open (screened only, or not reached), the
+// least lower bound and the best quick plan.
+std::string WhyNone(const std::vector<const ConfigOutcome*>& configs, double best_ns) {
+  int count[kVerdicts] = {};
+  TimeNs least_bound = -1, best_screen = 0;
+  for (const ConfigOutcome* c : configs) {
+    ++count[static_cast<int>(c->verdict)];
+    if (c->verdict == Verdict::kScreened || c->verdict == Verdict::kNotPlanned) {
+      if (least_bound < 0 || c->time_bound_ns < least_bound) least_bound = c->time_bound_ns;
+      if (c->screen_ns > 0 && (best_screen == 0 || c->screen_ns < best_screen)) best_screen = c->screen_ns;
+    }
+  }
+  std::vector<std::string> parts;
+  for (int v = 0; v < kVerdicts; ++v) {
+    if (count[v] > 0) parts.push_back(fmt::format("{} {}", count[v], VerdictName(static_cast<Verdict>(v))));
+  }
+  std::string out = fmt::format("no plan: {}", fmt::join(parts, ", "));
+  auto relative = [&](TimeNs t) { return fmt::format("{} ({:+.1f} %)", FormatDuration(t), 100 * (static_cast<double>(t) / best_ns - 1)); };
+  if (least_bound >= 0) out += "; open: lower bound " + relative(least_bound);
+  if (best_screen > 0) out += ", best quick plan " + relative(best_screen);
+  return out;
+}
+
+// For each dimension with more than one value, the best configuration with each value other than
+// the winner's, and by how much it loses; or why no such configuration has a plan.
+std::string FormatAlternatives(const SearchResult& result) {
+  if (result.ranking.empty()) return "";
+  const ConfigOutcome& best = result.configs[result.ranking[0]];
+  const double best_ns = static_cast<double>(best.planner.iteration_ns);
+  std::string out;
+  for (const Dimension& d : kDimensions) {
+    std::map<int, std::vector<const ConfigOutcome*>> by_value;
+    for (const ConfigOutcome& c : result.configs) by_value[d.value(c.config)].push_back(&c);
+    if (by_value.size() < 2) continue;
+    const int won = d.value(best.config);
+    out += fmt::format("  {:<4} {} won;", d.name, d.label(won));
+    for (const auto& [value, configs] : by_value) {
+      if (value == won) continue;
+      const ConfigOutcome* fastest = nullptr;
+      for (const ConfigOutcome* c : configs) {
+        const bool planned = c->verdict == Verdict::kPlanned && (c->planner.status == PlanStatus::kOptimal ||
+                                                                 c->planner.status == PlanStatus::kFeasible);
+        if (planned && (!fastest || c->planner.iteration_ns < fastest->planner.iteration_ns)) fastest = c;
+      }
+      out += fmt::format("\n         {} {}: ", d.name, d.label(value));
+      if (fastest) {
+        const double t = static_cast<double>(fastest->planner.iteration_ns);
+        out += fmt::format("{} ({:+.1f} %) at best, {}", FormatDuration(fastest->planner.iteration_ns),
+                           100 * (t / best_ns - 1), DescribeConfig(fastest->config));
+      } else {
+        out += WhyNone(configs, best_ns);
+      }
+    }
+    out += "\n";
+  }
+  if (out.empty()) return "";
+  return "\nWhy not: the best plan with each other value of one dimension, against the best (" +
+         FormatDuration(best.planner.iteration_ns) + ")\n" + out;
 }
 
 }  // namespace
@@ -66,20 +153,28 @@ std::string FormatSearch(const std::vector<std::pair<std::string, std::string>>&
                            FormatDuration(best.planner.iteration_ns),
                            FormatDuration(static_cast<TimeNs>(result.bound_ns)), 100 * result.gap));
 
-  out += fmt::format("\n{:>3} {:>3} {:>4} {:>5} {:>4} {:>4} {:>5}  {:<3} {:<4} {:>10} {:>10} {:>6} {:>6} {:>7}  {}\n", "#",
-                     "tp", "pp", "dp", "vpp", "mbs", "m", "sp", "zero", "iteration", "tokens/s", "MFU", "bubble",
-                     "memory", "plan");
+  out += fmt::format("\n{:>3} {:>3} {:>3} {:>4} {:>5} {:>4} {:>3} {:>4} {:>4} {:>5}  {:<3} {:>4} {:<4} {:>10} {:>10} {:>6} "
+                     "{:>6} {:>7}  {}\n",
+                     "#", "tp", "cp", "pp", "dp", "ep", "etp", "vpp", "mbs", "m", "sp", "zero", "prec", "iteration",
+                     "tokens/s", "MFU", "bubble", "memory", "plan");
   for (std::size_t k = 0; k < result.ranking.size(); ++k) {
     const ConfigOutcome& c = result.configs[result.ranking[k]];
-    out += fmt::format("{:>3} {:>3} {:>4} {:>5} {:>4} {:>4} {:>5}  {:<3} {:<4} {:>10} {:>10} {:>5.1f}% {:>6.3f} {:>6.1f}%  {}\n",
-                       k + 1, c.config.tp, c.config.pp, c.config.dp, c.config.vpp, c.config.mbs, c.micro_batches,
-                       c.config.sequence_parallel ? "yes" : "no", c.config.distributed_optimizer ? "yes" : "no",
-                       FormatDuration(c.planner.iteration_ns), Rate(c.tokens_per_s), 100 * c.mfu, c.bubble,
-                       100 * c.peak_memory_fraction, PlanVerdict(c.planner));
+    out += fmt::format(
+        "{:>3} {:>3} {:>3} {:>4} {:>5} {:>4} {:>3} {:>4} {:>4} {:>5}  {:<3} {:>4} {:<4} {:>10} {:>10} {:>5.1f}% {:>6.3f} "
+        "{:>6.1f}%  {}\n",
+        k + 1, c.config.tp, c.config.cp, c.config.pp, c.config.dp, c.config.ep, c.config.etp, c.config.vpp,
+        c.config.mbs, c.micro_batches, c.config.sequence_parallel ? "yes" : "no", c.config.zero,
+        PrecisionName(c.config.precision), FormatDuration(c.planner.iteration_ns), Rate(c.tokens_per_s), 100 * c.mfu,
+        c.bubble, 100 * c.peak_memory_fraction, PlanVerdict(c.planner));
   }
-  out += "\n  m: micro-batches per iteration; zero: optimizer state sharded over data parallel (distributed optimizer);\n"
-         "  MFU: model FLOPs without recomputation / (iteration time x devices x peak); memory: the fullest rank's peak\n"
-         "  over the device memory; plan: what the planner proved for that configuration.\n";
+  out += "\n  m: micro-batches per iteration; ep, etp: expert and expert tensor parallelism (MoE layers); zero: the\n"
+         "  ZeRO stage over the data- and context-parallel ranks (1: the distributed optimizer, 2: and gradients, 3:\n"
+         "  and parameters); prec: the GEMMs' precision; MFU: model FLOPs without recomputation, attention counted as\n"
+         "  the kernel runs it (" +
+         std::string(options.mfu_attention == AttentionFlops::kCausal ? "causal" : "full") +
+         "), / (iteration time x devices x the bf16 dense peak); memory: the\n"
+         "  fullest rank's peak over the device memory; plan: what the planner proved for that configuration.\n";
+  out += FormatAlternatives(result);
   return out;
 }
 
@@ -87,8 +182,13 @@ std::string MegatronFlags(const SearchOptions& options, const SearchConfig& c) {
   std::string flags = fmt::format("--tensor-model-parallel-size {} --pipeline-model-parallel-size {}", c.tp, c.pp);
   flags += fmt::format(" --micro-batch-size {} --global-batch-size {} --seq-length {}", c.mbs,
                        options.base.global_batch_size, options.base.seq);
+  if (c.cp > 1) flags += fmt::format(" --context-parallel-size {}", c.cp);
+  if (c.ep > 1) flags += fmt::format(" --expert-model-parallel-size {}", c.ep);
+  if (c.etp != c.tp) flags += fmt::format(" --expert-tensor-parallel-size {}", c.etp);
   if (c.sequence_parallel) flags += " --sequence-parallel";
-  if (c.distributed_optimizer) flags += " --use-distributed-optimizer";
+  if (c.zero >= 1) flags += " --use-distributed-optimizer";
+  if (c.zero >= 2) flags += fmt::format(" (ZeRO-{}: see the export)", c.zero);
+  if (c.precision == Precision::kFp8) flags += " --fp8-format hybrid";
   if (options.base.flash_attention) flags += " --use-flash-attn";
   return flags + fmt::format("  (data parallel {} follows from {} devices)", c.dp, options.devices);
 }
@@ -102,8 +202,13 @@ Json SearchToJson(const SearchOptions& options, const SearchResult& result) {
     j["vpp"] = c.config.vpp;
     j["micro_batch_size"] = c.config.mbs;
     j["micro_batches"] = c.micro_batches;
+    j["cp"] = c.config.cp;
+    j["ep"] = c.config.ep;
+    j["etp"] = c.config.etp;
     j["sequence_parallel"] = c.config.sequence_parallel;
-    j["distributed_optimizer"] = c.config.distributed_optimizer;
+    j["distributed_optimizer"] = c.config.zero >= 1;
+    j["zero"] = c.config.zero;
+    j["precision"] = std::string(PrecisionName(c.config.precision));
     if (!c.setting.empty()) j["recompute_setting"] = c.setting;
     return j;
   };

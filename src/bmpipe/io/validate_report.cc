@@ -12,9 +12,30 @@ std::string Value(Quantity q, double v) {
 }
 
 std::string Layout(const TrainingSetup& s) {
-  return fmt::format("tp{} pp{} dp{}{} mbs{} gbs{}", s.tp, s.pp, s.dp, s.vpp > 1 ? fmt::format(" vpp{}", s.vpp) : "",
-                     s.micro_batch_size, s.global_batch_size);
+  std::string out = fmt::format("tp{} pp{}", s.tp, s.pp);
+  if (s.cp > 1) out += fmt::format(" cp{}", s.cp);
+  out += fmt::format(" dp{}", s.dp);
+  if (s.ep > 1) out += fmt::format(" ep{}", s.ep);
+  if (s.etp > 0 && s.etp != s.tp) out += fmt::format(" etp{}", s.etp);
+  if (s.vpp > 1) out += fmt::format(" vpp{}", s.vpp);
+  return out + fmt::format(" mbs{} gbs{}", s.micro_batch_size, s.global_batch_size);
 }
+
+// The switches beyond the layout: recomputation, precision, state and sharding.
+std::string Switches(const TrainingSetup& s) {
+  std::string out = s.recompute.front();
+  if (s.sequence_parallel) out += ", SP";
+  if (s.flash_attention) out += ", flash";
+  if (ZeroStage(s) == 1) out += ", dist. opt.";
+  if (ZeroStage(s) >= 2) out += fmt::format(", ZeRO-{}", ZeroStage(s));
+  if (s.precision == Precision::kFp8) out += ", FP8";
+  if (s.grad_dtype == StateDtype::kBf16) out += ", bf16 grads";
+  if (s.optimizer_dtype == StateDtype::kBf16) out += ", bf16 moments";
+  if (s.offload_optimizer) out += ", optimizer offload";
+  return out;
+}
+
+std::string KindsOf(const PublishedRun& run) { return fmt::format("{}", fmt::join(RunKinds(run), ", ")); }
 
 std::string Measurements(int n) { return fmt::format("{} measurement{}", n, n == 1 ? "" : "s"); }
 
@@ -70,6 +91,14 @@ std::string FormatValidation(const RunTable& table, const Validation& v) {
   out += "Held-out time:    " + SummaryLine(v.held_out_time) + "\n";
   out += "Held-out memory:  " + SummaryLine(v.held_out_memory) + "\n";
   out += "Calibration fit:  " + SummaryLine(v.calibration) + "\n";
+  out += "\nHeld out, by kind of setup (a run counts in each kind it exercises)\n";
+  for (const KindSummary& k : v.held_out_by_kind) {
+    out += fmt::format("  {:<8} {:>3} run{}  time: {}\n", k.kind, k.runs, k.runs == 1 ? " " : "s", SummaryLine(k.time));
+    out += fmt::format("  {:<8}              memory: {}\n", "", SummaryLine(k.memory));
+  }
+  out += v.not_fitting.empty()
+             ? "\nEvery run is predicted to fit in memory (each of them ran).\n"
+             : fmt::format("\nPredicted not to fit, though each of them ran: {}\n", fmt::join(v.not_fitting, ", "));
   out += "\nEvery run's source, what it states and what is assumed: bmpipe validate --json, or the table file.\n";
   return out;
 }
@@ -90,17 +119,28 @@ std::string ValidationMarkdown(const RunTable& table, const Validation& v) {
   summary("held-out iteration time", v.held_out_time);
   summary("held-out memory", v.held_out_memory);
   summary("calibration", v.calibration);
-  out += "\n| run | device | layout | recompute | quantity | as stated | measured | predicted | error | role |\n";
+  out += "\nHeld out, by kind of setup (a run counts in each kind it exercises):\n\n";
+  out += "| kind | runs | time: measurements | mean abs error | max (run) | bias | memory: measurements | mean abs "
+         "error | max (run) | bias |\n";
   out += "|---|---|---|---|---|---|---|---|---|---|\n";
+  auto cells = [](const ErrorSummary& s) -> std::string {
+    if (s.count == 0) return "0 | | | ";
+    return fmt::format("{} | {:.1f} % | {:.1f} % ({}) | {:+.1f} %", s.count, 100 * s.mean_abs, 100 * s.max_abs,
+                       s.worst, 100 * s.mean);
+  };
+  for (const KindSummary& k : v.held_out_by_kind) {
+    out += fmt::format("| {} | {} | {} | {} |\n", k.kind, k.runs, cells(k.time), cells(k.memory));
+  }
+  out += v.not_fitting.empty()
+             ? "\nEvery run is predicted to fit in memory (each of them ran).\n"
+             : fmt::format("\nPredicted not to fit, though each of them ran: {}.\n", fmt::join(v.not_fitting, ", "));
+  out += "\n| run | kind | device | layout | setup | quantity | as stated | measured | predicted | error | role |\n";
+  out += "|---|---|---|---|---|---|---|---|---|---|---|\n";
   ForEachRow(v, [&](const RunOutcome& o, const Measurement& m, double predicted) {
     const TrainingSetup& s = o.run->setup;
-    std::string extras = s.recompute.front();
-    if (s.sequence_parallel) extras += ", SP";
-    if (s.flash_attention) extras += ", flash";
-    if (s.distributed_optimizer) extras += ", dist. opt.";
-    out += fmt::format("| {} | {} | {} | {} | {} | {} | {} | {}{} | {} | {} |\n", o.run->id, o.run->device.name,
-                       Layout(s), extras, QuantityName(m.quantity), m.stated, Value(m.quantity, m.value),
-                       Value(m.quantity, predicted), o.fits ? "" : " (does not fit)",
+    out += fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} | {}{} | {} | {} |\n", o.run->id, KindsOf(*o.run),
+                       o.run->device.name, Layout(s), Switches(s), QuantityName(m.quantity), m.stated,
+                       Value(m.quantity, m.value), Value(m.quantity, predicted), o.fits ? "" : " (does not fit)",
                        Percent(RelativeError(predicted, m.value)), o.calibration ? "calibration" : "held out");
   });
   return out;
@@ -128,6 +168,12 @@ Json ValidationToJson(const RunTable& table, const Validation& v) {
   out["held_out_time"] = summary(v.held_out_time);
   out["held_out_memory"] = summary(v.held_out_memory);
   out["calibration_fit"] = summary(v.calibration);
+  Json kinds = Json::array();
+  for (const KindSummary& k : v.held_out_by_kind) {
+    kinds.push_back({{"kind", k.kind}, {"runs", k.runs}, {"time", summary(k.time)}, {"memory", summary(k.memory)}});
+  }
+  out["held_out_by_kind"] = std::move(kinds);
+  out["not_fitting"] = v.not_fitting;
   Json runs = Json::array();
   for (const RunOutcome& o : v.outcomes) {
     const PublishedRun& r = *o.run;
@@ -143,6 +189,7 @@ Json ValidationToJson(const RunTable& table, const Validation& v) {
     }
     runs.push_back({{"id", r.id},
                     {"role", o.calibration ? "calibration" : "held out"},
+                    {"kinds", RunKinds(r)},
                     {"source", r.source},
                     {"states", r.states},
                     {"assumes", r.assumes},
@@ -160,6 +207,15 @@ Json ValidationToJson(const RunTable& table, const Validation& v) {
                       {"sequence_parallel", s.sequence_parallel},
                       {"flash_attention", s.flash_attention},
                       {"distributed_optimizer", s.distributed_optimizer},
+                      {"cp", s.cp},
+                      {"ep", s.ep},
+                      {"etp", ExpertTensorParallel(s)},
+                      {"zero", ZeroStage(s)},
+                      {"precision", PrecisionName(s.precision)},
+                      {"grad_dtype", StateDtypeName(s.grad_dtype)},
+                      {"optimizer_dtype", StateDtypeName(s.optimizer_dtype)},
+                      {"tp_comm_overlap", s.tp_comm_overlap},
+                      {"offload_optimizer", s.offload_optimizer},
                       {"dp_overlap", s.dp_overlap}}},
                     {"megatron", o.flags},
                     {"fits_memory", o.fits},

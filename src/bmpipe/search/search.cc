@@ -32,8 +32,10 @@ constexpr int kMaxThreads = 1024;
 // which lowers the bound (it stays valid).
 constexpr std::int64_t kMemoryBoundEntries = std::int64_t{1} << 24;
 
+// The fields in tie-break order; those added later come last, so earlier orders still hold.
 auto Key(const SearchConfig& c) {
-  return std::make_tuple(c.tp, c.pp, c.dp, c.vpp, c.mbs, c.sequence_parallel, c.distributed_optimizer);
+  return std::make_tuple(c.tp, c.pp, c.dp, c.vpp, c.mbs, c.sequence_parallel, c.zero, c.cp, c.ep, c.etp,
+                         c.precision);
 }
 
 double SecondsSince(std::chrono::steady_clock::time_point t) {
@@ -243,10 +245,16 @@ Status CheckOptions(const SearchOptions& o) {
   for (const auto& [flag, values] : {std::pair<const char*, const std::vector<int>*>{"--tp", &o.tp},
                                      {"--pp", &o.pp},
                                      {"--vpp", &o.vpp},
-                                     {"--mbs", &o.mbs}}) {
+                                     {"--mbs", &o.mbs},
+                                     {"--cp", &o.cp},
+                                     {"--ep", &o.ep},
+                                     {"--etp", &o.etp}}) {
     for (int v : *values) {
       if (v < 1) return InvalidInput(fmt::format("{} {}: every value must be at least 1", flag, v));
     }
+  }
+  for (int z : o.zero) {
+    if (z < 0 || z > 3) return InvalidInput(fmt::format("--zero {}: every stage must be 0, 1, 2 or 3", z));
   }
   return {};
 }
@@ -257,9 +265,17 @@ bool SearchConfig::operator<(const SearchConfig& o) const { return Key(*this) < 
 bool SearchConfig::operator==(const SearchConfig& o) const { return Key(*this) == Key(o); }
 
 std::string DescribeConfig(const SearchConfig& c) {
-  return fmt::format("tp {}, pp {}, dp {}, vpp {}, mbs {}{}{}", c.tp, c.pp, c.dp, c.vpp, c.mbs,
-                     c.sequence_parallel ? ", sequence parallel" : "",
-                     c.distributed_optimizer ? ", distributed optimizer" : "");
+  std::string out = fmt::format("tp {}", c.tp);
+  if (c.cp > 1) out += fmt::format(", cp {}", c.cp);
+  out += fmt::format(", pp {}, dp {}", c.pp, c.dp);
+  if (c.ep > 1) out += fmt::format(", ep {}", c.ep);
+  if (c.etp != c.tp) out += fmt::format(", etp {}", c.etp);
+  out += fmt::format(", vpp {}, mbs {}", c.vpp, c.mbs);
+  if (c.sequence_parallel) out += ", sequence parallel";
+  if (c.zero == 1) out += ", distributed optimizer";
+  if (c.zero > 1) out += fmt::format(", ZeRO-{}", c.zero);
+  if (c.precision == Precision::kFp8) out += ", FP8";
+  return out;
 }
 
 std::string_view VerdictName(Verdict v) {
@@ -290,7 +306,12 @@ TrainingSetup SetupOf(const SearchOptions& options, const SearchConfig& c) {
   s.vpp = c.vpp;
   s.micro_batch_size = c.mbs;
   s.sequence_parallel = c.sequence_parallel;
-  s.distributed_optimizer = c.distributed_optimizer;
+  s.zero = c.zero;
+  s.distributed_optimizer = c.zero >= 1;
+  s.cp = c.cp;
+  s.ep = c.ep;
+  s.etp = c.etp;
+  s.precision = c.precision;
   s.gpipe = false;
   s.devices = options.devices;
   return s;
@@ -312,35 +333,62 @@ Result<SearchResult> SearchConfigurations(const ModelSpec& model, const DeviceSp
 
   // 1. Every valid combination.
   Error first_invalid = InvalidInput("");
+  const std::vector<Precision> precisions =
+      options.precision.empty() ? std::vector<Precision>{options.base.precision} : options.precision;
   for (int tp : Divisors(device.devices_per_node)) {
     if (options.devices % tp != 0 || !Allowed(options.tp, tp)) continue;
-    for (int pp : Divisors(options.devices / tp)) {
-      if (pp > max_stages || !Allowed(options.pp, pp)) continue;
-      const int dp = options.devices / (tp * pp);
-      if (gbs % dp != 0) continue;  // no micro-batch size divides the batch evenly
-      for (int mbs : Divisors(gbs / dp)) {
-        if (!Allowed(options.mbs, mbs)) continue;
-        const int m = gbs / dp / mbs;
-        std::vector<int> vpps{1};
-        for (int v = 2; pp > 1 && pp * v <= max_stages && TargetOf(options.target).interleaving; ++v) vpps.push_back(v);
-        for (int vpp : vpps) {
-          if (!Allowed(options.vpp, vpp)) continue;
-          for (bool sp : {false, true}) {
-            if (sp && tp == 1) continue;  // the same configuration
-            for (bool zero : {false, true}) {
-              if (zero && dp == 1) continue;
-              if (enumerating.Expired()) break;
-              ++result.combinations;
-              const SearchConfig c{tp, pp, dp, vpp, mbs, sp, zero};
-              Status valid = ValidateSetup(model, device, SetupOf(options, c));
-              if (!valid.ok()) {
-                if (result.invalid++ == 0) first_invalid = valid.error();
-                continue;
+    for (int cp : Divisors(options.devices / tp)) {
+      if (options.cp.empty() ? cp > 1 && (!options.base.flash_attention || options.base.seq / cp < kMinContextTokens)
+                             : !Allowed(options.cp, cp)) {
+        continue;
+      }
+      for (int pp : Divisors(options.devices / tp / cp)) {
+        if (pp > max_stages || !Allowed(options.pp, pp)) continue;
+        const int dp = options.devices / (tp * cp * pp);
+        if (gbs % dp != 0) continue;  // no micro-batch size divides the batch evenly
+        const int stage_devices = tp * cp * dp;
+        // Expert layouts: ep x etp divides the stage's devices (and ep the experts).
+        std::vector<std::pair<int, int>> experts;
+        if (!model.moe.enabled()) {
+          experts.push_back({1, tp});
+        } else {
+          for (int ep : Divisors(model.moe.experts)) {
+            if (ep > stage_devices || !Allowed(options.ep, ep)) continue;
+            for (int etp : Divisors(tp)) {
+              if (options.etp.empty() ? etp != 1 && etp != tp : !Allowed(options.etp, etp)) continue;
+              if (stage_devices % (ep * etp) == 0) experts.push_back({ep, etp});
+            }
+          }
+        }
+        for (int mbs : Divisors(gbs / dp)) {
+          if (!Allowed(options.mbs, mbs)) continue;
+          const int m = gbs / dp / mbs;
+          std::vector<int> vpps{1};
+          for (int v = 2; pp > 1 && pp * v <= max_stages && TargetOf(options.target).interleaving; ++v) vpps.push_back(v);
+          for (int vpp : vpps) {
+            if (!Allowed(options.vpp, vpp)) continue;
+            for (bool sp : {false, true}) {
+              if (sp && tp == 1) continue;  // the same configuration
+              for (int zero = 0; zero <= 3; ++zero) {
+                // Sharding needs a group to shard over: the data- and context-parallel ranks.
+                if ((zero > 0 && dp * cp == 1) || !Allowed(options.zero, zero)) continue;
+                for (const auto& [ep, etp] : experts) {
+                  for (Precision precision : precisions) {
+                    if (enumerating.Expired()) break;
+                    ++result.combinations;
+                    const SearchConfig c{tp, pp, dp, vpp, mbs, sp, zero, cp, ep, etp, precision};
+                    Status valid = ValidateSetup(model, device, SetupOf(options, c));
+                    if (!valid.ok()) {
+                      if (result.invalid++ == 0) first_invalid = valid.error();
+                      continue;
+                    }
+                    ConfigOutcome out;
+                    out.config = c;
+                    out.micro_batches = m;
+                    result.configs.push_back(out);
+                  }
+                }
               }
-              ConfigOutcome out;
-              out.config = c;
-              out.micro_batches = m;
-              result.configs.push_back(out);
             }
           }
         }

@@ -1,6 +1,7 @@
 // The whole-cluster search: for N devices, a model and a global batch, every valid combination of
-// tensor parallelism (within a node), pipeline ranks, data parallelism, virtual stages, micro-batch
-// size, sequence parallelism and optimizer sharding, each judged by the exact planner after cheap,
+// tensor parallelism (within a node), context parallelism, pipeline ranks, data parallelism, expert
+// parallelism and expert tensor parallelism (MoE models), virtual stages, micro-batch size, sequence
+// parallelism, the ZeRO stage and the GEMM precision, each judged by the exact planner after cheap,
 // sound bounds have set aside what cannot be among the best:
 //   1. dominance: a configuration whose problem is no cheaper in any cost than another one's with
 //      the same pipeline cannot be faster (the simulator is monotone in every duration and byte);
@@ -35,14 +36,20 @@ namespace bmpipe {
 struct SearchConfig {
   int tp = 1, pp = 1, dp = 1, vpp = 1, mbs = 1;
   bool sequence_parallel = false;
-  bool distributed_optimizer = false;
+  int zero = 0;  // ZeRO stage: 1 is Megatron's distributed optimizer
+  int cp = 1, ep = 1;
+  int etp = 1;  // expert tensor-parallel size (MoE models); equal to tp otherwise
+  Precision precision = Precision::kBf16;
   // A fixed order: the tie-break between configurations with equal iteration times.
   bool operator<(const SearchConfig& o) const;
   bool operator==(const SearchConfig& o) const;
 };
 
-// "tp 8, pp 16, dp 128, vpp 4, mbs 1, sp, zero-1".
+// "tp 8, pp 16, dp 128, vpp 4, mbs 1, sequence parallel, ZeRO-1", with cp, ep, etp and FP8 where
+// they are not the default.
 std::string DescribeConfig(const SearchConfig& c);
+
+inline constexpr int kMinContextTokens = 4096;
 
 struct SearchProgress {
   int planned = 0;        // planner runs finished
@@ -56,8 +63,15 @@ struct SearchOptions {
   // Batch, sequence, flash attention, recomputation options, reserved memory, overlap; its
   // parallel sizes and switches are what the search sets.
   TrainingSetup base;
-  // Restrict the space; empty means every valid value.
+  // Restrict the space; empty means every valid value, except where noted.
   std::vector<int> tp, pp, vpp, mbs;
+  // Empty: 1, and with flash attention every size that leaves each rank at least
+  // kMinContextTokens tokens of the sequence (below that the ring's K/V passes outrun attention).
+  std::vector<int> cp;
+  std::vector<int> ep;    // MoE models; empty: every size dividing the experts and the stage's devices
+  std::vector<int> etp;   // MoE models; empty: 1 and tp
+  std::vector<int> zero;  // empty: 0, 1, 2 and 3 (only 0 without data or context parallelism)
+  std::vector<Precision> precision;  // empty: base.precision
   int top = 5;       // configurations to rank
   int threads = 0;   // 0: the machine's hardware threads
   // Configurations planned with the exact planner, most promising (by screened time) first; -1:

@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "bmpipe/core/json_cursor.h"
+#include "bmpipe/problem/recompute.h"
 #include "bmpipe/cost/problem_builder.h"
 #include "bmpipe/sim/simulator.h"
 
@@ -21,13 +22,14 @@ double Efficiencies::*MemberOf(const std::string& name) {
   if (name == "gemm") return &Efficiencies::gemm;
   if (name == "attention") return &Efficiencies::attention;
   if (name == "memory") return &Efficiencies::memory;
+  if (name == "fp8_gemm") return &Efficiencies::fp8_gemm;
   return &Efficiencies::link;
 }
 
 double& EfficiencyOf(Efficiencies& e, const std::string& name) { return e.*MemberOf(name); }
 
 const std::vector<std::string>& EfficiencyNames() {
-  static const std::vector<std::string> names = {"gemm", "attention", "memory", "link"};
+  static const std::vector<std::string> names = {"gemm", "attention", "memory", "link", "fp8_gemm"};
   return names;
 }
 
@@ -42,7 +44,7 @@ double MegatronFormulaFlops(const ModelSpec& m, const TrainingSetup& s, double c
 constexpr std::size_t kMaxRuns = 1000;
 constexpr std::size_t kMaxCalibrationRuns = 100;
 
-double Devices(const TrainingSetup& s) { return static_cast<double>(s.tp) * s.pp * s.dp; }
+double Devices(const TrainingSetup& s) { return static_cast<double>(s.tp) * s.pp * s.cp * s.dp; }
 
 ModelSpec ReadModel(const JsonCursor& c, std::string& name) {
   if (c.json().is_string()) {
@@ -70,10 +72,32 @@ bool ReadFlag(const JsonCursor& run, const char* key) {
   return v ? v->Bool() : false;
 }
 
+// A number within [lo, hi], or `default_value` when absent.
+double ReadNumber(const JsonCursor& run, const char* key, double lo, double hi, double default_value) {
+  auto v = run.Optional(key);
+  if (!v) return default_value;
+  const double x = v->Number();
+  if (!(x >= lo && x <= hi)) v->Fail(fmt::format("must be between {:g} and {:g}", lo, hi));
+  return x;
+}
+
+// One of two words, the first when absent.
+template <typename Enum>
+Enum ReadWord(const JsonCursor& run, const char* key, std::pair<const char*, Enum> first,
+              std::pair<const char*, Enum> second) {
+  auto v = run.Optional(key);
+  if (!v) return first.second;
+  const std::string word = v->String();
+  if (word == first.first) return first.second;
+  if (word == second.first) return second.second;
+  v->Fail(fmt::format("use {} or {}", first.first, second.first));
+  return first.second;
+}
+
 std::vector<Measurement> ReadMeasured(const JsonCursor& m, const ModelSpec& model, const DeviceSpec& device,
                                       const TrainingSetup& setup) {
-  m.ExpectKeys({"iteration_time_s", "tflops_per_gpu", "flops", "mfu", "samples_per_gpu_per_s", "layer_forward_ms",
-                "layer_backward_ms", "memory_gib", "memory_gb"});
+  m.ExpectKeys({"iteration_time_s", "tflops_per_gpu", "flops", "mfu", "samples_per_gpu_per_s", "tokens_per_gpu_per_s",
+                "layer_forward_ms", "layer_backward_ms", "memory_gib", "memory_gb"});
   std::vector<Measurement> out;
   auto positive = [](const JsonCursor& c) {
     const double v = c.Number();
@@ -123,6 +147,12 @@ std::vector<Measurement> ReadMeasured(const JsonCursor& m, const ModelSpec& mode
     out.push_back({Quantity::kIterationTime, setup.global_batch_size / (rate * devices),
                    fmt::format("{} samples/s per GPU", rate)});
   }
+  if (auto v = m.Optional("tokens_per_gpu_per_s")) {
+    const double rate = positive(*v);
+    out.push_back({Quantity::kIterationTime,
+                   static_cast<double>(setup.global_batch_size) * setup.seq / (rate * devices),
+                   fmt::format("{} tokens/s per GPU", rate)});
+  }
   if (auto v = m.Optional("memory_gib")) {
     out.push_back({Quantity::kPeakMemory, positive(*v) * kGiB, fmt::format("{} GiB", v->Number())});
   }
@@ -134,9 +164,10 @@ std::vector<Measurement> ReadMeasured(const JsonCursor& m, const ModelSpec& mode
 }
 
 PublishedRun ReadRun(const JsonCursor& c) {
-  c.ExpectKeys({"id", "source", "states", "assumes", "model", "device", "tp", "pp", "dp", "vpp", "mbs", "gbs", "seq",
-                "recompute", "sequence_parallel", "flash_attention", "distributed_optimizer", "dp_overlap",
-                "measured"});
+  c.ExpectKeys({"id", "source", "states", "assumes", "model", "device", "tp", "pp", "dp", "vpp", "cp", "ep", "etp",
+                "mbs", "gbs", "seq", "recompute", "sequence_parallel", "flash_attention", "distributed_optimizer",
+                "zero", "precision", "grad_dtype", "optimizer_dtype", "tp_comm_overlap", "dp_overlap",
+                "offload_optimizer", "moe_capacity_factor", "moe_imbalance", "measured"});
   PublishedRun run;
   run.id = c.Required("id", "a short unique name for the run").String();
   run.source = c.Required("source", "the citation: paper and table, or repository and file").String();
@@ -154,21 +185,36 @@ PublishedRun ReadRun(const JsonCursor& c) {
   s.pp = ReadCount(c, "pp", "the pipeline-parallel size", kMaxRanks);
   s.dp = ReadCount(c, "dp", "the data-parallel size", kMaxDataParallel);
   s.vpp = ReadCount(c, "vpp", "model chunks per pipeline rank", kMaxStages, 1);
+  s.cp = ReadCount(c, "cp", "the context-parallel size", kMaxTensorParallel, 1);
+  s.ep = ReadCount(c, "ep", "the expert-parallel size", kMaxDataParallel, 1);
+  if (c.Has("etp")) s.etp = ReadCount(c, "etp", "the expert tensor-parallel size", kMaxTensorParallel);
   s.micro_batch_size = ReadCount(c, "mbs", "the micro-batch size", kMaxBatch);
   s.global_batch_size = ReadCount(c, "gbs", "the global batch size", kMaxBatch);
   s.seq = ReadCount(c, "seq", "the sequence length", kMaxSequence);
   s.sequence_parallel = ReadFlag(c, "sequence_parallel");
   s.flash_attention = ReadFlag(c, "flash_attention");
   s.distributed_optimizer = ReadFlag(c, "distributed_optimizer");
-  if (auto o = c.Optional("dp_overlap")) {
-    s.dp_overlap = o->Number();
-    if (s.dp_overlap < 0 || s.dp_overlap > 1) o->Fail("a fraction in [0, 1]");
-  }
-  const JsonCursor recompute = c.Required("recompute", "none, selective or full");
+  if (auto z = c.Optional("zero")) s.zero = static_cast<int>(z->Integer(0, 3, "the ZeRO stage"));
+  s.precision = ReadWord(c, "precision", std::pair{"bf16", Precision::kBf16}, std::pair{"fp8", Precision::kFp8});
+  s.grad_dtype = ReadWord(c, "grad_dtype", std::pair{"fp32", StateDtype::kFp32}, std::pair{"bf16", StateDtype::kBf16});
+  s.optimizer_dtype =
+      ReadWord(c, "optimizer_dtype", std::pair{"fp32", StateDtype::kFp32}, std::pair{"bf16", StateDtype::kBf16});
+  s.tp_comm_overlap = ReadNumber(c, "tp_comm_overlap", 0, 1, 0);
+  s.dp_overlap = ReadNumber(c, "dp_overlap", 0, 1, 0);
+  s.offload_optimizer = ReadFlag(c, "offload_optimizer");
+  s.moe_capacity_factor = ReadNumber(c, "moe_capacity_factor", 0, 1e3, 0);
+  s.moe_imbalance = ReadNumber(c, "moe_imbalance", 1, 1e3, 1);
+  const JsonCursor recompute =
+      c.Required("recompute", "none, selective, full, or the parts every decoder layer recomputes (e.g. norm+mlp_act)");
   const std::string option = recompute.String();
   const std::optional<GlobalRecompute> global = ParseGlobalRecompute(option);
-  if (!global) recompute.Fail("use none, selective or full (Megatron's global settings)");
-  run.recompute = *global;
+  if (!global && !ParseRecompute(option).ok()) {
+    recompute.Fail(fmt::format("use none, selective or full (Megatron's global settings), or parts joined by '+' "
+                               "(Megatron's --recompute-modules): {}",
+                               ParseRecompute(option).error().message));
+  }
+  // Parts other than Megatron's settings: the one option every decoder layer runs.
+  run.recompute = global.value_or(GlobalRecompute::kNone);
   s.recompute = {option};
   const Status valid = ValidateSetup(run.model, run.device, s);
   if (!valid.ok()) c.FailAt(valid.error().message);
@@ -176,13 +222,16 @@ PublishedRun ReadRun(const JsonCursor& c) {
   return run;
 }
 
-Calibration ReadCalibration(const JsonCursor& c, const std::set<std::string>& ids, const std::set<std::string>& done) {
+// `fitted`: per device, the efficiencies earlier entries fitted. A device may have several
+// entries, each fitting other efficiencies on its own runs, from the fit before it.
+Calibration ReadCalibration(const JsonCursor& c, const std::set<std::string>& ids,
+                            const std::map<std::string, std::set<std::string>>& fitted) {
   c.ExpectKeys({"device", "fit", "start_from", "runs"});
   Calibration cal;
   const JsonCursor device = c.Required("device", "the device preset these runs calibrate");
   cal.device = device.String();
   if (!DevicePreset(cal.device).ok()) device.Fail(DevicePreset(cal.device).error().message);
-  if (done.count(cal.device)) device.Fail("this device is calibrated twice");
+  const auto earlier = fitted.find(cal.device);
   for (const JsonCursor& f : c.Required("fit", "the efficiencies to fit").Elements()) {
     const std::string name = f.String();
     const auto& names = EfficiencyNames();
@@ -190,14 +239,18 @@ Calibration ReadCalibration(const JsonCursor& c, const std::set<std::string>& id
       f.Fail(fmt::format("unknown efficiency; use {}{}", fmt::join(names, ", "), DidYouMean(name, names)));
     }
     if (std::find(cal.fit.begin(), cal.fit.end(), name) != cal.fit.end()) f.Fail("listed twice");
+    if (earlier != fitted.end() && earlier->second.count(name)) {
+      f.Fail("an earlier entry fits this efficiency of this device already");
+    }
     cal.fit.push_back(name);
   }
   if (cal.fit.size() > 2) {
-    c.Required("fit", "").FailAt("fit at most two efficiencies per device (the fit is a joint grid search)");
+    c.Required("fit", "").FailAt("fit at most two efficiencies per entry (the fit is a joint grid search)");
   }
   if (auto s = c.Optional("start_from")) {
     cal.start_from = s->String();
-    if (!done.count(cal.start_from)) s->Fail("name a device calibrated earlier in the list");
+    if (!fitted.count(cal.start_from)) s->Fail("name a device calibrated earlier in the list");
+    if (earlier != fitted.end()) s->Fail("a later entry of a device starts from that device's fit");
   }
   const std::vector<JsonCursor> runs = c.Required("runs", "the ids of the calibration runs").Elements();
   if (runs.size() > kMaxCalibrationRuns) {
@@ -227,10 +280,11 @@ RunTable ReadTable(const Json& doc, const std::string& source) {
     if (!ids.insert(run.id).second) r.Required("id", "").Fail("two runs have this id");
     table.runs.push_back(std::move(run));
   }
-  std::set<std::string> done;
+  std::map<std::string, std::set<std::string>> fitted;
   for (const JsonCursor& c : root.Required("calibration", "which runs calibrate which device").Elements(true)) {
-    table.calibration.push_back(ReadCalibration(c, ids, done));
-    done.insert(table.calibration.back().device);
+    table.calibration.push_back(ReadCalibration(c, ids, fitted));
+    const Calibration& cal = table.calibration.back();
+    fitted[cal.device].insert(cal.fit.begin(), cal.fit.end());
   }
   for (const Calibration& cal : table.calibration) {
     for (const std::string& id : cal.runs) {
@@ -256,6 +310,12 @@ Result<RunOutcome> Predict(const PublishedRun& run, const DeviceSpec& device) {
   RunOutcome out;
   out.run = &run;
   out.flags = launch.value().flags;
+  const std::string& option = run.setup.recompute.front();
+  if (!ParseGlobalRecompute(option)) {
+    const std::string none = ", no recomputation";
+    const std::size_t at = out.flags.find(none);
+    if (at != std::string::npos) out.flags.replace(at, none.size(), ", every decoder layer recomputes " + option);
+  }
   out.fits = sim.value().fits;
   Bytes peak = 0;
   for (const RankResult& r : sim.value().ranks) peak = std::max(peak, r.peak_memory_bytes);
@@ -354,6 +414,25 @@ void Summarize(ErrorSummary& s, double error, const std::string& id) {
 
 double EfficiencyOf(const Efficiencies& e, const std::string& name) { return e.*MemberOf(name); }
 
+const std::vector<std::string>& AllRunKinds() {
+  static const std::vector<std::string> kinds = {"dense", "moe", "cp", "fp8", "sharded"};
+  return kinds;
+}
+
+std::vector<std::string> RunKinds(const PublishedRun& run) {
+  const TrainingSetup& s = run.setup;
+  std::vector<std::string> kinds;
+  if (run.model.moe.enabled()) kinds.push_back("moe");
+  if (s.cp > 1) kinds.push_back("cp");
+  if (s.precision == Precision::kFp8) kinds.push_back("fp8");
+  if (ZeroStage(s) >= 2 || s.grad_dtype != StateDtype::kFp32 || s.optimizer_dtype != StateDtype::kFp32 ||
+      s.offload_optimizer) {
+    kinds.push_back("sharded");
+  }
+  if (kinds.empty()) kinds.push_back("dense");
+  return kinds;
+}
+
 std::string QuantityName(Quantity q) {
   switch (q) {
     case Quantity::kLayerForward:
@@ -388,7 +467,11 @@ Result<Validation> Validate(const RunTable& table) {
     // The fit starts from the uncalibrated defaults (or another device's fit), not from the
     // preset, whose efficiencies are this fit's result.
     DeviceSpec device = DevicePreset(cal.device).value();
-    device.efficiency = cal.start_from.empty() ? Efficiencies{} : fitted.at(cal.start_from);
+    if (fitted.count(cal.device)) {
+      device.efficiency = fitted.at(cal.device);  // a later entry of the device
+    } else {
+      device.efficiency = cal.start_from.empty() ? Efficiencies{} : fitted.at(cal.start_from);
+    }
     std::vector<const PublishedRun*> runs;
     FittedDevice f{cal.device, device.efficiency, device.efficiency, cal.fit, cal.runs, 0};
     for (const std::string& id : cal.runs) {
@@ -405,6 +488,7 @@ Result<Validation> Validate(const RunTable& table) {
     fitted[cal.device] = f.after;
     v.fitted.push_back(f);
   }
+  std::map<std::string, KindSummary> by_kind;
   for (const PublishedRun& run : table.runs) {
     DeviceSpec device = run.device;
     auto it = fitted.find(device.name);
@@ -413,15 +497,28 @@ Result<Validation> Validate(const RunTable& table) {
     if (!o.ok()) return InvalidInput(fmt::format("{}: run '{}': {}", table.source, run.id, o.error().message));
     RunOutcome& out = o.value();
     out.calibration = calibration_ids.count(run.id) > 0;
+    if (!out.fits) v.not_fitting.push_back(run.id);
+    const std::vector<std::string> kinds = RunKinds(run);
+    if (!out.calibration) {
+      for (const std::string& kind : kinds) ++by_kind[kind].runs;
+    }
     for (std::size_t i = 0; i < run.measured.size(); ++i) {
       const double e = RelativeError(out.predicted[i], run.measured[i].value);
+      const bool time = IsTime(run.measured[i].quantity);
       if (out.calibration) {
         Summarize(v.calibration, e, run.id);
-      } else {
-        Summarize(IsTime(run.measured[i].quantity) ? v.held_out_time : v.held_out_memory, e, run.id);
+        continue;
       }
+      Summarize(time ? v.held_out_time : v.held_out_memory, e, run.id);
+      for (const std::string& kind : kinds) Summarize(time ? by_kind[kind].time : by_kind[kind].memory, e, run.id);
     }
     v.outcomes.push_back(std::move(out));
+  }
+  for (const std::string& kind : AllRunKinds()) {
+    auto it = by_kind.find(kind);
+    if (it == by_kind.end()) continue;
+    it->second.kind = kind;
+    v.held_out_by_kind.push_back(it->second);
   }
   return v;
 }

@@ -97,10 +97,24 @@ struct ErrorSummary {
   std::string worst;  // id of the run with the largest error
 };
 
+// The setups a run exercises beyond a dense model in bf16 with fp32 state: "moe" (routed
+// experts), "cp" (context parallelism), "fp8" (FP8 GEMMs), "sharded" (ZeRO-2 or 3, bf16 gradients
+// or moments, or optimizer offload). A run may be of several kinds, or of none ("dense").
+std::vector<std::string> RunKinds(const PublishedRun& run);
+const std::vector<std::string>& AllRunKinds();  // "dense", "moe", "cp", "fp8", "sharded"
+
+struct KindSummary {
+  std::string kind;
+  int runs = 0;  // held-out runs of the kind
+  ErrorSummary time, memory;
+};
+
 struct Validation {
   std::vector<FittedDevice> fitted;
   std::vector<RunOutcome> outcomes;  // in table order; they point into the table, which must outlive them
   ErrorSummary held_out_time, held_out_memory, calibration;
+  std::vector<KindSummary> held_out_by_kind;  // in AllRunKinds() order, kinds without runs left out
+  std::vector<std::string> not_fitting;       // runs (they all ran) that the model predicts do not fit
 };
 
 // Fits each calibration group, then predicts every run. Deterministic.
