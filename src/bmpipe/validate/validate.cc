@@ -117,7 +117,8 @@ std::vector<Measurement> ReadMeasured(const JsonCursor& m, const ModelSpec& mode
   std::optional<JsonCursor> flops = m.Optional("flops");
   if (auto v = m.Optional("tflops_per_gpu")) {
     if (!flops) v->FailAt("give `flops`: the FLOP count the source divides by: megatron-96 (full recomputation "
-                          "counted), megatron-72 (without) or model (bmpipe's model FLOPs)");
+                          "counted), megatron-72 (without), model (bmpipe's model FLOPs, attention's whole square) or "
+                          "model-causal (attention as the causal kernel runs it)");
     const std::string formula = flops->String();
     double count = 0;
     if (formula == "megatron-96") {
@@ -126,8 +127,11 @@ std::vector<Measurement> ReadMeasured(const JsonCursor& m, const ModelSpec& mode
       count = MegatronFormulaFlops(model, setup, 72);
     } else if (formula == "model") {
       count = ModelFlopsPerIteration(model, device, setup, AttentionFlops::kFull);
+    } else if (formula == "model-causal") {
+      count = ModelFlopsPerIteration(model, device, setup, AttentionFlops::kCausal);
     } else {
-      flops->Fail("use megatron-96, megatron-72 or model");
+      flops->Fail("use megatron-96, megatron-72, model (attention's whole square) or model-causal (half of it, as "
+                  "Megatron counts since 2025)");
     }
     const double tflops = positive(*v);
     out.push_back({Quantity::kIterationTime, count / (tflops * 1e12 * devices),
