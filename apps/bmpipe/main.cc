@@ -1072,7 +1072,9 @@ int Main(int argc, char** argv) {
                      "Only these expert tensor-parallel sizes (default: 1 and the configuration's tp)")
       ->delimiter(',');
   search->add_option("--zero", srch.options.zero,
-                     std::string("Only these ZeRO stages (default: 0, 1, 2 and 3). ") + kZeroHelp)
+                     std::string("Only these ZeRO stages (default: 1, 2 and 3, or 0 without data or context parallelism: ZeRO-1 is "
+                                 "no costlier than 0 in any term). ") +
+                         kZeroHelp)
       ->delimiter(',')
       ->check(CLI::Range(0, 3));
   search->add_option("--precision", srch.precisions,

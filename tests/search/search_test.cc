@@ -85,7 +85,7 @@ struct FrontierCase : SmallCase {
     options.pp = {1, 2};
     options.mbs = {1};
     options.cp = {1, 2};
-    options.zero = {};
+    options.zero = {0, 1, 2, 3};
     options.precision = {Precision::kBf16, Precision::kFp8};
   }
 };
@@ -123,6 +123,12 @@ TEST(Search, FrontierDimensionsPrunedAsExhaustively) {
   }
   // FP8 GEMMs beat bf16 on the same layout here: the best plan runs them.
   EXPECT_EQ(Best(every).config.precision, Precision::kFp8) << DescribeConfig(Best(every).config);
+  // By default ZeRO-0 is left out where ZeRO-1 dominates it; the best is the same.
+  c.options.exhaustive = false;
+  c.options.zero = {};
+  const SearchResult defaults = SearchSmall(c);
+  for (const ConfigOutcome& out : defaults.configs) EXPECT_NE(out.config.zero, 0) << DescribeConfig(out.config);
+  EXPECT_EQ(Best(defaults).planner.iteration_ns, Best(every).planner.iteration_ns);
 }
 
 TEST(Search, DescribesTheFrontierDimensions) {

@@ -370,8 +370,12 @@ Result<SearchResult> SearchConfigurations(const ModelSpec& model, const DeviceSp
             for (bool sp : {false, true}) {
               if (sp && tp == 1) continue;  // the same configuration
               for (int zero = 0; zero <= 3; ++zero) {
-                // Sharding needs a group to shard over: the data- and context-parallel ranks.
+                // Sharding needs a group to shard over: the data- and context-parallel ranks. With
+                // one, ZeRO-1 is no costlier than no sharding in any term (its reduce-scatter and
+                // gather move no more than the all-reduce, its step and state are a share), so
+                // ZeRO-0 is tried only when asked for.
                 if ((zero > 0 && dp * cp == 1) || !Allowed(options.zero, zero)) continue;
+                if (zero == 0 && dp * cp > 1 && options.zero.empty()) continue;
                 for (const auto& [ep, etp] : experts) {
                   for (Precision precision : precisions) {
                     if (enumerating.Expired()) break;

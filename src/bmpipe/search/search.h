@@ -70,7 +70,9 @@ struct SearchOptions {
   std::vector<int> cp;
   std::vector<int> ep;    // MoE models; empty: every size dividing the experts and the stage's devices
   std::vector<int> etp;   // MoE models; empty: 1 and tp
-  std::vector<int> zero;  // empty: 0, 1, 2 and 3 (only 0 without data or context parallelism)
+  // Empty: 1, 2 and 3 (ZeRO-1 dominates ZeRO-0 where there is a group to shard over), or 0
+  // without data or context parallelism.
+  std::vector<int> zero;
   std::vector<Precision> precision;  // empty: base.precision
   int top = 5;       // configurations to rank
   int threads = 0;   // 0: the machine's hardware threads
