@@ -176,6 +176,36 @@ TEST(SetupCosts, ContextParallelismSplitsTheSequence) {
   EXPECT_NEAR(attention.forward_s, std::max(compute, attention.hidden_forward_comm_s), 1e-12);
 }
 
+// With a window, the busiest rank of the load-balanced layout (rank r: chunks r and 2cp-1-r of
+// c = s/2cp tokens) sets the kernel's work; the ring still makes all cp - 1 hops.
+TEST(SetupCosts, ContextParallelismWithAWindow) {
+  ModelSpec m = ModelPreset("llama3-8b").value();
+  m.sliding_window = 4096;
+  m.windowed_layers = WindowedLayers(m.layers, 0);
+  const DeviceSpec d = H100();
+  TrainingSetup s = MakeSetup(2, 1, 1, 32768);
+  s.cp = 4;  // c = 4096 tokens, 8192 queries per rank
+  const double per_key = 2 * 8192.0 * 32 * (128 + 128) / 2;  // 2 T a (d + d_v) / t
+  // w = c: ranks 1 to 3 see the whole window for every query (the average over the sequence
+  // would be w - w^2/2s = 3840).
+  const LayerGraph narrow = DecoderLayerGraph(m, d, s, false, /*windowed=*/true);
+  EXPECT_DOUBLE_EQ(Op(narrow, "flash_attention").forward_flops, per_key * 4096);
+  // w = 4c: rank 3 (chunks 3 and 4, queries 12288..20479) sees (K(16384) - K(12288) + 4096 w) /
+  // 8192 = 15360 keys per query, K(n) = n^2/2 up to w (the average: 12288).
+  m.sliding_window = 16384;
+  const LayerGraph wide = DecoderLayerGraph(m, d, s, false, /*windowed=*/true);
+  EXPECT_DOUBLE_EQ(Op(wide, "flash_attention").forward_flops, per_key * 15360);
+  // The ring passes every rank's keys and values, as without the window.
+  const LayerGraph full = DecoderLayerGraph(m, d, s, false, /*windowed=*/false);
+  EXPECT_DOUBLE_EQ(Op(full, "flash_attention").forward_flops, per_key * 16384);
+  EXPECT_DOUBLE_EQ(Op(narrow, "flash_attention").hidden_forward_comm_s, Op(full, "flash_attention").hidden_forward_comm_s);
+  // Without context parallelism the window's average holds: w - w^2/2s.
+  s.cp = 1;
+  const double per_key_one = 2 * 32768.0 * 32 * (128 + 128) / 2;
+  EXPECT_DOUBLE_EQ(Op(DecoderLayerGraph(m, d, s, false, true), "flash_attention").forward_flops,
+                   per_key_one * (16384 - 16384.0 * 16384 / (2 * 32768)));
+}
+
 // FP8: the linear layers run at the FP8 peak, their saved inputs take half, and Transformer
 // Engine's weight caches add 2 bytes per parameter.
 TEST(SetupCosts, Fp8GemmsAndTheirMemory) {
