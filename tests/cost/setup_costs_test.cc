@@ -272,6 +272,71 @@ TEST(SetupCosts, OffloadKeepsNothingOnTheDevice) {
   EXPECT_NE(p.error().message.find("host"), std::string::npos) << p.error().message;
 }
 
+// ZeRO-Offload keeps 16 bytes per updated parameter on the host (fp32 master weight, two fp32
+// moments, fp32 gradient); no plan fits when a rank's least share exceeds host memory.
+TEST(SetupCosts, OptimizerOffloadMustFitHostMemory) {
+  TrainingSetup s = MakeSetup(1, 1, 4, 4096);
+  s.zero = 1;
+  s.offload_optimizer = true;
+  s.recompute = {"none"};
+  EXPECT_DOUBLE_EQ(HostBytesPerParameter(s, 4), 16.0 / 4);
+  s.zero = 0;
+  EXPECT_DOUBLE_EQ(HostBytesPerParameter(s, 4), 16);
+  s.zero = 1;
+  s.grad_dtype = StateDtype::kBf16;
+  s.optimizer_dtype = StateDtype::kBf16;
+  EXPECT_DOUBLE_EQ(HostBytesPerParameter(s, 4), (4 + 4 + 2) / 4.0);
+  s.grad_dtype = s.optimizer_dtype = StateDtype::kFp32;
+  // llama3-70b at tp 1: 70553706496 parameters x 16 / 4 = 282214825984 bytes on one rank, over
+  // the h100-80gb's 256 GB per device; two pipeline ranks halve it.
+  const Result<Problem> one = Build("llama3-70b", s);
+  ASSERT_FALSE(one.ok());
+  const std::string& message = one.error().message;
+  for (const char* part : {"--offload optimizer", "282214825984", "256000000000", "host_memory_bytes", "--pp"}) {
+    EXPECT_NE(message.find(part), std::string::npos) << part << " in " << message;
+  }
+  s.pp = 2;
+  EXPECT_TRUE(Build("llama3-70b", s).ok());
+  // A device that does not say its host memory cannot offload.
+  DeviceSpec no_host = H100();
+  no_host.host_memory_bytes = 0;
+  const Result<Problem> unknown = Build("llama3-70b", s, no_host);
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_NE(unknown.error().message.find("host_memory_bytes"), std::string::npos) << unknown.error().message;
+}
+
+// An activation offload option is offered while its host bytes x the first stage's in-flight
+// micro-batches x the most decoder layers one rank can hold fit host memory.
+TEST(SetupCosts, ActivationOffloadMustFitHostMemory) {
+  const ModelSpec m = ModelPreset("llama3-8b").value();
+  DeviceSpec d = H100();
+  TrainingSetup s = MakeSetup(1, 4, 1, 8192);  // 8 micro-batches
+  s.recompute = {"none", "full", "offload", "full+offload"};
+  const LayerGraph g = DecoderLayerGraph(m, d, s, false);
+  const double host = EvaluateOption(g, "offload").host_bytes;
+  EXPECT_EQ(host, EvaluateOption(g, "none").saved_bytes);
+  // 1F1B: the first stage holds min(pp, m) = 4 micro-batches. A rank holds at most 34 - 3 = 31
+  // layers, and (85520809984 - 5349782323 reserved) / (218112000 x 18) = 20 decoder layers' state.
+  const double worst = host * 4 * 20;
+  d.host_memory_bytes = static_cast<Bytes>(worst);
+  ASSERT_EQ(static_cast<double>(d.host_memory_bytes), worst);
+  std::vector<std::string> notes;
+  const Problem fits = BuildProblem(m, d, s, &notes).value();
+  EXPECT_EQ(fits.layers[1].options.size(), 4u);
+  EXPECT_TRUE(notes.empty());
+  d.host_memory_bytes -= 1;
+  const Problem tight = BuildProblem(m, d, s, &notes).value();
+  ASSERT_EQ(tight.layers[1].options.size(), 3u);
+  EXPECT_EQ(tight.layers[1].options[2].name, "full+offload");
+  ASSERT_EQ(notes.size(), 1u);
+  EXPECT_NE(notes[0].find("option 'offload' of the decoder layers"), std::string::npos) << notes[0];
+  // With only offload options left out, nothing remains to plan.
+  s.recompute = {"offload"};
+  const Result<Problem> none = BuildProblem(m, d, s);
+  ASSERT_FALSE(none.ok());
+  EXPECT_NE(none.error().message.find("--recompute"), std::string::npos) << none.error().message;
+}
+
 // ZeRO-2 reduce-scatters gradients per micro-batch; ZeRO-3 also gathers parameters (twice) and
 // holds a layer's gathered parameters, and the next one's, while it runs.
 TEST(SetupCosts, ShardedStateTraffic) {

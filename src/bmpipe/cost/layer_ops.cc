@@ -588,6 +588,7 @@ OptionCost EvaluateOption(const LayerGraph& graph, const std::string& option) {
     cost.forward_s += std::max(0.0, copy - cost.forward_s);
     cost.backward_s += std::max(0.0, copy - (cost.backward_s + cost.recompute_s));
     cost.peak_extra_bytes += cost.saved_bytes;
+    cost.host_bytes = cost.saved_bytes;
     cost.saved_bytes = 0;
   }
   return cost;
