@@ -436,8 +436,11 @@ int RunPlan(const PlanArgs& args) {
     }
     std::cerr << "bmpipe: " << DescribeShortfall(pb, DiagnoseMemory(pb)) << "\n";
     if (!args.model.model.empty()) {
-      std::cerr << "bmpipe: in the setup's terms: more pipeline stages (--pp) or tensor parallelism (--tp), "
-                   "--distributed-optimizer, --sequence-parallel, --flash-attn, or a smaller --mbs\n";
+      const TrainingSetup& s = args.model.setup;
+      std::cerr << "bmpipe: in the setup's terms: more pipeline stages (--pp) or tensor parallelism (--tp)"
+                << (ZeroStage(s) < 1 ? ", --distributed-optimizer" : (ZeroStage(s) < 3 ? ", a higher --zero" : ""))
+                << (s.sequence_parallel || s.tp == 1 ? "" : ", --sequence-parallel")
+                << (s.flash_attention ? "" : ", --flash-attn") << ", or a smaller --mbs\n";
     }
     for (const auto& [label, value] : origin) {
       if (label == "not modeled") std::cerr << "bmpipe: note: not modeled: " << value << "\n";

@@ -357,6 +357,14 @@ TEST(SetupCosts, ShardedStateTraffic) {
   EXPECT_NEAR(static_cast<double>(OptionOf(l3, "none").peak_extra_bytes - OptionOf(l2, "none").peak_extra_bytes),
               4 * parameters, 2);
   EXPECT_LT(l3.static_bytes, l2.static_bytes);
+  // Ring collectives over the 8 ranks, inside a node: each moves 7/8 of the layer's fp32
+  // gradients (reduce-scatter) or 16-bit parameters (all-gather, forward and backward).
+  const DeviceSpec d = H100();
+  const double link = d.intra_node_bandwidth_bytes_per_s * d.efficiency.link;
+  const double scatter_ns = 7.0 / 8 * 4 * parameters / link * 1e9, gather_ns = 7.0 / 8 * 2 * parameters / link * 1e9;
+  EXPECT_NEAR(static_cast<double>(OptionOf(l2, "none").backward_ns - OptionOf(l1, "none").backward_ns), scatter_ns, 2);
+  EXPECT_NEAR(static_cast<double>(OptionOf(l3, "none").forward_ns - OptionOf(l2, "none").forward_ns), gather_ns, 2);
+  EXPECT_NEAR(static_cast<double>(OptionOf(l3, "none").backward_ns - OptionOf(l2, "none").backward_ns), gather_ns, 2);
   // Overlapping the data-parallel traffic hides it.
   s.dp_overlap = 1;
   EXPECT_EQ(OptionOf(Build("llama3-8b", s).value().layers[1], "none").forward_ns, OptionOf(l1, "none").forward_ns);

@@ -105,10 +105,11 @@ ShardTraffic ShardTrafficOf(const LayerParameters& p, const TrainingSetup& s, co
   if (zero < 2) return t;
   const double hidden = 1 - s.dp_overlap;
   const int dense_group = s.dp * s.cp, expert_group = ExpertDataParallel(s);
-  // A sharded layer's parameters, gathered: the shard times the group.
+  // The layer's parameters (p: on one device before sharding) gathered from, or its gradients
+  // reduce-scattered over, the group: a ring moves (n - 1)/n of the whole, as in UpdateSeconds.
   auto collective = [&](double bytes_per_parameter) {
-    return AllGatherSeconds(bytes_per_parameter * p.dense * dense_group, dense_group, links.dp_bandwidth, 0) +
-           AllGatherSeconds(bytes_per_parameter * p.expert * expert_group, expert_group, links.dp_bandwidth, 0);
+    return AllGatherSeconds(bytes_per_parameter * p.dense, dense_group, links.dp_bandwidth, 0) +
+           AllGatherSeconds(bytes_per_parameter * p.expert, expert_group, links.dp_bandwidth, 0);
   };
   t.backward_s = hidden * collective(GradBytes(s));
   if (zero == 3) {
