@@ -295,7 +295,8 @@ Result<Problem> BuildModelProblem(const ModelArgs& args, std::vector<std::pair<s
   if (!args.recompute_given) AddTargetOptions(targets, setup.recompute);
   if (Status reserved = SetReservedBytes(args.reserved_gb, setup); !reserved.ok()) return reserved.error();
   if (Status words = ApplySetupWords(args.words, setup); !words.ok()) return words.error();
-  Result<Problem> problem = BuildProblem(model.value(), device.value(), setup);
+  std::vector<std::string> host_notes;
+  Result<Problem> problem = BuildProblem(model.value(), device.value(), setup, &host_notes);
   if (!problem.ok()) return problem.error();
   const ParameterCounts counts = CountParameters(model.value());
   lines.push_back({"model", fmt::format("{} ({}, {:.2f} B parameters, {} layers)", args.model, model.value().family,
@@ -303,6 +304,7 @@ Result<Problem> BuildModelProblem(const ModelArgs& args, std::vector<std::pair<s
   lines.push_back({"costs", fmt::format("analytic model on {}{}", device.value().name,
                                         device.value().approximate ? " (approximate device figures)" : "")});
   for (const std::string& note : model.value().not_modeled) lines.push_back({"not modeled", note});
+  for (const std::string& note : host_notes) lines.push_back({"host memory", note});
   if (!args.dump_problem.empty()) {
     files.Add(args.dump_problem, ProblemJsonText(problem.value(), ""));
     lines.push_back({"problem", "written to " + args.dump_problem});
@@ -434,8 +436,11 @@ int RunPlan(const PlanArgs& args) {
     }
     std::cerr << "bmpipe: " << DescribeShortfall(pb, DiagnoseMemory(pb)) << "\n";
     if (!args.model.model.empty()) {
-      std::cerr << "bmpipe: in the setup's terms: more pipeline stages (--pp) or tensor parallelism (--tp), "
-                   "--distributed-optimizer, --sequence-parallel, --flash-attn, or a smaller --mbs\n";
+      const TrainingSetup& s = args.model.setup;
+      std::cerr << "bmpipe: in the setup's terms: more pipeline stages (--pp) or tensor parallelism (--tp)"
+                << (ZeroStage(s) < 1 ? ", --distributed-optimizer" : (ZeroStage(s) < 3 ? ", a higher --zero" : ""))
+                << (s.sequence_parallel || s.tp == 1 ? "" : ", --sequence-parallel")
+                << (s.flash_attention ? "" : ", --flash-attn") << ", or a smaller --mbs\n";
     }
     for (const auto& [label, value] : origin) {
       if (label == "not modeled") std::cerr << "bmpipe: note: not modeled: " << value << "\n";

@@ -176,6 +176,36 @@ TEST(SetupCosts, ContextParallelismSplitsTheSequence) {
   EXPECT_NEAR(attention.forward_s, std::max(compute, attention.hidden_forward_comm_s), 1e-12);
 }
 
+// With a window, the busiest rank of the load-balanced layout (rank r: chunks r and 2cp-1-r of
+// c = s/2cp tokens) sets the kernel's work; the ring still makes all cp - 1 hops.
+TEST(SetupCosts, ContextParallelismWithAWindow) {
+  ModelSpec m = ModelPreset("llama3-8b").value();
+  m.sliding_window = 4096;
+  m.windowed_layers = WindowedLayers(m.layers, 0);
+  const DeviceSpec d = H100();
+  TrainingSetup s = MakeSetup(2, 1, 1, 32768);
+  s.cp = 4;  // c = 4096 tokens, 8192 queries per rank
+  const double per_key = 2 * 8192.0 * 32 * (128 + 128) / 2;  // 2 T a (d + d_v) / t
+  // w = c: ranks 1 to 3 see the whole window for every query (the average over the sequence
+  // would be w - w^2/2s = 3840).
+  const LayerGraph narrow = DecoderLayerGraph(m, d, s, false, /*windowed=*/true);
+  EXPECT_DOUBLE_EQ(Op(narrow, "flash_attention").forward_flops, per_key * 4096);
+  // w = 4c: rank 3 (chunks 3 and 4, queries 12288..20479) sees (K(16384) - K(12288) + 4096 w) /
+  // 8192 = 15360 keys per query, K(n) = n^2/2 up to w (the average: 12288).
+  m.sliding_window = 16384;
+  const LayerGraph wide = DecoderLayerGraph(m, d, s, false, /*windowed=*/true);
+  EXPECT_DOUBLE_EQ(Op(wide, "flash_attention").forward_flops, per_key * 15360);
+  // The ring passes every rank's keys and values, as without the window.
+  const LayerGraph full = DecoderLayerGraph(m, d, s, false, /*windowed=*/false);
+  EXPECT_DOUBLE_EQ(Op(full, "flash_attention").forward_flops, per_key * 16384);
+  EXPECT_DOUBLE_EQ(Op(narrow, "flash_attention").hidden_forward_comm_s, Op(full, "flash_attention").hidden_forward_comm_s);
+  // Without context parallelism the window's average holds: w - w^2/2s.
+  s.cp = 1;
+  const double per_key_one = 2 * 32768.0 * 32 * (128 + 128) / 2;
+  EXPECT_DOUBLE_EQ(Op(DecoderLayerGraph(m, d, s, false, true), "flash_attention").forward_flops,
+                   per_key_one * (16384 - 16384.0 * 16384 / (2 * 32768)));
+}
+
 // FP8: the linear layers run at the FP8 peak, their saved inputs take half, and Transformer
 // Engine's weight caches add 2 bytes per parameter.
 TEST(SetupCosts, Fp8GemmsAndTheirMemory) {
@@ -242,6 +272,71 @@ TEST(SetupCosts, OffloadKeepsNothingOnTheDevice) {
   EXPECT_NE(p.error().message.find("host"), std::string::npos) << p.error().message;
 }
 
+// ZeRO-Offload keeps 16 bytes per updated parameter on the host (fp32 master weight, two fp32
+// moments, fp32 gradient); no plan fits when a rank's least share exceeds host memory.
+TEST(SetupCosts, OptimizerOffloadMustFitHostMemory) {
+  TrainingSetup s = MakeSetup(1, 1, 4, 4096);
+  s.zero = 1;
+  s.offload_optimizer = true;
+  s.recompute = {"none"};
+  EXPECT_DOUBLE_EQ(HostBytesPerParameter(s, 4), 16.0 / 4);
+  s.zero = 0;
+  EXPECT_DOUBLE_EQ(HostBytesPerParameter(s, 4), 16);
+  s.zero = 1;
+  s.grad_dtype = StateDtype::kBf16;
+  s.optimizer_dtype = StateDtype::kBf16;
+  EXPECT_DOUBLE_EQ(HostBytesPerParameter(s, 4), (4 + 4 + 2) / 4.0);
+  s.grad_dtype = s.optimizer_dtype = StateDtype::kFp32;
+  // llama3-70b at tp 1: 70553706496 parameters x 16 / 4 = 282214825984 bytes on one rank, over
+  // the h100-80gb's 256 GB per device; two pipeline ranks halve it.
+  const Result<Problem> one = Build("llama3-70b", s);
+  ASSERT_FALSE(one.ok());
+  const std::string& message = one.error().message;
+  for (const char* part : {"--offload optimizer", "282214825984", "256000000000", "host_memory_bytes", "--pp"}) {
+    EXPECT_NE(message.find(part), std::string::npos) << part << " in " << message;
+  }
+  s.pp = 2;
+  EXPECT_TRUE(Build("llama3-70b", s).ok());
+  // A device that does not say its host memory cannot offload.
+  DeviceSpec no_host = H100();
+  no_host.host_memory_bytes = 0;
+  const Result<Problem> unknown = Build("llama3-70b", s, no_host);
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_NE(unknown.error().message.find("host_memory_bytes"), std::string::npos) << unknown.error().message;
+}
+
+// An activation offload option is offered while its host bytes x the first stage's in-flight
+// micro-batches x the most decoder layers one rank can hold fit host memory.
+TEST(SetupCosts, ActivationOffloadMustFitHostMemory) {
+  const ModelSpec m = ModelPreset("llama3-8b").value();
+  DeviceSpec d = H100();
+  TrainingSetup s = MakeSetup(1, 4, 1, 8192);  // 8 micro-batches
+  s.recompute = {"none", "full", "offload", "full+offload"};
+  const LayerGraph g = DecoderLayerGraph(m, d, s, false);
+  const double host = EvaluateOption(g, "offload").host_bytes;
+  EXPECT_EQ(host, EvaluateOption(g, "none").saved_bytes);
+  // 1F1B: the first stage holds min(pp, m) = 4 micro-batches. A rank holds at most 34 - 3 = 31
+  // layers, and (85520809984 - 5349782323 reserved) / (218112000 x 18) = 20 decoder layers' state.
+  const double worst = host * 4 * 20;
+  d.host_memory_bytes = static_cast<Bytes>(worst);
+  ASSERT_EQ(static_cast<double>(d.host_memory_bytes), worst);
+  std::vector<std::string> notes;
+  const Problem fits = BuildProblem(m, d, s, &notes).value();
+  EXPECT_EQ(fits.layers[1].options.size(), 4u);
+  EXPECT_TRUE(notes.empty());
+  d.host_memory_bytes -= 1;
+  const Problem tight = BuildProblem(m, d, s, &notes).value();
+  ASSERT_EQ(tight.layers[1].options.size(), 3u);
+  EXPECT_EQ(tight.layers[1].options[2].name, "full+offload");
+  ASSERT_EQ(notes.size(), 1u);
+  EXPECT_NE(notes[0].find("option 'offload' of the decoder layers"), std::string::npos) << notes[0];
+  // With only offload options left out, nothing remains to plan.
+  s.recompute = {"offload"};
+  const Result<Problem> none = BuildProblem(m, d, s);
+  ASSERT_FALSE(none.ok());
+  EXPECT_NE(none.error().message.find("--recompute"), std::string::npos) << none.error().message;
+}
+
 // ZeRO-2 reduce-scatters gradients per micro-batch; ZeRO-3 also gathers parameters (twice) and
 // holds a layer's gathered parameters, and the next one's, while it runs.
 TEST(SetupCosts, ShardedStateTraffic) {
@@ -262,12 +357,14 @@ TEST(SetupCosts, ShardedStateTraffic) {
   EXPECT_NEAR(static_cast<double>(OptionOf(l3, "none").peak_extra_bytes - OptionOf(l2, "none").peak_extra_bytes),
               4 * parameters, 2);
   EXPECT_LT(l3.static_bytes, l2.static_bytes);
-  // The forward's gather is one all-gather of the layer's 16-bit parameters over the 8 data-parallel
-  // ranks, which share a node: 7/8 of 2 bytes a parameter over NVLink (not 8 times that).
-  const DeviceSpec h100 = H100();
-  const double link = h100.intra_node_bandwidth_bytes_per_s * h100.efficiency.link;
-  EXPECT_NEAR(static_cast<double>(OptionOf(l3, "none").forward_ns - OptionOf(l2, "none").forward_ns) / 1e9,
-              7.0 / 8 * 2 * parameters / link, 1e-6);
+  // Ring collectives over the 8 ranks, inside a node: each moves 7/8 of the layer's fp32
+  // gradients (reduce-scatter) or 16-bit parameters (all-gather, forward and backward).
+  const DeviceSpec d = H100();
+  const double link = d.intra_node_bandwidth_bytes_per_s * d.efficiency.link;
+  const double scatter_ns = 7.0 / 8 * 4 * parameters / link * 1e9, gather_ns = 7.0 / 8 * 2 * parameters / link * 1e9;
+  EXPECT_NEAR(static_cast<double>(OptionOf(l2, "none").backward_ns - OptionOf(l1, "none").backward_ns), scatter_ns, 2);
+  EXPECT_NEAR(static_cast<double>(OptionOf(l3, "none").forward_ns - OptionOf(l2, "none").forward_ns), gather_ns, 2);
+  EXPECT_NEAR(static_cast<double>(OptionOf(l3, "none").backward_ns - OptionOf(l2, "none").backward_ns), gather_ns, 2);
   // Overlapping the data-parallel traffic hides it.
   s.dp_overlap = 1;
   EXPECT_EQ(OptionOf(Build("llama3-8b", s).value().layers[1], "none").forward_ns, OptionOf(l1, "none").forward_ns);

@@ -206,11 +206,25 @@ double KeysPerQuery(const Shape& s, bool windowed) {
   return windowed ? std::min(s.seq, static_cast<double>(s.model.sliding_window)) : s.seq;
 }
 
-// Keys per query a causal kernel computes, averaged over the sequence: s/2 with full attention;
-// with a window w < s query i sees min(i + 1, w) keys, w - w^2 / 2s on average.
+// Keys per query a causal kernel computes on the busiest context-parallel rank, averaged over its
+// queries. Query i sees min(i, w) keys (w: the window, or s), so the first n queries see
+// K(n) = n^2/2 keys for n <= w and w^2/2 + (n - w) w beyond. Megatron splits the sequence into
+// 2cp chunks of c = s/2cp tokens and gives rank r chunks r and 2cp-1-r: with full attention every
+// rank sees s/2 per query, as without context parallelism; with a window the ranks holding the
+// first chunks see fewer and the others up to w. Without context parallelism it is K(s)/s:
+// w - w^2/2s.
 double CausalKeysPerQuery(const Shape& s, bool windowed) {
   const double w = KeysPerQuery(s, windowed);
-  return w < s.seq ? w - w * w / (2 * s.seq) : 0.5 * s.seq;
+  if (w >= s.seq) return 0.5 * s.seq;
+  if (s.setup.cp == 1) return w - w * w / (2 * s.seq);
+  auto keys = [w](double n) { return n <= w ? n * n / 2 : w * w / 2 + (n - w) * w; };
+  const int cp = s.setup.cp;
+  const double c = s.seq / (2 * cp);
+  double busiest = 0;
+  for (int r = 0; r < cp; ++r) {
+    busiest = std::max(busiest, keys((r + 1) * c) - keys(r * c) + keys((2 * cp - r) * c) - keys((2 * cp - 1 - r) * c));
+  }
+  return busiest / (2 * c);
 }
 
 // Attention from the normed input `x` (in the sequence-parallel region) to the row-parallel
@@ -280,7 +294,10 @@ int Attention(GraphBuilder& g, const Shape& s, int x, bool windowed) {
     op.backward_bytes = 2 * op.forward_bytes;
     // Context parallelism (ring attention): each rank's keys and values visit the other cp - 1
     // ranks, block by block, overlapped with the kernel's work on the block before; the backward
-    // also passes their gradients around.
+    // also passes their gradients around. A window does not shorten the ring: rank r's second
+    // chunk (2cp-1-r) needs the chunk before it, rank r+1's, which a one-way ring (rank r receives
+    // from r-1, as Transformer Engine's) delivers on its last hop, cp - 1, for any window of 2
+    // tokens or more. The window only removes work on the blocks outside it (the FLOPs above).
     if (s.setup.cp > 1) {
       const double kv_bytes = g.bytes(k) + g.bytes(v);
       const double ring = (s.setup.cp - 1) * (kv_bytes / s.cp.bandwidth + s.cp.latency);
@@ -571,6 +588,7 @@ OptionCost EvaluateOption(const LayerGraph& graph, const std::string& option) {
     cost.forward_s += std::max(0.0, copy - cost.forward_s);
     cost.backward_s += std::max(0.0, copy - (cost.backward_s + cost.recompute_s));
     cost.peak_extra_bytes += cost.saved_bytes;
+    cost.host_bytes = cost.saved_bytes;
     cost.saved_bytes = 0;
   }
   return cost;

@@ -75,6 +75,7 @@ int PaddedVocab(int vocab, int tp);
 struct OptionCost {
   double forward_s = 0, backward_s = 0, recompute_s = 0;
   double saved_bytes = 0, peak_extra_bytes = 0;
+  double host_bytes = 0;  // what waits in host memory per micro-batch (offload options)
 };
 // The option's costs on `graph` (ParseRecompute must accept `option`). peak_extra is what
 // the recomputed tensors occupy during the backward plus the largest tensor never saved (the

@@ -1,12 +1,15 @@
 #include "bmpipe/cost/problem_builder.h"
 
+#include <algorithm>
 #include <cmath>
 #include <optional>
 #include <string_view>
+#include <utility>
 
 #include <fmt/format.h>
 
 #include "bmpipe/cost/layer_ops.h"
+#include "bmpipe/schedule/schedule.h"
 
 namespace bmpipe {
 namespace {
@@ -102,7 +105,8 @@ ShardTraffic ShardTrafficOf(const LayerParameters& p, const TrainingSetup& s, co
   if (zero < 2) return t;
   const double hidden = 1 - s.dp_overlap;
   const int dense_group = s.dp * s.cp, expert_group = ExpertDataParallel(s);
-  // One collective over the layer's whole (gathered) parameters: each rank holds 1/group of them.
+  // The layer's parameters (p: on one device before sharding) gathered from, or its gradients
+  // reduce-scattered over, the group: a ring moves (n - 1)/n of the whole, as in UpdateSeconds.
   auto collective = [&](double bytes_per_parameter) {
     return AllGatherSeconds(bytes_per_parameter * p.dense, dense_group, links.dp_bandwidth, 0) +
            AllGatherSeconds(bytes_per_parameter * p.expert, expert_group, links.dp_bandwidth, 0);
@@ -141,6 +145,60 @@ double UpdateSeconds(const LayerParameters& p, const DeviceSpec& d, const Traini
            updated / kHostAdamParametersPerSecond;
   }
   return (1 - s.dp_overlap) * sync + step;
+}
+
+// The host memory a layer's offloaded optimizer state takes on one device.
+double HostStateBytes(const LayerParameters& p, const TrainingSetup& s) {
+  return p.dense * HostBytesPerParameter(s, s.dp * s.cp) + p.expert * HostBytesPerParameter(s, ExpertDataParallel(s));
+}
+
+// A decoder layer kind and the graph its options were costed on.
+struct LayerKind {
+  Layer* layer;
+  const LayerGraph* graph;
+};
+
+// Leaves out the offload options whose worst case could overflow `budget` bytes of host memory
+// (problem_builder.h); an error when a layer kind keeps no option.
+Status KeepOffloadWithinHost(const std::vector<LayerKind>& kinds, const ModelSpec& model, const DeviceSpec& d,
+                             const TrainingSetup& s, Bytes reserved, double budget, std::vector<std::string>* notes) {
+  const Pipeline pipeline = SetupPipeline(s);
+  const long in_flight = std::min<long>(WarmupForwards(pipeline, 0) + 1, pipeline.micro_batches);
+  // Every other stage holds at least one layer, and a rank's static memory fits the device.
+  long layers = std::min<long>(model.layers, model.layers + 2L - static_cast<long>(s.pp - 1) * s.vpp);
+  Bytes least_static = 0;
+  for (const LayerKind& k : kinds) {
+    if (least_static == 0 || k.layer->static_bytes < least_static) least_static = k.layer->static_bytes;
+  }
+  if (least_static > 0) layers = std::min<long>(layers, (d.memory_bytes - reserved) / least_static);
+  layers = std::max<long>(layers, 1);
+  for (const LayerKind& k : kinds) {
+    std::vector<LayerOption> kept;
+    std::string left_out;
+    for (const LayerOption& option : k.layer->options) {
+      const double host = EvaluateOption(*k.graph, option.name).host_bytes;
+      const double worst = host * static_cast<double>(in_flight) * static_cast<double>(layers);
+      if (host == 0 || worst <= budget) {
+        kept.push_back(option);
+        continue;
+      }
+      const std::string why = fmt::format(
+          "option '{}' of the {} layers keeps {:.0f} bytes per micro-batch on the host; x {} micro-batches in flight "
+          "on the first stage x {} such layers on one rank = {:.0f} bytes, beyond the {:.0f} bytes of host memory per "
+          "device left ('{}' host_memory_bytes {}{})",
+          option.name, k.layer->name, host, in_flight, layers, worst, budget, d.name, d.host_memory_bytes,
+          s.offload_optimizer ? ", less the offloaded optimizer state" : "");
+      if (notes) notes->push_back("not offered: " + why);
+      left_out += (left_out.empty() ? "" : "; ") + why;
+    }
+    if (kept.empty()) {
+      return InvalidInput(fmt::format("--recompute: no option of the {} layers fits host memory: {}; add an option that "
+                                      "keeps activations on the device (e.g. full) or raise --pp",
+                                      k.layer->name, left_out));
+    }
+    k.layer->options = std::move(kept);
+  }
+  return {};
 }
 
 Layer MakeLayer(const std::string& name, const LayerGraph& graph, const std::vector<std::string>& options,
@@ -218,7 +276,14 @@ double BytesPerParameter(const TrainingSetup& s, int shards) {
 
 double BytesPerParameter(const TrainingSetup& s) { return BytesPerParameter(s, s.dp * s.cp); }
 
-Result<Problem> BuildProblem(const ModelSpec& model, const DeviceSpec& device, const TrainingSetup& setup) {
+double HostBytesPerParameter(const TrainingSetup& s, int shards) {
+  if (!s.offload_optimizer) return 0;
+  const double state = 4 + 2 * (s.optimizer_dtype == StateDtype::kBf16 ? 2 : 4) + GradBytes(s);
+  return ZeroStage(s) >= 1 ? state / shards : state;
+}
+
+Result<Problem> BuildProblem(const ModelSpec& model, const DeviceSpec& device, const TrainingSetup& setup,
+                             std::vector<std::string>* notes) {
   Status valid = ValidateModel(model);
   if (!valid.ok()) return valid.error();
   valid = ValidateSetup(model, device, setup);
@@ -252,27 +317,32 @@ Result<Problem> BuildProblem(const ModelSpec& model, const DeviceSpec& device, c
   p.layers.push_back(MakeLayer("embedding", EmbeddingGraph(model, device, setup), {"none"}, {embedding, 0}, false,
                                device, setup, links, p.p2p_ns, convert));
   const LayerGraph dense = DecoderLayerGraph(model, device, setup, /*moe=*/false);
-  const Layer dense_layer = MakeLayer("decoder", dense, setup.recompute, {static_cast<double>(counts.dense_layer) / t, 0},
+  Layer dense_layer = MakeLayer("decoder", dense, setup.recompute, {static_cast<double>(counts.dense_layer) / t, 0},
                                       true, device, setup, links, p.p2p_ns, convert);
   Layer moe_layer;
   LayerParameters moe_parameters;
+  LayerGraph moe_graph;
   if (model.moe.enabled()) {
     // The routed experts split over ep x etp ranks; attention, router and shared experts over tp.
     const double routed = RoutedExpertParameters(model);
     moe_parameters = {(static_cast<double>(counts.moe_layer) - routed) / t,
                       routed / (static_cast<double>(setup.ep) * ExpertTensorParallel(setup))};
-    moe_layer = MakeLayer("decoder-moe", DecoderLayerGraph(model, device, setup, /*moe=*/true), setup.recompute,
-                          moe_parameters, true, device, setup, links, p.p2p_ns, convert);
+    moe_graph = DecoderLayerGraph(model, device, setup, /*moe=*/true);
+    moe_layer = MakeLayer("decoder-moe", moe_graph, setup.recompute, moe_parameters, true, device, setup, links,
+                          p.p2p_ns, convert);
   }
   // Layers with windowed attention cost less at long sequences: kinds of their own.
   Layer dense_windowed, moe_windowed;
+  LayerGraph dense_windowed_graph, moe_windowed_graph;
   if (model.sliding_window > 0) {
-    dense_windowed = MakeLayer("decoder-local", DecoderLayerGraph(model, device, setup, false, /*windowed=*/true),
-                               setup.recompute, {static_cast<double>(counts.dense_layer) / t, 0}, true, device, setup,
-                               links, p.p2p_ns, convert);
+    dense_windowed_graph = DecoderLayerGraph(model, device, setup, false, /*windowed=*/true);
+    dense_windowed = MakeLayer("decoder-local", dense_windowed_graph, setup.recompute,
+                               {static_cast<double>(counts.dense_layer) / t, 0}, true, device, setup, links, p.p2p_ns,
+                               convert);
     if (model.moe.enabled()) {
-      moe_windowed = MakeLayer("decoder-moe-local", DecoderLayerGraph(model, device, setup, true, /*windowed=*/true),
-                               setup.recompute, moe_parameters, true, device, setup, links, p.p2p_ns, convert);
+      moe_windowed_graph = DecoderLayerGraph(model, device, setup, true, /*windowed=*/true);
+      moe_windowed = MakeLayer("decoder-moe-local", moe_windowed_graph, setup.recompute, moe_parameters, true, device,
+                               setup, links, p.p2p_ns, convert);
     }
   }
   // The multi-token-prediction modules run in the head layer (HeadWithMtpGraph); their decoder
@@ -289,6 +359,47 @@ Result<Problem> BuildProblem(const ModelSpec& model, const DeviceSpec& device, c
     if (setup.pp > 1 && !model.tied_embeddings) head_parameters.dense += vocab * model.hidden / t;
   }
   if (convert.error()) return *convert.error();
+
+  // Host memory (problem_builder.h): the optimizer state's least share per rank, then the
+  // activation offload options whose worst case fits what it leaves.
+  double optimizer_host = 0;
+  if (setup.offload_optimizer) {
+    const double ends[] = {HostStateBytes({embedding, 0}, setup), HostStateBytes(head_parameters, setup)};
+    const double dense_host = HostStateBytes({static_cast<double>(counts.dense_layer) / t, 0}, setup);
+    const double moe_host = HostStateBytes(moe_parameters, setup);
+    double total = ends[0] + ends[1], largest = std::max(ends[0], ends[1]);
+    for (int i = 0; i < model.layers; ++i) {
+      const double layer = IsMoeLayer(model, i) ? moe_host : dense_host;
+      total += layer;
+      largest = std::max(largest, layer);
+    }
+    optimizer_host = std::max(largest, total / setup.pp);
+    if (optimizer_host > static_cast<double>(device.host_memory_bytes)) {
+      return InvalidInput(fmt::format(
+          "--offload optimizer keeps {:.0f} bytes of optimizer state and gradients on the host of each device at the "
+          "least ({} over --pp {}: {:.0f} bytes in all, {:g} per parameter), but '{}' has {} bytes of host memory per "
+          "device (host_memory_bytes); shard the state over more ranks (--zero 1 or more with a larger --dp), raise "
+          "--pp, or keep the optimizer on the device",
+          optimizer_host, largest > total / setup.pp ? "the largest layer's share" : "the whole model's share", setup.pp,
+          total, HostBytesPerParameter(setup, setup.dp * setup.cp), device.name, device.host_memory_bytes));
+    }
+  }
+  // The kinds the model's layers use, indexed [MoE MLP][windowed attention].
+  const LayerKind all_kinds[2][2] = {{{&dense_layer, &dense}, {&dense_windowed, &dense_windowed_graph}},
+                                     {{&moe_layer, &moe_graph}, {&moe_windowed, &moe_windowed_graph}}};
+  bool used[2][2] = {};
+  for (int i = 0; i < model.layers; ++i) used[IsMoeLayer(model, i)][IsWindowedLayer(model, i)] = true;
+  std::vector<LayerKind> kinds;
+  for (int moe = 0; moe < 2; ++moe) {
+    for (int windowed = 0; windowed < 2; ++windowed) {
+      if (used[moe][windowed]) kinds.push_back(all_kinds[moe][windowed]);
+    }
+  }
+  if (Status host = KeepOffloadWithinHost(kinds, model, device, setup, p.reserved_bytes,
+                                          static_cast<double>(device.host_memory_bytes) - optimizer_host, notes);
+      !host.ok()) {
+    return host.error();
+  }
   for (int i = 0; i < model.layers; ++i) {
     const bool windowed = IsWindowedLayer(model, i);
     if (IsMoeLayer(model, i)) {

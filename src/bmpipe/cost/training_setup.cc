@@ -100,6 +100,11 @@ Status ValidateNewParallelism(const ModelSpec& model, const DeviceSpec& device, 
                                     "does not give; add it to a device file",
                                     device.name));
   }
+  if ((offload_activations || s.offload_optimizer) && device.host_memory_bytes <= 0) {
+    return InvalidInput(fmt::format("--offload needs the host memory per device (host_memory_bytes), which '{}' does "
+                                    "not give; add it to a device file",
+                                    device.name));
+  }
   return {};
 }
 

@@ -180,33 +180,81 @@ std::vector<int> ReadLayerList(const JsonCursor& list, int layers, std::string_v
   return out;
 }
 
-// llama, mistral, mixtral, qwen2, qwen3, qwen3_moe: RoPE, RMSNorm, SwiGLU, optional grouped-query
-// attention.
-ModelSpec ReadLlamaFamily(const JsonCursor& config, const std::string& type) {
+// How a model_type spells the shape every decoder-only config gives.
+enum class KvHeadsKey { kOptional, kRequired, kNone };  // num_key_value_heads; kNone: one per query head
+enum class HeadDimKey { kOptional, kRequired, kFromHidden, kNone };  // head_dim; kOptional: null or missing is hidden / heads
+struct ShapeKeys {
+  ShapeKeys(MlpKind mlp_kind, NormKind norm_kind) : mlp(mlp_kind), norm(norm_kind) {}
+  MlpKind mlp;
+  NormKind norm;
+  std::string_view ffn_key = "intermediate_size";
+  std::string_view ffn_what = "the MLP's intermediate size";
+  KvHeadsKey kv_heads = KvHeadsKey::kOptional;
+  HeadDimKey head_dim = HeadDimKey::kOptional;  // kNone: the caller sets head_dim and v_head_dim
+  int vocab_default = 0;                        // 0: vocab_size is required
+  bool tied_default = false;
+};
+
+// The shape keys of the Hugging Face decoder configs (all but GPT-2's), in this order: hidden,
+// MLP, layers, heads, key-value heads, head width, vocabulary, tied embeddings, the SwiGLU's
+// activation, attention dropout.
+ModelSpec ReadDecoderShape(const JsonCursor& config, const ShapeKeys& keys) {
   ModelSpec m;
-  m.mlp = MlpKind::kSwiGlu;
-  m.norm = NormKind::kRmsNorm;
+  m.mlp = keys.mlp;
+  m.norm = keys.norm;
   m.hidden = Count(config, "hidden_size", "the model width h", kMaxHidden);
-  m.ffn = Count(config, "intermediate_size", "the MLP's intermediate size", kMaxFfn);
+  m.ffn = Count(config, keys.ffn_key, keys.ffn_what, kMaxFfn);
   m.layers = Count(config, "num_hidden_layers", "the number of decoder layers", kMaxLayers);
-  m.heads = Count(config, "num_attention_heads", "the number of query heads", kMaxHeads);
-  m.kv_heads = ReadKvHeads(config, m.heads);
-  const bool qwen3 = type == "qwen3" || type == "qwen3_moe";
-  if (qwen3) {
-    // Qwen3's head width is not hidden / heads for every size (Qwen3-0.6B: 1024 / 16 = 64, but
-    // head_dim is 128), and Transformers' default of 128 is easy to get wrong; require the key.
+  const bool grouped = keys.kv_heads != KvHeadsKey::kNone;
+  m.heads = Count(config, "num_attention_heads",
+                  grouped ? "the number of query heads" : "the number of attention heads", kMaxHeads);
+  if (keys.kv_heads == KvHeadsKey::kRequired) config.Required("num_key_value_heads", "the number of key-value heads");
+  m.kv_heads = grouped ? ReadKvHeads(config, m.heads) : m.heads;
+  if (keys.head_dim == HeadDimKey::kRequired) {
     m.head_dim = Count(config, "head_dim", "the query/key/value width per head", kMaxHeadDim);
-  } else {
-    // Mistral-family configs may give head_dim, possibly as null, meaning hidden / heads.
+  } else if (keys.head_dim == HeadDimKey::kOptional) {
     std::optional<JsonCursor> head_dim = config.Optional("head_dim");
     m.head_dim = head_dim ? ToInt(*head_dim, "the query/key/value width per head", 1, kMaxHeadDim)
                           : HeadDimFromHidden(config, "num_attention_heads", m.hidden, m.heads);
+  } else if (keys.head_dim == HeadDimKey::kFromHidden) {
+    m.head_dim = HeadDimFromHidden(config, "num_attention_heads", m.hidden, m.heads);
   }
   m.v_head_dim = m.head_dim;
-  m.vocab = Count(config, "vocab_size", "the vocabulary size", kMaxVocab);
-  m.tied_embeddings = Flag(config, "tie_word_embeddings", false);
-  RequireSiluActivation(config);
+  m.vocab = keys.vocab_default > 0
+                ? OptionalCount(config, "vocab_size", "the vocabulary size", kMaxVocab, keys.vocab_default)
+                : Count(config, "vocab_size", "the vocabulary size", kMaxVocab);
+  m.tied_embeddings = Flag(config, "tie_word_embeddings", keys.tied_default);
+  if (keys.mlp == MlpKind::kSwiGlu) RequireSiluActivation(config);
   m.dropout = DropoutProbability(config, "attention_dropout", 0.0) > 0;
+  return m;
+}
+
+// attention_bias must be absent or false where biases in `attention` are not modeled.
+void RejectAttentionBias(const JsonCursor& config, std::string_view attention) {
+  if (Flag(config, "attention_bias", false)) {
+    config.Required("attention_bias", "").Fail(
+        fmt::format("biases in {} are not modeled; bmpipe needs false", attention));
+  }
+}
+
+// The routed experts (`experts_key`) and how many each token uses (num_experts_per_tok).
+void ReadRoutedExperts(const JsonCursor& config, std::string_view experts_key, std::string_view experts_what,
+                       MoeShape& moe) {
+  moe.experts = Count(config, experts_key, experts_what, kMaxExperts);
+  moe.top_k = ReadTopK(config.Required("num_experts_per_tok", "the number of experts each token is routed to"),
+                       moe.experts, experts_key);
+}
+
+// llama, mistral, mixtral, qwen2, qwen3, qwen3_moe: RoPE, RMSNorm, SwiGLU, optional grouped-query
+// attention.
+ModelSpec ReadLlamaFamily(const JsonCursor& config, const std::string& type) {
+  const bool qwen3 = type == "qwen3" || type == "qwen3_moe";
+  // Qwen3's head width is not hidden / heads for every size (Qwen3-0.6B: 1024 / 16 = 64, but
+  // head_dim is 128), and Transformers' default of 128 is easy to get wrong; require the key.
+  // Mistral-family configs may give head_dim, possibly as null, meaning hidden / heads.
+  ShapeKeys keys(MlpKind::kSwiGlu, NormKind::kRmsNorm);
+  keys.head_dim = qwen3 ? HeadDimKey::kRequired : HeadDimKey::kOptional;
+  ModelSpec m = ReadDecoderShape(config, keys);
 
   if (type == "qwen2") {
     m.qkv_bias = true;  // Qwen2 always has q, k and v biases and no other
@@ -245,16 +293,12 @@ ModelSpec ReadLlamaFamily(const JsonCursor& config, const std::string& type) {
   }
 
   if (type == "mixtral") {
-    m.moe.experts = Count(config, "num_local_experts", "the number of routed experts per layer", kMaxExperts);
-    m.moe.top_k = ReadTopK(config.Required("num_experts_per_tok", "the number of experts each token is routed to"),
-                           m.moe.experts, "num_local_experts");
+    ReadRoutedExperts(config, "num_local_experts", "the number of routed experts per layer", m.moe);
     m.moe.ffn = m.ffn;  // every Mixtral layer is MoE, with experts of the config's intermediate size
   } else if (type == "qwen3_moe") {
     // Layer i is MoE when i + 1 is a multiple of decoder_sparse_step and i is not in
     // mlp_only_layers (Transformers' Qwen3MoeDecoderLayer); the dense ones use intermediate_size.
-    m.moe.experts = Count(config, "num_experts", "the number of routed experts per layer", kMaxExperts);
-    m.moe.top_k = ReadTopK(config.Required("num_experts_per_tok", "the number of experts each token is routed to"),
-                           m.moe.experts, "num_experts");
+    ReadRoutedExperts(config, "num_experts", "the number of routed experts per layer", m.moe);
     m.moe.ffn = Count(config, "moe_intermediate_size", "the intermediate size of one expert", kMaxFfn);
     m.moe.layer_step = OptionalCount(config, "decoder_sparse_step", "the spacing of MoE layers", kMaxLayers, 1);
     if (std::optional<JsonCursor> dense = config.Optional("mlp_only_layers")) {
@@ -297,43 +341,24 @@ ModelSpec ReadGpt2(const JsonCursor& config) {
 // GPT-NeoX (Pythia, GPT-NeoX-20B): rotary positions, LayerNorm, GELU MLP, biases everywhere.
 // use_parallel_residual changes the order of the sums, not their cost, so it is not read.
 ModelSpec ReadGptNeox(const JsonCursor& config) {
-  ModelSpec m;
-  m.mlp = MlpKind::kGelu;
-  m.norm = NormKind::kLayerNorm;
+  ShapeKeys keys(MlpKind::kGelu, NormKind::kLayerNorm);
+  keys.kv_heads = KvHeadsKey::kNone;
+  keys.head_dim = HeadDimKey::kFromHidden;
+  ModelSpec m = ReadDecoderShape(config, keys);
   m.qkv_bias = true;
   m.linear_bias = true;
-  m.hidden = Count(config, "hidden_size", "the model width h", kMaxHidden);
-  m.ffn = Count(config, "intermediate_size", "the MLP's intermediate size", kMaxFfn);
-  m.layers = Count(config, "num_hidden_layers", "the number of decoder layers", kMaxLayers);
-  m.heads = Count(config, "num_attention_heads", "the number of attention heads", kMaxHeads);
-  m.kv_heads = m.heads;
-  m.head_dim = HeadDimFromHidden(config, "num_attention_heads", m.hidden, m.heads);
-  m.v_head_dim = m.head_dim;
-  m.vocab = Count(config, "vocab_size", "the vocabulary size", kMaxVocab);
-  m.tied_embeddings = Flag(config, "tie_word_embeddings", false);
-  m.dropout = DropoutProbability(config, "attention_dropout", 0.0) > 0 ||
-              DropoutProbability(config, "hidden_dropout", 0.0) > 0;
+  m.dropout = m.dropout || DropoutProbability(config, "hidden_dropout", 0.0) > 0;
   return m;
 }
 
 // DeepSeek-V3: multi-head latent attention, dense MLP in the first layers, then MoE layers with
 // routed and shared experts.
 ModelSpec ReadDeepSeekV3(const JsonCursor& config) {
-  ModelSpec m;
-  m.mlp = MlpKind::kSwiGlu;
-  m.norm = NormKind::kRmsNorm;
-  m.hidden = Count(config, "hidden_size", "the model width h", kMaxHidden);
-  m.ffn = Count(config, "intermediate_size", "the intermediate size of the dense layers' MLP", kMaxFfn);
-  m.layers = Count(config, "num_hidden_layers", "the number of decoder layers", kMaxLayers);
-  m.heads = Count(config, "num_attention_heads", "the number of query heads", kMaxHeads);
-  m.kv_heads = ReadKvHeads(config, m.heads);
-  m.vocab = Count(config, "vocab_size", "the vocabulary size", kMaxVocab);
-  m.tied_embeddings = Flag(config, "tie_word_embeddings", false);
-  RequireSiluActivation(config);
-  m.dropout = DropoutProbability(config, "attention_dropout", 0.0) > 0;
-  if (Flag(config, "attention_bias", false)) {
-    config.Required("attention_bias", "").Fail("biases in latent attention are not modeled; bmpipe needs false");
-  }
+  ShapeKeys keys(MlpKind::kSwiGlu, NormKind::kRmsNorm);
+  keys.ffn_what = "the intermediate size of the dense layers' MLP";
+  keys.head_dim = HeadDimKey::kNone;
+  ModelSpec m = ReadDecoderShape(config, keys);
+  RejectAttentionBias(config, "latent attention");
 
   // q_lora_rank null means queries are projected directly from the hidden state.
   std::optional<JsonCursor> q_rank = config.Optional("q_lora_rank");
@@ -347,9 +372,8 @@ ModelSpec ReadDeepSeekV3(const JsonCursor& config) {
   m.moe.experts = Count(config, "n_routed_experts", "the number of routed experts per MoE layer", kMaxExperts);
   m.moe.shared_experts = ToInt(config.Required("n_shared_experts", "the number of always-active experts"),
                                "the number of always-active experts", 0, kMaxExperts);
-  JsonCursor top_k = config.Required("num_experts_per_tok", "the number of routed experts each token uses");
-  m.moe.top_k = ToInt(top_k, "the number of routed experts each token uses", 1, kMaxExperts);
-  if (m.moe.top_k > m.moe.experts) top_k.Fail(fmt::format("cannot exceed n_routed_experts = {}", m.moe.experts));
+  m.moe.top_k = ReadTopK(config.Required("num_experts_per_tok", "the number of routed experts each token uses"),
+                         m.moe.experts, "n_routed_experts");
   m.moe.ffn = Count(config, "moe_intermediate_size", "the intermediate size of one expert", kMaxFfn);
   m.moe.first_dense_layers =
       ToInt(config.Required("first_k_dense_replace", "the number of leading layers with a dense MLP"),
@@ -371,20 +395,10 @@ ModelSpec ReadDeepSeekV3(const JsonCursor& config) {
 // gpt-oss: every layer MoE, experts with biases and a clamped SwiGLU, attention with biases and a
 // learned sink logit per head, sliding-window attention on alternate layers.
 ModelSpec ReadGptOss(const JsonCursor& config) {
-  ModelSpec m;
-  m.mlp = MlpKind::kSwiGlu;
-  m.norm = NormKind::kRmsNorm;
-  m.hidden = Count(config, "hidden_size", "the model width h", kMaxHidden);
-  m.ffn = Count(config, "intermediate_size", "the intermediate size of one expert", kMaxFfn);
-  m.layers = Count(config, "num_hidden_layers", "the number of decoder layers", kMaxLayers);
-  m.heads = Count(config, "num_attention_heads", "the number of query heads", kMaxHeads);
-  m.kv_heads = ReadKvHeads(config, m.heads);
-  m.head_dim = Count(config, "head_dim", "the query/key/value width per head", kMaxHeadDim);
-  m.v_head_dim = m.head_dim;
-  m.vocab = Count(config, "vocab_size", "the vocabulary size", kMaxVocab);
-  m.tied_embeddings = Flag(config, "tie_word_embeddings", false);
-  RequireSiluActivation(config);
-  m.dropout = DropoutProbability(config, "attention_dropout", 0.0) > 0;
+  ShapeKeys keys(MlpKind::kSwiGlu, NormKind::kRmsNorm);
+  keys.ffn_what = "the intermediate size of one expert";
+  keys.head_dim = HeadDimKey::kRequired;
+  ModelSpec m = ReadDecoderShape(config, keys);
   // attention_bias (Transformers' default true) puts biases on q, k, v and o; the experts always
   // have biases. One ModelSpec flag covers the o and MLP biases, so without attention_bias the
   // count keeps the o bias (h per layer more than the model has).
@@ -415,28 +429,16 @@ ModelSpec ReadGptOss(const JsonCursor& config) {
 // interleave_moe_layer_step layers (or as moe_layers lists them), each with one shared expert of
 // the routed experts' size; dense layers of width intermediate_size_mlp.
 ModelSpec ReadLlama4(const JsonCursor& top, const JsonCursor& config) {
-  ModelSpec m;
-  m.mlp = MlpKind::kSwiGlu;
-  m.norm = NormKind::kRmsNorm;
-  m.hidden = Count(config, "hidden_size", "the model width h", kMaxHidden);
-  m.layers = Count(config, "num_hidden_layers", "the number of decoder layers", kMaxLayers);
-  m.heads = Count(config, "num_attention_heads", "the number of query heads", kMaxHeads);
-  m.kv_heads = ReadKvHeads(config, m.heads);
-  m.head_dim = Count(config, "head_dim", "the query/key/value width per head", kMaxHeadDim);
-  m.v_head_dim = m.head_dim;
-  m.vocab = Count(config, "vocab_size", "the vocabulary size", kMaxVocab);
-  m.ffn = Count(config, "intermediate_size_mlp", "the intermediate size of the dense layers' MLP", kMaxFfn);
-  RequireSiluActivation(config);
-  m.dropout = DropoutProbability(config, "attention_dropout", 0.0) > 0;
-  if (Flag(config, "attention_bias", false)) {
-    config.Required("attention_bias", "").Fail("biases in Llama 4's attention are not modeled; bmpipe needs false");
-  }
+  ShapeKeys keys(MlpKind::kSwiGlu, NormKind::kRmsNorm);
+  keys.ffn_key = "intermediate_size_mlp";
+  keys.ffn_what = "the intermediate size of the dense layers' MLP";
+  keys.head_dim = HeadDimKey::kRequired;
   // The multimodal config keeps tie_word_embeddings at its top level.
-  m.tied_embeddings = Flag(config, "tie_word_embeddings", Flag(top, "tie_word_embeddings", false));
+  keys.tied_default = Flag(top, "tie_word_embeddings", false);
+  ModelSpec m = ReadDecoderShape(config, keys);
+  RejectAttentionBias(config, "Llama 4's attention");
 
-  m.moe.experts = Count(config, "num_local_experts", "the number of routed experts per MoE layer", kMaxExperts);
-  m.moe.top_k = ReadTopK(config.Required("num_experts_per_tok", "the number of experts each token is routed to"),
-                         m.moe.experts, "num_local_experts");
+  ReadRoutedExperts(config, "num_local_experts", "the number of routed experts per MoE layer", m.moe);
   m.moe.ffn = Count(config, "intermediate_size", "the intermediate size of one expert and of the shared expert",
                     kMaxFfn);
   m.moe.shared_experts = 1;
@@ -467,26 +469,17 @@ ModelSpec ReadLlama4(const JsonCursor& top, const JsonCursor& config) {
 // Gemma 2 and Gemma 3: GeGLU MLP, norms before and after attention and MLP, sliding-window
 // attention on every other layer (Gemma 2) or five of every six (Gemma 3), tied embeddings.
 ModelSpec ReadGemma(const JsonCursor& config, bool gemma3) {
-  ModelSpec m;
-  m.mlp = MlpKind::kGeGlu;
-  m.norm = NormKind::kRmsNorm;
+  // Gemma's defaults for the key-value heads and the head width are one model size's, not
+  // hidden / heads: require them.
+  ShapeKeys keys(MlpKind::kGeGlu, NormKind::kRmsNorm);
+  keys.kv_heads = KvHeadsKey::kRequired;
+  keys.head_dim = HeadDimKey::kRequired;
+  keys.vocab_default = gemma3 ? 262208 : 256000;
+  keys.tied_default = true;
+  ModelSpec m = ReadDecoderShape(config, keys);
   m.post_norms = true;
   m.qk_norm = gemma3;
-  m.hidden = Count(config, "hidden_size", "the model width h", kMaxHidden);
-  m.ffn = Count(config, "intermediate_size", "the MLP's intermediate size", kMaxFfn);
-  m.layers = Count(config, "num_hidden_layers", "the number of decoder layers", kMaxLayers);
-  m.heads = Count(config, "num_attention_heads", "the number of query heads", kMaxHeads);
-  // Gemma's defaults for these are one model size's, not hidden / heads: require them.
-  config.Required("num_key_value_heads", "the number of key-value heads");
-  m.kv_heads = ReadKvHeads(config, m.heads);
-  m.head_dim = Count(config, "head_dim", "the query/key/value width per head", kMaxHeadDim);
-  m.v_head_dim = m.head_dim;
-  m.vocab = OptionalCount(config, "vocab_size", "the vocabulary size", kMaxVocab, gemma3 ? 262208 : 256000);
-  m.tied_embeddings = Flag(config, "tie_word_embeddings", true);
-  m.dropout = DropoutProbability(config, "attention_dropout", 0.0) > 0;
-  if (Flag(config, "attention_bias", false)) {
-    config.Required("attention_bias", "").Fail("biases in Gemma's attention are not modeled; bmpipe needs false");
-  }
+  RejectAttentionBias(config, "Gemma's attention");
   // hidden_activation wins over hidden_act, as in Transformers; the gate is a GELU.
   std::optional<JsonCursor> act = config.Optional("hidden_activation");
   if (!act) act = config.Optional("hidden_act");

@@ -12,11 +12,13 @@ namespace bmpipe {
 
 namespace {
 
-// Llama-2/3 (Touvron et al. 2023; Meta's Llama 3 release): RoPE, RMSNorm, SwiGLU, no biases.
-ModelSpec Llama(const std::string& name, int layers, int hidden, int heads, int kv_heads, int ffn, int vocab) {
+// The one shape builder: a Llama-2/3 style decoder (Touvron et al. 2023; Meta's Llama 3
+// release: RoPE, RMSNorm, SwiGLU, no biases) of `family`; the other presets change its fields.
+ModelSpec Decoder(const std::string& name, const std::string& family, int layers, int hidden, int heads, int kv_heads,
+                  int ffn, int vocab) {
   ModelSpec m;
   m.name = name;
-  m.family = "llama";
+  m.family = family;
   m.layers = layers;
   m.hidden = hidden;
   m.ffn = ffn;
@@ -30,20 +32,24 @@ ModelSpec Llama(const std::string& name, int layers, int hidden, int heads, int 
   return m;
 }
 
+ModelSpec Llama(const std::string& name, int layers, int hidden, int heads, int kv_heads, int ffn, int vocab) {
+  return Decoder(name, "llama", layers, hidden, heads, kv_heads, ffn, vocab);
+}
+
+// Routed experts (and shared ones of the same size), every layer MoE unless the caller says.
+MoeShape Experts(int experts, int top_k, int ffn, int shared_experts = 0) {
+  MoeShape moe;
+  moe.experts = experts;
+  moe.top_k = top_k;
+  moe.ffn = ffn;
+  moe.shared_experts = shared_experts;
+  return moe;
+}
+
 // GPT-3 style (Brown et al. 2020; Korthikanti et al. 2022): learned positions, LayerNorm, GELU
 // MLP of width 4h, biases everywhere, dropout, and an LM head tied to the token embedding.
 ModelSpec Gpt(const std::string& name, int layers, int hidden, int heads, int vocab) {
-  ModelSpec m;
-  m.name = name;
-  m.family = "gpt";
-  m.layers = layers;
-  m.hidden = hidden;
-  m.ffn = 4 * hidden;
-  m.vocab = vocab;
-  m.heads = heads;
-  m.kv_heads = heads;
-  m.head_dim = hidden / heads;
-  m.v_head_dim = m.head_dim;
+  ModelSpec m = Decoder(name, "gpt", layers, hidden, heads, heads, 4 * hidden, vocab);
   m.mlp = MlpKind::kGelu;
   m.norm = NormKind::kLayerNorm;
   m.tied_embeddings = true;
@@ -54,24 +60,11 @@ ModelSpec Gpt(const std::string& name, int layers, int hidden, int heads, int vo
   return m;
 }
 
-ModelSpec Mixtral8x7b() {
-  ModelSpec m = Llama("mixtral-8x7b", 32, 4096, 32, 8, 14336, 32000);
-  m.family = "mixtral";
-  m.moe.experts = 8;
-  m.moe.top_k = 2;
-  m.moe.ffn = 14336;
-  m.moe.first_dense_layers = 0;
-  return m;
-}
-
-// mistralai/Mixtral-8x22B-v0.1 config.json: 56 layers, hidden 6144, 48 heads, 8 key-value heads,
-// intermediate 16384, 8 experts top-2, vocab 32768, no sliding window.
-ModelSpec Mixtral8x22b() {
-  ModelSpec m = Llama("mixtral-8x22b", 56, 6144, 48, 8, 16384, 32768);
-  m.family = "mixtral";
-  m.moe.experts = 8;
-  m.moe.top_k = 2;
-  m.moe.ffn = 16384;
+// Mixtral (mistralai/Mixtral-8x7B-v0.1 and Mixtral-8x22B-v0.1 config.json): 8 key-value heads,
+// every layer MoE with 8 experts of the intermediate size, top-2, no sliding window.
+ModelSpec Mixtral(const std::string& name, int layers, int hidden, int heads, int ffn, int vocab) {
+  ModelSpec m = Decoder(name, "mixtral", layers, hidden, heads, 8, ffn, vocab);
+  m.moe = Experts(8, 2, ffn);
   return m;
 }
 
@@ -80,15 +73,11 @@ ModelSpec Mixtral8x22b() {
 // heads, q_lora_rank 1536, kv_lora_rank 512, qk_nope 128 + qk_rope 64, v_head_dim 128; vocab
 // 129280, untied; num_nextn_predict_layers 1.
 ModelSpec DeepSeekV3() {
-  ModelSpec m = Llama("deepseek-v3", 61, 7168, 128, 128, 18432, 129280);
-  m.family = "deepseek_v3";
+  ModelSpec m = Decoder("deepseek-v3", "deepseek_v3", 61, 7168, 128, 128, 18432, 129280);
   m.latent = {1536, 512, 64, 128};
   m.head_dim = 192;
   m.v_head_dim = 128;
-  m.moe.experts = 256;
-  m.moe.top_k = 8;
-  m.moe.ffn = 2048;
-  m.moe.shared_experts = 1;
+  m.moe = Experts(256, 8, 2048, 1);
   m.moe.first_dense_layers = 3;
   m.mtp_layers = 1;
   return m;
@@ -98,14 +87,11 @@ ModelSpec DeepSeekV3() {
 // (decoder_sparse_step 1, no mlp_only_layers), 128 experts top-8, no shared expert, head_dim 128
 // with q/k norms, vocab 151936, untied.
 ModelSpec Qwen3Moe(const std::string& name, int layers, int hidden, int heads, int kv_heads, int ffn, int moe_ffn) {
-  ModelSpec m = Llama(name, layers, hidden, heads, kv_heads, ffn, 151936);
-  m.family = "qwen3_moe";
+  ModelSpec m = Decoder(name, "qwen3_moe", layers, hidden, heads, kv_heads, ffn, 151936);
   m.head_dim = 128;
   m.v_head_dim = 128;
   m.qk_norm = true;
-  m.moe.experts = 128;
-  m.moe.top_k = 8;
-  m.moe.ffn = moe_ffn;
+  m.moe = Experts(128, 8, moe_ffn);
   return m;
 }
 
@@ -113,15 +99,12 @@ ModelSpec Qwen3Moe(const std::string& name, int layers, int hidden, int heads, i
 // of width 64 with biases, 128 experts (top-4) of intermediate size 2880 with biases, layer_types
 // alternating sliding (window 128) and full attention starting with sliding, vocab 201088, untied.
 ModelSpec GptOss120b() {
-  ModelSpec m = Llama("gpt-oss-120b", 36, 2880, 64, 8, 2880, 201088);
-  m.family = "gpt_oss";
+  ModelSpec m = Decoder("gpt-oss-120b", "gpt_oss", 36, 2880, 64, 8, 2880, 201088);
   m.head_dim = 64;
   m.v_head_dim = 64;
   m.qkv_bias = true;
   m.linear_bias = true;
-  m.moe.experts = 128;
-  m.moe.top_k = 4;
-  m.moe.ffn = 2880;
+  m.moe = Experts(128, 4, 2880);
   m.sliding_window = 128;
   m.windowed_layers = WindowedLayers(36, 2);
   m.not_modeled.push_back(
@@ -135,12 +118,8 @@ ModelSpec GptOss120b() {
 // routed experts (top-1) and one shared expert of intermediate size 8192 (dense MLPs would be
 // intermediate_size_mlp 16384), vocab 202048, untied. Text model only.
 ModelSpec Llama4Scout() {
-  ModelSpec m = Llama("llama4-scout", 48, 5120, 40, 8, 16384, 202048);
-  m.family = "llama4";
-  m.moe.experts = 16;
-  m.moe.top_k = 1;
-  m.moe.ffn = 8192;
-  m.moe.shared_experts = 1;
+  ModelSpec m = Decoder("llama4-scout", "llama4", 48, 5120, 40, 8, 16384, 202048);
+  m.moe = Experts(16, 1, 8192, 1);
   m.not_modeled.push_back(
       "Llama 4's chunked attention (chunks of 8192 tokens on three of every four layers, the fourth without RoPE) "
       "is costed as full attention, an upper bound on attention cost; the vision encoder is not modeled.");
@@ -152,8 +131,7 @@ ModelSpec Llama4Scout() {
 // GeGLU MLP of 21504, norms before and after attention and MLP, sliding window 1024 on five of
 // every six layers (sliding_window_pattern 6), vocab 262208, tied. Text model only.
 ModelSpec Gemma3_27b() {
-  ModelSpec m = Llama("gemma3-27b", 62, 5376, 32, 16, 21504, 262208);
-  m.family = "gemma3";
+  ModelSpec m = Decoder("gemma3-27b", "gemma3", 62, 5376, 32, 16, 21504, 262208);
   m.head_dim = 128;
   m.v_head_dim = 128;
   m.mlp = MlpKind::kGeGlu;
@@ -170,8 +148,7 @@ ModelSpec Gemma3_27b() {
 // model_config.yaml): 96 layers of width 18432, 96 query heads and 8 key-value heads, a squared-ReLU
 // MLP of 73728 (not gated), LayerNorm, no biases, vocab 256000, untied.
 ModelSpec Nemotron4_340b() {
-  ModelSpec m = Llama("nemotron-4-340b", 96, 18432, 96, 8, 73728, 256000);
-  m.family = "nemotron";
+  ModelSpec m = Decoder("nemotron-4-340b", "nemotron", 96, 18432, 96, 8, 73728, 256000);
   m.mlp = MlpKind::kSquaredRelu;
   m.norm = NormKind::kLayerNorm;
   return m;
@@ -208,8 +185,8 @@ std::vector<ModelSpec> AllPresets() {
       Gpt("gpt-175b", 96, 12288, 96, 51200),
       Gpt("gpt-530b", 105, 20480, 128, 51200),
       Gpt("gpt-1t", 128, 25600, 160, 51200),
-      Mixtral8x7b(),
-      Mixtral8x22b(),
+      Mixtral("mixtral-8x7b", 32, 4096, 32, 14336, 32000),
+      Mixtral("mixtral-8x22b", 56, 6144, 48, 16384, 32768),
       DeepSeekV3(),
       Qwen3Moe("qwen3-235b-a22b", 94, 4096, 64, 4, 12288, 1536),
       Qwen3Moe("qwen3-30b-a3b", 48, 2048, 32, 4, 6144, 768),
