@@ -1,4 +1,6 @@
-// The whole-cluster search on the two cases, on one thread and on every hardware thread:
+// The whole-cluster search on the issues' cases (Llama-3-405B and GPT-3 175B; DeepSeek-V3 on 2048
+// H800 with expert parallelism and FP8; Llama-3.1-70B at 128K tokens with context parallelism),
+// on one thread and on every hardware thread:
 // wall time against the target, the pruning statistics, the best configuration; and for
 // Llama-3-405B the published configuration (TP 8, PP 16, DP 128, interleaved) planned with the
 // same effort, to compare under bmpipe's own model.
@@ -6,6 +8,7 @@
 //   build/bench/search_bench [--threads N]
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <string>
 #include <thread>
 
@@ -21,6 +24,7 @@ struct Case {
   std::string name, model, device;
   int devices, gbs, seq;
   double target_s;
+  std::function<void(SearchOptions&)> setup = nullptr;  // beyond OptionsOf
 };
 
 SearchOptions OptionsOf(const Case& c, int threads) {
@@ -30,6 +34,7 @@ SearchOptions OptionsOf(const Case& c, int threads) {
   o.base.seq = c.seq;
   o.base.flash_attention = true;
   o.threads = threads;
+  if (c.setup) c.setup(o);
   return o;
 }
 
@@ -41,6 +46,13 @@ int Main(int argc, char** argv) {
   const Case cases[] = {
       {"Llama-3-405B, 16384 x H100, 2048 x 8192 tokens", "llama3-405b", "h100-80gb", 16384, 2048, 8192, 60},
       {"GPT-3 175B, 1024 x A100-80GB, 1536 x 2048 tokens", "gpt3-175b", "a100-80gb", 1024, 1536, 2048, 10},
+      // DeepSeek's own setup: FP8 GEMMs (tried beside bf16) and bf16 Adam moments.
+      {"DeepSeek-V3, 2048 x H800, 15360 x 4096 tokens", "deepseek-v3", "h800-80gb", 2048, 15360, 4096, 60,
+       [](SearchOptions& o) {
+         o.precision = {Precision::kBf16, Precision::kFp8};
+         o.base.optimizer_dtype = StateDtype::kBf16;
+       }},
+      {"Llama-3.1-70B, 512 x H100, 64 x 131072 tokens", "llama3.1-70b", "h100-80gb", 512, 64, 131072, 60},
   };
   fmt::print("{:<50} {:>3} {:>8} {:>6} {:>6} {:>6} {:>6} {:>6} {:>6} {:>6} {:>6}  {:<44} {:>9} {:>6}\n", "case", "thr",
              "seconds", "target", "valid", "domin.", "memory", "time", "screen", "plan", "gap", "best configuration",
@@ -69,6 +81,7 @@ int Main(int argc, char** argv) {
   SearchOptions o = OptionsOf(llama, threads);
   o.tp = {8};
   o.pp = {16};
+  o.cp = {1};
   o.mbs = {1};
   o.plan_count = -1;
   o.top = 16;

@@ -599,6 +599,7 @@ struct SearchArgs {
   SearchOptions options;
   SetupWords words;
   std::vector<std::string> precisions;  // --precision, a list
+  std::string mfu_attention = "causal";
   double reserved_gb = -1;
   bool json = false;
   bool quiet = false;
@@ -630,6 +631,7 @@ int RunSearch(SearchArgs& args) {
   SearchOptions& options = args.options;
   if (Status reserved = SetReservedBytes(args.reserved_gb, options.base); !reserved.ok()) return Fail(reserved.error());
   if (Status words = ApplySetupWords(args.words, options.base); !words.ok()) return Fail(words.error());
+  options.mfu_attention = args.mfu_attention == "full" ? AttentionFlops::kFull : AttentionFlops::kCausal;
   for (const std::string& p : args.precisions) {
     options.precision.push_back(p == "fp8" ? Precision::kFp8 : Precision::kBf16);
   }
@@ -1082,6 +1084,11 @@ int Main(int argc, char** argv) {
                          kZeroHelp)
       ->delimiter(',')
       ->check(CLI::Range(0, 3));
+  search->add_option("--mfu-attention", srch.mfu_attention,
+                     "How MFU counts attention: causal (the default: half the score square, as the fused kernel runs "
+                     "it) or full (the whole square, as older papers state MFU)")
+      ->check(CLI::IsMember({"causal", "full"}))
+      ->capture_default_str();
   search->add_option("--precision", srch.precisions,
                      "GEMM precisions to try (comma-separated; default bf16): bf16, fp8 (Transformer Engine; 2 more "
                      "bytes per parameter for its weight caches)")

@@ -317,6 +317,12 @@ TEST(CliSearch, ExpertContextShardingAndPrecisionAreDimensions) {
   EXPECT_EQ(zeros, (std::set<int>{1, 3}));
   EXPECT_EQ(cps, (std::set<int>{1, 2}));
   EXPECT_EQ(precisions, (std::set<std::string>{"bf16", "fp8"}));
+  // MFU counts attention as the causal kernel runs it, or the whole square when asked.
+  const double causal = doc["ranking"][0]["mfu"].get<double>();
+  testing::CommandResult full = RunBmpipe(setup + " --ep 2,8 --zero 1,3 --precision bf16,fp8 --cp 1,2 --json "
+                                          "--mfu-attention full");
+  ASSERT_EQ(full.exit_code, 0) << full.err;
+  EXPECT_GT(Json::parse(full.out)["ranking"][0]["mfu"].get<double>(), causal);
   r = RunBmpipe(setup + " --zero 4");
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("--zero"), std::string::npos) << r.err;

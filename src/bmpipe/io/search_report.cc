@@ -74,7 +74,7 @@ std::string WhyNone(const std::vector<const ConfigOutcome*>& configs, double bes
 }
 
 // For each dimension with more than one value, the best configuration with each value other than
-// the winner's, and by how much it loses; or why no such configuration has a plan.
+// the winner's and how much slower it is; the values without a plan on one line, with why.
 std::string FormatAlternatives(const SearchResult& result) {
   if (result.ranking.empty()) return "";
   const ConfigOutcome& best = result.configs[result.ranking[0]];
@@ -85,7 +85,9 @@ std::string FormatAlternatives(const SearchResult& result) {
     for (const ConfigOutcome& c : result.configs) by_value[d.value(c.config)].push_back(&c);
     if (by_value.size() < 2) continue;
     const int won = d.value(best.config);
-    out += fmt::format("  {:<4} {} won;", d.name, d.label(won));
+    out += fmt::format("  {:<4} {} won", d.name, d.label(won));
+    std::vector<std::string> without;
+    std::vector<const ConfigOutcome*> unplanned;
     for (const auto& [value, configs] : by_value) {
       if (value == won) continue;
       const ConfigOutcome* fastest = nullptr;
@@ -94,14 +96,18 @@ std::string FormatAlternatives(const SearchResult& result) {
                                                                  c->planner.status == PlanStatus::kFeasible);
         if (planned && (!fastest || c->planner.iteration_ns < fastest->planner.iteration_ns)) fastest = c;
       }
-      out += fmt::format("\n         {} {}: ", d.name, d.label(value));
-      if (fastest) {
-        const double t = static_cast<double>(fastest->planner.iteration_ns);
-        out += fmt::format("{} ({:+.1f} %) at best, {}", FormatDuration(fastest->planner.iteration_ns),
-                           100 * (t / best_ns - 1), DescribeConfig(fastest->config));
-      } else {
-        out += WhyNone(configs, best_ns);
+      if (!fastest) {
+        without.push_back(d.label(value));
+        unplanned.insert(unplanned.end(), configs.begin(), configs.end());
+        continue;
       }
+      const double t = static_cast<double>(fastest->planner.iteration_ns);
+      out += fmt::format("\n         {} {}: {} ({:+.1f} %) at best, {}", d.name, d.label(value),
+                         FormatDuration(fastest->planner.iteration_ns), 100 * (t / best_ns - 1),
+                         DescribeConfig(fastest->config));
+    }
+    if (!without.empty()) {
+      out += fmt::format("\n         {} {}: {}", d.name, fmt::join(without, ", "), WhyNone(unplanned, best_ns));
     }
     out += "\n";
   }
@@ -233,6 +239,7 @@ Json SearchToJson(const SearchOptions& options, const SearchResult& result) {
   doc["lower_bound_s"] = result.bound_ns / 1e9;
   doc["gap"] = result.gap;
   doc["model_flops_per_iteration"] = result.model_flops;
+  doc["mfu_attention"] = options.mfu_attention == AttentionFlops::kCausal ? "causal" : "full";
   Json ranking = Json::array();
   for (int i : result.ranking) {
     const ConfigOutcome& c = result.configs[i];
