@@ -95,6 +95,7 @@ struct SetupWords {
   std::string precision = "bf16";
   std::string grad_dtype = "fp32";
   std::string optimizer_dtype = "fp32";
+  std::string moe_dispatcher = "alltoall";
   std::vector<std::string> offload;
   double headroom_gb = 0;
 };
@@ -119,6 +120,7 @@ Status ApplySetupWords(const SetupWords& w, TrainingSetup& setup) {
   setup.precision = w.precision == "fp8" ? Precision::kFp8 : Precision::kBf16;
   setup.grad_dtype = w.grad_dtype == "bf16" ? StateDtype::kBf16 : StateDtype::kFp32;
   setup.optimizer_dtype = w.optimizer_dtype == "bf16" ? StateDtype::kBf16 : StateDtype::kFp32;
+  setup.moe_dispatcher = w.moe_dispatcher == "flex" ? MoeDispatcher::kFlex : MoeDispatcher::kAllToAll;
   for (const std::string& what : w.offload) {
     if (what == "optimizer") setup.offload_optimizer = true;
     if (what == "activations") {
@@ -795,6 +797,15 @@ void AddSetupOptions(CLI::App& cmd, TrainingSetup& setup, SetupWords& words, Wra
            ->capture_default_str());
   wrap(cmd.add_option("--moe-capacity-factor", setup.moe_capacity_factor,
                       "MoE expert capacity over the even share (0: dropless, then --moe-imbalance applies)")
+           ->capture_default_str());
+  wrap(cmd.add_option("--moe-dispatcher", words.moe_dispatcher,
+                      "How MoE tokens reach their experts: alltoall (Megatron's all-to-all, every routed copy) or flex "
+                      "(DeepEP/HybridEP: once to each node holding one of the token's experts, then over NVLink)")
+           ->check(CLI::IsMember({"alltoall", "flex"}))
+           ->capture_default_str());
+  wrap(cmd.add_option("--ep-comm-overlap", setup.ep_comm_overlap,
+                      "Fraction of the MoE dispatch and combine hidden behind another micro-batch's compute (0..1; "
+                      "Megatron's --overlap-moe-expert-parallel-comm)")
            ->capture_default_str());
   wrap(cmd.add_option("--grad-dtype", words.grad_dtype, "Main gradients: fp32 or bf16")
            ->check(CLI::IsMember({"fp32", "bf16"}))

@@ -125,6 +125,39 @@ TEST(SetupCosts, ExpertAllToAllUsesTheGroupsLinks) {
   EXPECT_EQ(Op(DecoderLayerGraph(m, d, s, true), "dispatch").forward_comm_s, 0);
 }
 
+// The flex dispatcher sends a token once to each other node holding one of its experts: Mixtral's
+// top-2 of 8 experts over two nodes of 4 experts each reaches the other node with probability
+// 1 - C(4, 2) / C(8, 2) = 1 - 6/28, against the all-to-all's one copy in two for each routed copy.
+// An overlap fraction hides that part of the exchange; dense models refuse both settings.
+TEST(SetupCosts, FlexDispatchSendsATokenOncePerNode) {
+  const ModelSpec m = ModelPreset("mixtral-8x7b").value();
+  const DeviceSpec d = H100();
+  TrainingSetup s = MakeSetup(1, 1, 16, 4096);
+  s.ep = 8;
+  s.etp = 2;  // ep x etp = 16 spans two nodes: 4 expert-parallel members a node
+  s.moe_dispatcher = MoeDispatcher::kFlex;
+  const double routed_bytes = 4096.0 * 2 * 4096 * 2;
+  const double intra = d.intra_node_bandwidth_bytes_per_s * d.efficiency.link;
+  const double inter = d.inter_node_bandwidth_bytes_per_s * d.efficiency.link;
+  const double flex = std::max(routed_bytes * 3 / 4 / intra, routed_bytes / 2 * (1 - 6.0 / 28) / inter) +
+                      d.inter_node_latency_s;
+  EXPECT_NEAR(Op(DecoderLayerGraph(m, d, s, true), "dispatch").forward_comm_s, flex, 1e-12);
+  s.moe_dispatcher = MoeDispatcher::kAllToAll;
+  EXPECT_NEAR(Op(DecoderLayerGraph(m, d, s, true), "dispatch").forward_comm_s,
+              std::max(routed_bytes * 3 / 8 / intra, routed_bytes * 4 / 8 / inter) + d.inter_node_latency_s, 1e-12);
+  s.moe_dispatcher = MoeDispatcher::kFlex;
+  s.ep_comm_overlap = 0.75;
+  EXPECT_NEAR(Op(DecoderLayerGraph(m, d, s, true), "combine").backward_comm_s, 0.25 * flex, 1e-12);
+  TrainingSetup dense = MakeSetup(1, 1, 8, 4096);
+  dense.moe_dispatcher = MoeDispatcher::kFlex;
+  const Result<Problem> refused = Build("llama3-8b", dense);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.error().message.find("--moe-dispatcher"), std::string::npos) << refused.error().message;
+  dense = MakeSetup(1, 1, 8, 4096);
+  dense.ep_comm_overlap = 1.5;
+  ASSERT_FALSE(Build("llama3-8b", dense).ok());
+}
+
 // Dropless routing runs at the busiest expert's load; a capacity factor caps it.
 TEST(SetupCosts, ImbalanceAndCapacityScaleTheExpertGemms) {
   const ModelSpec m = ModelPreset("mixtral-8x7b").value();

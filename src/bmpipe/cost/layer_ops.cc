@@ -37,6 +37,21 @@ struct GroupLink {
     const double inter = bytes * (size - per_node) / size / inter_bandwidth;
     return std::max(intra, inter) + latency;
   }
+  // The flex dispatcher's exchange of `bytes` of routed copies, k a token, its experts spread
+  // evenly over the members: each token crosses the network once to every other node holding one
+  // of its k experts (of `experts`, chosen uniformly: a node misses with probability
+  // C(E - E/n, k) / C(E, k)), then reaches each expert's member over the node's links, where every
+  // copy not for the member it arrived at moves once.
+  double FlexDispatch(double bytes, double k, double experts) const {
+    if (size <= 1) return 0;
+    const int nodes = (size + per_node - 1) / per_node;
+    double miss = 1;
+    for (int i = 0; i < static_cast<int>(k); ++i) miss *= std::max(0.0, (experts - experts / nodes - i) / (experts - i));
+    const double remote_nodes = (nodes - 1) * (1 - miss);
+    const double intra = bytes * (per_node - 1) / per_node / intra_bandwidth;
+    const double inter = nodes > 1 ? bytes / k * remote_nodes / inter_bandwidth : 0;
+    return std::max(intra, inter) + latency;
+  }
 };
 
 // Sizes every op of a layer shares.
@@ -415,8 +430,13 @@ LayerGraph DecoderLayerGraph(const ModelSpec& m, const DeviceSpec& d, const Trai
                               2 * s.tokens * m.hidden * experts / s.sp, m.hidden * experts * kActivationBytes);
     const int dispatch = g.Elementwise("dispatch", mlp, {n2, g.output(router)}, {{"dispatched", routed_bytes}},
                                        {g.output(router)}, 1);
-    g.op(dispatch).forward_comm_s = s.ep.AllToAll(routed_bytes);
-    g.op(dispatch).backward_comm_s = s.ep.AllToAll(routed_bytes);
+    // The exchange each way; a fraction hides behind another micro-batch's compute.
+    const double exchange =
+        (1 - s.setup.ep_comm_overlap) * (s.setup.moe_dispatcher == MoeDispatcher::kFlex
+                                             ? s.ep.FlexDispatch(routed_bytes, k, experts)
+                                             : s.ep.AllToAll(routed_bytes));
+    g.op(dispatch).forward_comm_s = exchange;
+    g.op(dispatch).backward_comm_s = exchange;
     const double gather = AllGatherSeconds(routed_bytes * etp, etp, s.etp.bandwidth, s.etp.latency);
     const int routed = Mlp(g, s, "experts.", g.output(dispatch),
                            {static_cast<double>(m.moe.ffn), routed_tokens * etp, etp, gather, gather, static_cast<double>(etp)});
@@ -426,8 +446,8 @@ LayerGraph DecoderLayerGraph(const ModelSpec& m, const DeviceSpec& d, const Trai
     }
     const int combine = g.Elementwise("combine", mlp, to_combine, {{"moe_out", s.Activation(m.hidden, false)}},
                                       {g.output(router)}, 1);
-    g.op(combine).forward_comm_s = s.ep.AllToAll(routed_bytes);
-    g.op(combine).backward_comm_s = s.ep.AllToAll(routed_bytes);
+    g.op(combine).forward_comm_s = exchange;
+    g.op(combine).backward_comm_s = exchange;
     out = g.output(combine);
   }
   if (m.post_norms) out = Norm(g, s, "post_mlp_norm", mlp, out);

@@ -77,6 +77,16 @@ Status ValidateNewParallelism(const ModelSpec& model, const DeviceSpec& device, 
                                       s.moe_capacity_factor));
     }
   }
+  if (!(s.ep_comm_overlap >= 0 && s.ep_comm_overlap <= 1)) {
+    return InvalidInput(fmt::format("--ep-comm-overlap {} must be a fraction in [0, 1]: the part of the MoE "
+                                    "all-to-alls hidden behind another micro-batch's compute",
+                                    s.ep_comm_overlap));
+  }
+  if (!model.moe.enabled() && (s.moe_dispatcher != MoeDispatcher::kAllToAll || s.ep_comm_overlap > 0)) {
+    return InvalidInput(fmt::format("--moe-dispatcher and --ep-comm-overlap apply to MoE models; '{}' has no routed "
+                                    "experts, so drop them",
+                                    model.name));
+  }
   if (s.zero < 0 || s.zero > 3) {
     return InvalidInput(fmt::format("--zero {} is not a ZeRO stage; use 0, 1 (optimizer state sharded, as "
                                     "--distributed-optimizer), 2 (and gradients) or 3 (and parameters, FSDP)",
@@ -112,6 +122,8 @@ Status ValidateNewParallelism(const ModelSpec& model, const DeviceSpec& device, 
 
 std::string_view PrecisionName(Precision p) { return p == Precision::kFp8 ? "fp8" : "bf16"; }
 std::string_view StateDtypeName(StateDtype d) { return d == StateDtype::kBf16 ? "bf16" : "fp32"; }
+
+std::string_view MoeDispatcherName(MoeDispatcher d) { return d == MoeDispatcher::kFlex ? "flex" : "alltoall"; }
 
 int ZeroStage(const TrainingSetup& setup) { return std::max(setup.zero, setup.distributed_optimizer ? 1 : 0); }
 

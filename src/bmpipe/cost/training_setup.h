@@ -26,6 +26,11 @@ enum class Precision { kBf16, kFp8 };        // the GEMMs' inputs (FP8: Transfor
 enum class StateDtype { kFp32, kBf16 };      // gradients, optimizer moments
 std::string_view PrecisionName(Precision p);  // "bf16", "fp8"
 std::string_view StateDtypeName(StateDtype d);  // "fp32", "bf16"
+// How MoE tokens reach their experts: Megatron's all-to-all sends every routed copy; the flex
+// dispatcher (DeepEP, HybridEP) sends a token once to each other node holding one of its experts
+// and fans it out over the node's links there.
+enum class MoeDispatcher { kAllToAll, kFlex };
+std::string_view MoeDispatcherName(MoeDispatcher d);  // "alltoall", "flex"
 
 struct TrainingSetup {
   int tp = 1;   // tensor-parallel size (within a node, as Megatron places it)
@@ -51,6 +56,10 @@ struct TrainingSetup {
   double moe_capacity_factor = 0;
   // Dropless: the busiest expert's tokens over the even share (the critical path of the grouped GEMM).
   double moe_imbalance = 1.0;
+  MoeDispatcher moe_dispatcher = MoeDispatcher::kAllToAll;
+  // Fraction of the dispatch and combine all-to-alls hidden behind another micro-batch's compute
+  // (Megatron's --overlap-moe-expert-parallel-comm, DualPipe).
+  double ep_comm_overlap = 0;
   Bytes headroom_bytes = 0;  // memory every rank must leave free beyond the reserve (--memory-headroom-gb)
   bool gpipe = false;                  // GPipe instead of (interleaved) 1F1B
   std::optional<Bytes> reserved_bytes;  // default: ReservedBytesDefault(device)

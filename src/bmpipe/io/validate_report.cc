@@ -32,6 +32,8 @@ std::string Switches(const TrainingSetup& s) {
   if (s.grad_dtype == StateDtype::kBf16) out += ", bf16 grads";
   if (s.optimizer_dtype == StateDtype::kBf16) out += ", bf16 moments";
   if (s.offload_optimizer) out += ", optimizer offload";
+  if (s.moe_dispatcher == MoeDispatcher::kFlex) out += ", flex dispatcher";
+  if (s.ep_comm_overlap > 0) out += fmt::format(", EP overlap {:g}", s.ep_comm_overlap);
   return out;
 }
 
@@ -216,6 +218,8 @@ Json ValidationToJson(const RunTable& table, const Validation& v) {
                       {"optimizer_dtype", StateDtypeName(s.optimizer_dtype)},
                       {"tp_comm_overlap", s.tp_comm_overlap},
                       {"offload_optimizer", s.offload_optimizer},
+                      {"moe_dispatcher", MoeDispatcherName(s.moe_dispatcher)},
+                      {"ep_comm_overlap", s.ep_comm_overlap},
                       {"dp_overlap", s.dp_overlap}}},
                     {"megatron", o.flags},
                     {"fits_memory", o.fits},

@@ -171,7 +171,8 @@ PublishedRun ReadRun(const JsonCursor& c) {
   c.ExpectKeys({"id", "source", "states", "assumes", "model", "device", "tp", "pp", "dp", "vpp", "cp", "ep", "etp",
                 "mbs", "gbs", "seq", "recompute", "sequence_parallel", "flash_attention", "distributed_optimizer",
                 "zero", "precision", "grad_dtype", "optimizer_dtype", "tp_comm_overlap", "dp_overlap",
-                "offload_optimizer", "moe_capacity_factor", "moe_imbalance", "measured"});
+                "offload_optimizer", "moe_capacity_factor", "moe_imbalance", "moe_dispatcher", "ep_comm_overlap",
+                "measured"});
   PublishedRun run;
   run.id = c.Required("id", "a short unique name for the run").String();
   run.source = c.Required("source", "the citation: paper and table, or repository and file").String();
@@ -208,6 +209,9 @@ PublishedRun ReadRun(const JsonCursor& c) {
   s.offload_optimizer = ReadFlag(c, "offload_optimizer");
   s.moe_capacity_factor = ReadNumber(c, "moe_capacity_factor", 0, 1e3, 0);
   s.moe_imbalance = ReadNumber(c, "moe_imbalance", 1, 1e3, 1);
+  s.moe_dispatcher = ReadWord(c, "moe_dispatcher", std::pair{"alltoall", MoeDispatcher::kAllToAll},
+                              std::pair{"flex", MoeDispatcher::kFlex});
+  s.ep_comm_overlap = ReadNumber(c, "ep_comm_overlap", 0, 1, 0);
   const JsonCursor recompute =
       c.Required("recompute", "none, selective, full, or the parts every decoder layer recomputes (e.g. norm+mlp_act)");
   const std::string option = recompute.String();
