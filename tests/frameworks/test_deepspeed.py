@@ -1,6 +1,6 @@
 """deepspeed.py checked with DeepSpeed 0.19.8's own PipelineModule and DeepSpeedConfig.
 
-The export is a Python module (see the proposed content in framework-notes / README.md). It is
+The export is a Python module (docs/exports.md). It is
 imported from its path; one process per pipeline stage (fork, gloo, CPU) builds its
 BmpipePipelineModule from stand-in LayerSpecs (a tiny Linear per problem layer, its class named
 after the layer's role) and reports the layers DeepSpeed built locally and which of them its
