@@ -1282,9 +1282,11 @@ Plan ReadDeepSpeed(const std::string& text, const Problem& problem, std::vector<
     std::optional<JsonCursor> types = config.Optional("data_types");
     if (types) {
       if (auto g = types->Optional("grad_accum_dtype")) {
-        grads = g->String();
-        if (grads == "bfp16") grads = "bf16";  // DeepSpeed's DtypeEnum spells both
-        if (grads != "fp32" && grads != "bf16") g->Fail("bmpipe models fp32 and bf16 gradients");
+        // DeepSpeed's DtypeEnum spellings.
+        const std::string d = g->String();
+        if (d == "fp32" || d == "float32" || d == "float" || d == "torch.float32") grads = "fp32";
+        else if (d == "bf16" || d == "bfloat16" || d == "torch.bfloat16") grads = "bf16";
+        else g->Fail("bmpipe models fp32 and bf16 gradients (DeepSpeed: fp32, float32, bf16, bfloat16)");
       }
     }
     if (grads != t.grad_dtype) {
