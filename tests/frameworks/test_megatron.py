@@ -43,7 +43,7 @@ LM_FLAGS = {
     # megatron/training/arguments.py at core_v0.16.1: _add_moe_args, the optimizer and
     # distributed groups, and the CheckpointConfig flag Megatron-FSDP needs.
     "--num-experts": dict(type=int, dest="num_moe_experts"),
-    "--moe-layer-freq": dict(type=lambda x: moe_freq_type(x)),
+    "--moe-layer-freq": dict(type=lambda x: moe_freq_type(x), default=1),
     "--use-precision-aware-optimizer": dict(action="store_true"),
     "--main-grads-dtype": dict(default="fp32", choices=["fp32", "bf16"]),
     "--exp-avg-dtype": dict(default="fp32", choices=["fp32", "fp16", "bf16", "fp8"]),
@@ -153,6 +153,10 @@ def config_kwargs(args: dict, fields: dict, **override) -> dict:
                   torch.float16 if args.get("fp16") else torch.float32)  # = args.params_dtype
     for k, v in MODEL_DEFAULTS.items():
         kw.setdefault(k, v)
+    if kw.get("num_moe_experts"):
+        # The MoE presets have no linear biases (the model script's --disable-bias-linear);
+        # megatron-core takes biased experts only with expert tensor parallel 1.
+        kw.setdefault("add_bias_linear", False)
     kw.update(override)
     return kw
 
