@@ -5,6 +5,7 @@
 
 #include <functional>
 #include <map>
+#include <tuple>
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
@@ -14,6 +15,7 @@
 #include "bmpipe/cost/problem_builder.h"
 #include "bmpipe/hardware/device.h"
 #include "bmpipe/io/export.h"
+#include "bmpipe/io/problem_json.h"
 #include "bmpipe/problem/problem_reader.h"
 #include "bmpipe/sim/simulator.h"
 #include "bmpipe/solve/planner.h"
@@ -434,6 +436,21 @@ TEST(LauncherPlan, SetupsExportAndReadBackOrAreRefused) {
     SCOPED_TRACE(c.name);
     const Problem problem = SetupProblem(c);
     const Plan plan = EvenPlan(problem);
+    {
+      // The setup survives the problem file (--dump-problem, then --problem).
+      const Problem read = ReadProblem(ParseDocument(ProblemJsonText(problem, ""), "p.json").value(), "p.json").value();
+      const TrainingInfo &a = *problem.training, &b = *read.training;
+      EXPECT_EQ(ZeroStage(a), ZeroStage(b));
+      for (const Target& t : AllTargets()) EXPECT_EQ(TargetRunsSetup(t.kind, a).ok(), TargetRunsSetup(t.kind, b).ok());
+      EXPECT_EQ(std::tie(a.context_parallel, a.expert_parallel, a.expert_tensor_parallel, a.precision, a.grad_dtype,
+                         a.optimizer_dtype, a.tp_comm_overlap, a.offload_optimizer),
+                std::tie(b.context_parallel, b.expert_parallel, b.expert_tensor_parallel, b.precision, b.grad_dtype,
+                         b.optimizer_dtype, b.tp_comm_overlap, b.offload_optimizer));
+      EXPECT_EQ(std::tie(a.moe.experts, a.moe.top_k, a.moe.expert_ffn, a.moe.shared_expert_ffn, a.moe.dense_layers,
+                         a.moe.capacity_factor),
+                std::tie(b.moe.experts, b.moe.top_k, b.moe.expert_ffn, b.moe.shared_expert_ffn, b.moe.dense_layers,
+                         b.moe.capacity_factor));
+    }
     EXPECT_TRUE(TargetRunsSetup(TargetKind::kAny, *problem.training).ok());
     EXPECT_TRUE(TargetRunsSetup(TargetKind::kTorch, *problem.training).ok());
     for (const TargetKind kind : {TargetKind::kMegatron, TargetKind::kMegatronLocal, TargetKind::kDeepSpeed,

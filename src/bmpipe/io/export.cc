@@ -76,10 +76,10 @@ Result<std::string> MegatronRunFlags(const Problem& problem, int layers) {
     out += "--fp8-format hybrid\n--fp8-recipe delayed\n--fp8-amax-history-len 1024\n--fp8-amax-compute-algo max\n";
   }
   if (t.distributed_optimizer) out += "--use-distributed-optimizer\n";
-  if (t.zero_stage >= 2) {
+  if (ZeroStage(t) >= 2) {
     // ZeRO-2/3: Megatron-FSDP, which saves checkpoints only as fsdp_dtensor.
     out += fmt::format("--use-megatron-fsdp\n--data-parallel-sharding-strategy {}\n--ckpt-format fsdp_dtensor\n",
-                       t.zero_stage == 2 ? "optim_grads" : "optim_grads_params");
+                       ZeroStage(t) == 2 ? "optim_grads" : "optim_grads_params");
   }
   if (t.overlap_grad_reduce) out += t.distributed_optimizer ? "--overlap-grad-reduce\n--overlap-param-gather\n" : "--overlap-grad-reduce\n";
   if (t.grad_dtype == "bf16" || t.optimizer_dtype == "bf16" || t.offload_optimizer) {
@@ -111,7 +111,7 @@ Result<std::string> MegatronRunFlags(const Problem& problem, int layers) {
   out += fmt::format("# data parallel {}: the launcher's world size is tensor x {}pipeline x data parallel = {} GPUs\n",
                      t.data_parallel, t.context_parallel > 1 ? "context x " : "",
                      std::int64_t{t.tensor_parallel} * t.context_parallel * p.ranks * t.data_parallel);
-  if (t.zero_stage >= 2) out += "# Megatron-FSDP needs CUDA_DEVICE_MAX_CONNECTIONS unset or above 1\n";
+  if (ZeroStage(t) >= 2) out += "# Megatron-FSDP needs CUDA_DEVICE_MAX_CONNECTIONS unset or above 1\n";
   return out;
 }
 

@@ -124,7 +124,7 @@ Result<std::string> ExportDeepSpeed(const Problem& problem, const Plan& plan) {
     // TargetRunsSetup has refused what DeepSpeed's pipeline cannot run: ZeRO 0 or 1 here, fp32
     // gradients only with ZeRO 1 (its BF16_Optimizer), bf16 ones in either.
     const TrainingInfo& t = *problem.training;
-    const int stage = std::max(t.zero_stage, t.distributed_optimizer ? 1 : 0);
+    const int stage = ZeroStage(t);
     out += fmt::format("    \"data_types\": {{\"grad_accum_dtype\": \"{}\"}},  # the main gradients\n", t.grad_dtype);
     out += fmt::format("    \"zero_optimization\": {{\"stage\": {}{}}},\n", stage,
                        t.offload_optimizer ? ", \"offload_optimizer\": {\"device\": \"cpu\"}" : "");

@@ -94,7 +94,7 @@ Result<std::string> ExportTorchTitan(const Problem& problem, const Plan& plan) {
     out += fmt::format("--training.seq_len {}\n", t->seq_length);
     out += fmt::format("--parallelism.tensor_parallel_degree {}\n", t->tensor_parallel);
     if (t->context_parallel > 1) out += fmt::format("--parallelism.context_parallel_degree {}\n", t->context_parallel);
-    const int stage = std::max(t->zero_stage, t->distributed_optimizer ? 1 : 0);
+    const int stage = ZeroStage(*t);
     if (stage == 0) {
       out += "# ZeRO 0: data parallel replicates the model (DDP)\n";
       out += fmt::format("--parallelism.data_parallel_replicate_degree {}\n--parallelism.data_parallel_shard_degree 1\n",

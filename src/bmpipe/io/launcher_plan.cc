@@ -671,7 +671,7 @@ void CheckMegatronTraining(const Flags& flags, const TrainingInfo& t) {
     }
     stage = std::max(stage, it->second);
   }
-  const int want_stage = std::max(t.zero_stage, t.distributed_optimizer ? 1 : 0);
+  const int want_stage = ZeroStage(t);
   if (stage != want_stage) {
     Fail(fmt::format("the flags give ZeRO stage {} (--use-distributed-optimizer: 1; --use-megatron-fsdp with "
                      "--data-parallel-sharding-strategy optim_grads: 2, optim_grads_params: 3), but the problem's run has "
@@ -938,7 +938,7 @@ Plan ReadTorchTitan(const std::string& text, const Problem& problem, std::vector
     // gathered from the forward to the backward (ZeRO 1, 2) or are resharded (ZeRO 3).
     const std::int64_t replicate = value("--parallelism.data_parallel_replicate_degree", 1, 1, big);
     const std::int64_t shard = value("--parallelism.data_parallel_shard_degree", -1, -1, big);
-    const int stage = std::max(t.zero_stage, t.distributed_optimizer ? 1 : 0);
+    const int stage = ZeroStage(t);
     if (t.data_parallel > 1) {
       if (stage == 0) {
         check("--parallelism.data_parallel_replicate_degree", replicate, t.data_parallel,
@@ -1264,7 +1264,7 @@ Plan ReadDeepSpeed(const std::string& text, const Problem& problem, std::vector<
         }
       }
     }
-    const int want_stage = std::max(t.zero_stage, t.distributed_optimizer ? 1 : 0);
+    const int want_stage = ZeroStage(t);
     if (stage != want_stage) {
       (zero ? *zero : config)
           .FailAt(fmt::format("ZeRO stage {}, but the problem's run has training.zero_stage = {}; this configuration is "

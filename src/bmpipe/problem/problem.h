@@ -112,6 +112,9 @@ struct TrainingInfo {
   MoeInfo moe;                     // written only for a model with MoE layers
 };
 
+// The ZeRO stage the run uses: zero_stage, or 1 with the distributed optimizer.
+int ZeroStage(const TrainingInfo& training);
+
 struct Problem {
   std::string name;  // optional label
   Pipeline pipeline;

@@ -164,7 +164,7 @@ Status TargetRunsSetup(TargetKind kind, const TrainingInfo& t) {
       }
       // --use-precision-aware-optimizer (bf16 state, and --optimizer-cpu-offload, which needs it)
       // runs only with the distributed optimizer.
-      if ((bf16_state || t.offload_optimizer) && t.zero_stage < 1) {
+      if ((bf16_state || t.offload_optimizer) && ZeroStage(t) < 1) {
         return refuse(fmt::format("{}: Megatron keeps bf16 gradients or moments, and offloads the optimizer, only in "
                                   "its precision-aware distributed optimizer (--use-precision-aware-optimizer needs "
                                   "--use-distributed-optimizer); add --distributed-optimizer (--zero 1)",
@@ -179,11 +179,11 @@ Status TargetRunsSetup(TargetKind kind, const TrainingInfo& t) {
     }
     case TargetKind::kDeepSpeed: {
       // The export is a PipelineModule, which DeepSpeed always runs in its PipelineEngine.
-      if (t.zero_stage >= 2) {
+      if (ZeroStage(t) >= 2) {
         return refuse(fmt::format("training.zero_stage = {}: DeepSpeed's PipelineEngine refuses ZeRO stage 2 and 3 "
                                   "(\"ZeRO-2 and ZeRO-3 are incompatible with pipeline parallelism\"); use --zero 1 or "
                                   "--zero 0",
-                                  t.zero_stage));
+                                  ZeroStage(t)));
       }
       if (t.context_parallel > 1) {
         return refuse(fmt::format("training.context_parallel = {}: DeepSpeed's pipeline engine splits no sequence "
@@ -208,12 +208,12 @@ Status TargetRunsSetup(TargetKind kind, const TrainingInfo& t) {
                       "(bf16_optimizer_states needs bf16_master_weights_and_grads), which bmpipe's cost model does not "
                       "describe (its master weights stay fp32); use --optimizer-dtype fp32");
       }
-      if (t.grad_dtype == "fp32" && t.zero_stage == 0) {
+      if (t.grad_dtype == "fp32" && ZeroStage(t) == 0) {
         return refuse("training.grad_dtype = fp32 with zero_stage 0: without ZeRO, DeepSpeed's bf16 pipeline accumulates "
                       "gradients in bf16 only (bf16 parameters with data_types.grad_accum_dtype fp32 is an unsupported "
                       "mix); add --distributed-optimizer (--zero 1), or --grad-dtype bf16");
       }
-      if (t.offload_optimizer && t.zero_stage < 1) {
+      if (t.offload_optimizer && ZeroStage(t) < 1) {
         return refuse("training.offload_optimizer: DeepSpeed offloads the optimizer only under ZeRO "
                       "(zero_optimization.offload_optimizer); add --distributed-optimizer (--zero 1)");
       }
