@@ -120,7 +120,7 @@ def test_torchtitan_args(case):
     if "seq_length" in tr:
         assert trn.seq_len == tr["seq_length"]
 
-    # -- the setup: context parallel, and ZeRO as DDP or FSDP (torchtitan's own reading) ---------------
+    # -- the setup: context parallel, and ZeRO as replicated or sharded data parallel (torchtitan's own reading) ---------------
     from torchtitan.distributed.fsdp import get_fsdp_reshard_after_forward_policy
     from torchtitan.distributed.parallel_dims import ParallelDims
     cp = tr.get("context_parallel", 1)
@@ -132,7 +132,7 @@ def test_torchtitan_args(case):
     if "distributed_optimizer" in tr and dp > 1:
         stage = max(int(tr.get("zero_stage", 0)), 1 if tr["distributed_optimizer"] else 0)
         if stage == 0:
-            assert (dims.dp_replicate, dims.dp_shard) == (dp, 1), "ZeRO 0: data parallel replicated (DDP)"
+            assert (dims.dp_replicate, dims.dp_shard) == (dp, 1), "ZeRO 0: data parallel replicated"
         else:
             assert (dims.dp_replicate, dims.dp_shard) == (1, dp), f"ZeRO {stage}: data parallel sharded (FSDP)"
             reshard = get_fsdp_reshard_after_forward_policy(par.fsdp_reshard_after_forward, pp_enabled=P > 1)

@@ -96,7 +96,7 @@ Result<std::string> ExportTorchTitan(const Problem& problem, const Plan& plan) {
     if (t->context_parallel > 1) out += fmt::format("--parallelism.context_parallel_degree {}\n", t->context_parallel);
     const int stage = ZeroStage(*t);
     if (stage == 0) {
-      out += "# ZeRO 0: data parallel replicates the model (DDP)\n";
+      out += "# ZeRO 0: data parallel replicates the model (shard degree 1)\n";
       out += fmt::format("--parallelism.data_parallel_replicate_degree {}\n--parallelism.data_parallel_shard_degree 1\n",
                          t->data_parallel);
     } else {

@@ -934,7 +934,7 @@ Plan ReadTorchTitan(const std::string& text, const Problem& problem, std::vector
           t.context_parallel, "training.context_parallel");
     check("--parallelism.expert_parallel_degree", value("--parallelism.expert_parallel_degree", 1, 1, kMaxRanks),
           t.expert_parallel, "training.expert_parallel");
-    // Data parallel: replicated (DDP) for ZeRO 0, else sharded with FSDP, whose parameters stay
+    // Data parallel: replicated for ZeRO 0, else sharded with FSDP, whose parameters stay
     // gathered from the forward to the backward (ZeRO 1, 2) or are resharded (ZeRO 3).
     const std::int64_t replicate = value("--parallelism.data_parallel_replicate_degree", 1, 1, big);
     const std::int64_t shard = value("--parallelism.data_parallel_shard_degree", -1, -1, big);
