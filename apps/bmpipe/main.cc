@@ -312,7 +312,9 @@ Result<Problem> BuildModelProblem(const ModelArgs& args, std::vector<std::pair<s
 
 std::string TargetHelp() {
   std::string help = "The framework that will run the plan; the plan is the best it runs unmodified (default: the "
-                     "--export format's framework, else any):";
+                     "--export format's framework, else any). A training setup the framework cannot run (e.g. "
+                     "DeepSpeed with --zero 2 or 3, torchtitan with --precision fp8) is refused with the fix "
+                     "(docs/targets.md, \"Training setups\"):";
   for (const Target& t : AllTargets()) help += fmt::format("\n  {}: {}", t.name, t.framework);
   return help;
 }

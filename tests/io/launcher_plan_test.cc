@@ -362,6 +362,15 @@ std::vector<SetupCase> SetupCases() {
                                       "layers; use --ep 1, or --target megatron"},
         {TargetKind::kTorchTitan, titan + "training.expert_parallel = 8: the torchtitan export names only the Llama 3 "
                                           "configurations (dense models); use --ep 1, or --target megatron"}}},
+      {"moe-dense-first", "deepseek-v3", "h100-80gb",
+       [](TrainingSetup& s) {
+         s.ep = 4;
+         s.etp = 1;
+       },
+       {{TargetKind::kDeepSpeed, ds + "training.expert_parallel = 4: the export's PipelineModule has no expert-parallel "
+                                      "layers; use --ep 1, or --target megatron"},
+        {TargetKind::kTorchTitan, titan + "training.expert_parallel = 4: the torchtitan export names only the Llama 3 "
+                                          "configurations (dense models); use --ep 1, or --target megatron"}}},
       {"cp", "llama3-8b", "a100-80gb", [](TrainingSetup& s) { s.cp = 2, s.seq = 8192, s.flash_attention = true; },
        {{TargetKind::kDeepSpeed, ds + "training.context_parallel = 2: DeepSpeed's pipeline engine splits no sequence "
                                       "(its Ulysses sequence parallelism is not part of PipelineModule); use --cp 1"}}},
@@ -495,6 +504,10 @@ TEST(LauncherPlan, SetupFlagsAreWritten) {
   has(text("moe-ep", TargetKind::kMegatron),
       "--num-experts 8\n--moe-router-topk 2\n--moe-ffn-hidden-size 14336\n--moe-grouped-gemm\n"
       "--moe-token-dispatcher-type alltoall\n--moe-expert-capacity-factor 1.25\n--expert-model-parallel-size 8\n");
+  has(text("moe-dense-first", TargetKind::kMegatron),
+      "--num-experts 256\n--moe-router-topk 8\n--moe-ffn-hidden-size 2048\n--moe-shared-expert-intermediate-size 2048\n"
+      "--moe-layer-freq \"[0]*3+[1]*58\"\n--moe-grouped-gemm\n--moe-token-dispatcher-type alltoall\n"
+      "--expert-model-parallel-size 4\n--expert-tensor-parallel-size 1\n");
   has(text("cp", TargetKind::kMegatron), "--context-parallel-size 2\n");
   has(text("cp", TargetKind::kTorchTitan), "--parallelism.context_parallel_degree 2\n");
   has(text("fp8", TargetKind::kMegatron),
