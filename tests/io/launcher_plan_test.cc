@@ -372,7 +372,11 @@ std::vector<SetupCase> SetupCases() {
         {TargetKind::kTorchTitan, titan + "training.expert_parallel = 4: the torchtitan export names only the Llama 3 "
                                           "configurations (dense models); use --ep 1, or --target megatron"}}},
       {"cp", "llama3-8b", "a100-80gb", [](TrainingSetup& s) { s.cp = 2, s.seq = 8192, s.flash_attention = true; },
-       {{TargetKind::kDeepSpeed, ds + "training.context_parallel = 2: DeepSpeed's pipeline engine splits no sequence "
+       {{TargetKind::kMegatronLocal,
+         "target megatron-local (Megatron-Core >= 0.13 with its local layer spec (--pipeline-model-parallel-layout)): "
+         "training.context_parallel = 2: the local layer spec's attention asserts \"Context parallelism is only "
+         "supported by TEDotProductAttention!\"; use --target megatron or --cp 1"},
+        {TargetKind::kDeepSpeed, ds + "training.context_parallel = 2: DeepSpeed's pipeline engine splits no sequence "
                                       "(its Ulysses sequence parallelism is not part of PipelineModule); use --cp 1"}}},
       {"fp8", "llama3-8b", "h100-80gb", [](TrainingSetup& s) { s.precision = Precision::kFp8; },
        {{TargetKind::kMegatronLocal,

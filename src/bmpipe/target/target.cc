@@ -152,6 +152,12 @@ Status TargetRunsSetup(TargetKind kind, const TrainingInfo& t) {
         return refuse("training.precision = fp8: FP8 GEMMs run in Transformer Engine's modules, which the local layer "
                       "spec does not use; use --target megatron or --precision bf16");
       }
+      if (local && t.context_parallel > 1) {
+        return refuse(fmt::format("training.context_parallel = {}: the local layer spec's attention asserts \"Context "
+                                  "parallelism is only supported by TEDotProductAttention!\"; use --target megatron or "
+                                  "--cp 1",
+                                  t.context_parallel));
+      }
       if (t.tp_comm_overlap && local) {
         return refuse("training.tp_comm_overlap: the overlap runs in Transformer Engine's modules, which the local layer "
                       "spec does not use; use --target megatron or --tp-comm-overlap 0");
