@@ -148,7 +148,8 @@ std::string TargetTable(double time_limit_s, const std::string& only) {
          "layout and global recomputation setting with the Transformer Engine spec, found exactly: bmpipe's "
          "megatron plan is that configuration, so its speed-up is 1 by construction). `any` is bmpipe's per-layer "
          "plan, which needs a framework that recomputes per layer. \"n/a\": the framework cannot run the "
-         "pipeline (DeepSpeed: interleaving); \"no fit\": no plan it runs fits. Every plan is exported in its "
+         "pipeline (DeepSpeed: interleaving) or the training setup (DeepSpeed: fp32 gradients without ZeRO; "
+         "docs/targets.md, \"Training setups\"); \"no fit\": no plan it runs fits. Every plan is exported in its "
          "framework's format, read back by `bmpipe simulate --plan` and simulated again.\n\n";
   out += "| case | megatron | megatron-local | mindformers | deepspeed | torchtitan | torch | any |\n";
   out += "|---|---|---|---|---|---|---|---|\n";
@@ -161,6 +162,7 @@ std::string TargetTable(double time_limit_s, const std::string& only) {
     planner.time_limit_s = time_limit_s;
     std::map<TargetKind, TargetPlan> plans;
     for (const Target& t : AllTargets()) {
+      if (c.problem.training && !TargetRunsSetup(t.kind, *c.problem.training).ok()) continue;
       Result<TargetPlan> r = PlanForTarget(c.problem, t.kind, planner);
       if (r.ok()) plans[t.kind] = r.value();
     }

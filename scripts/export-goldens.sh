@@ -21,18 +21,31 @@ declare -A cases=(
   [gpt3-175b-pp16-loose]="--model gpt3-175b --device a100-80gb --tp 8 --pp 16 --dp 8 --gbs 1536 --seq 2048 --sequence-parallel --flash-attn --distributed-optimizer"
   [llama3-70b-pp8]="--model llama3-70b --device h100-80gb --tp 8 --pp 8 --dp 8 --gbs 512 --seq 8192 --sequence-parallel --flash-attn --distributed-optimizer"
   [llama3-405b-pp16]="--model llama3-405b --device h100-80gb --tp 8 --pp 16 --dp 128 --gbs 2048 --seq 8192 --sequence-parallel --flash-attn --distributed-optimizer"
+  # the training setups beyond TP x PP x DP (docs/targets.md, "Training setups")
+  [mixtral-8x7b-ep8]="--model mixtral-8x7b --device h100-80gb --tp 2 --pp 4 --dp 8 --ep 8 --gbs 256 --seq 4096 --sequence-parallel --flash-attn --distributed-optimizer --moe-capacity-factor 1.25"
+  [llama3-70b-cp2]="--model llama3-70b --device h100-80gb --tp 8 --pp 4 --dp 4 --cp 2 --gbs 256 --seq 16384 --sequence-parallel --flash-attn --distributed-optimizer"
+  [llama3-70b-fp8]="--model llama3-70b --device h100-80gb --tp 8 --pp 4 --dp 8 --gbs 256 --seq 8192 --sequence-parallel --flash-attn --distributed-optimizer --precision fp8 --tp-comm-overlap 0.8"
+  [llama3-70b-bf16-state]="--model llama3-70b --device h100-80gb --tp 8 --pp 4 --dp 8 --gbs 256 --seq 8192 --sequence-parallel --flash-attn --distributed-optimizer --grad-dtype bf16 --optimizer-dtype bf16 --offload optimizer"
+  [llama3-70b-bf16-grads]="--model llama3-70b --device h100-80gb --tp 8 --pp 4 --dp 8 --gbs 256 --seq 8192 --sequence-parallel --flash-attn --grad-dtype bf16"
+  [llama3-70b-zero3]="--model llama3-70b --device h100-80gb --tp 8 --pp 4 --dp 8 --gbs 256 --seq 8192 --sequence-parallel --flash-attn --zero 3"
 )
 # case name, the targets it is exported for
 declare -A targets=(
-  [llama3-70b-pp4]="megatron megatron-local deepspeed torchtitan mindformers torch"
+  [llama3-70b-pp4]="megatron megatron-local torchtitan mindformers torch"
   [llama3-405b-pp16-vpp2]="megatron torchtitan mindformers torch"
   [qwen2-7b-pp8]="megatron deepspeed torchtitan mindformers"
-  [gpt3-175b-pp16]="megatron deepspeed"
+  [gpt3-175b-pp16]="megatron"
   [mindformers-demo]="mindformers"
   [mindformers-demo-vpp3]="mindformers"
   [gpt3-175b-pp16-loose]="megatron torchtitan"
   [llama3-70b-pp8]="megatron deepspeed mindformers"
   [llama3-405b-pp16]="megatron deepspeed torchtitan"
+  [mixtral-8x7b-ep8]="megatron"
+  [llama3-70b-cp2]="megatron torchtitan"
+  [llama3-70b-fp8]="megatron"
+  [llama3-70b-bf16-state]="megatron"
+  [llama3-70b-bf16-grads]="deepspeed"
+  [llama3-70b-zero3]="megatron torchtitan"
 )
 declare -A format=([megatron]=megatron [megatron-local]=megatron [deepspeed]=deepspeed [torchtitan]=torchtitan
                    [mindformers]=mindformers [torch]=csv)

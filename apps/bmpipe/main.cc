@@ -316,7 +316,9 @@ Result<Problem> BuildModelProblem(const ModelArgs& args, std::vector<std::pair<s
 
 std::string TargetHelp() {
   std::string help = "The framework that will run the plan; the plan is the best it runs unmodified (default: the "
-                     "--export format's framework, else any):";
+                     "--export format's framework, else any). A training setup the framework cannot run (e.g. "
+                     "DeepSpeed with --zero 2 or 3, torchtitan with --precision fp8) is refused with the fix "
+                     "(docs/targets.md, \"Training setups\"):";
   for (const Target& t : AllTargets()) help += fmt::format("\n  {}: {}", t.name, t.framework);
   return help;
 }
@@ -337,6 +339,11 @@ Result<ChosenTarget> ChooseTarget(const std::string& target, const std::optional
 }
 
 // The report's lines on the target, and on what the per-layer plan would gain over it.
+// The chosen target must run the problem's training setup (TargetRunsSetup).
+Status TargetRunsProblemSetup(TargetKind kind, const Problem& problem) {
+  return problem.training ? TargetRunsSetup(kind, *problem.training) : Status{};
+}
+
 std::vector<std::pair<std::string, std::string>> TargetLines(const ChosenTarget& chosen, const TargetPlan& planned,
                                                              const std::optional<TargetPlan>& any) {
   const Target& target = TargetOf(chosen.kind);
@@ -400,6 +407,7 @@ int RunPlan(const PlanArgs& args) {
                                                        : BuildModelProblem(args.model, origin, files, {chosen.value().kind});
   if (!problem.ok()) return Fail(problem.error());
   const Problem& pb = problem.value();
+  if (Status runs = TargetRunsProblemSetup(chosen.value().kind, pb); !runs.ok()) return Fail(runs.error());
   if (Status size = CheckTimelineSize(pb, 1); !args.svg.empty() && !size.ok()) return Fail(size.error());
   if (!args.sapp.empty()) {
     origin.push_back({"problem", "the MindFormers pipeline-balance tool's input " + args.sapp});
@@ -549,6 +557,7 @@ int RunCompare(const CompareArgs& args) {
                                                                          {chosen.value().kind, megatron_spec});
   if (!problem.ok()) return Fail(problem.error());
   const Problem& pb = problem.value();
+  if (Status runs = TargetRunsProblemSetup(chosen.value().kind, pb); !runs.ok()) return Fail(runs.error());
   if (origin.empty()) origin.push_back({"problem", shown + (pb.name.empty() ? "" : " (" + pb.name + ")")});
   if (Status size = CheckTimelineSize(pb, 2); !args.svg.empty() && !size.ok()) return Fail(size.error());
   CompareOptions options;

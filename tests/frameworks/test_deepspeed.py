@@ -1,6 +1,6 @@
 """deepspeed.py checked with DeepSpeed 0.19.8's own PipelineModule and DeepSpeedConfig.
 
-The export is a Python module (see the proposed content in framework-notes / README.md). It is
+The export is a Python module (docs/exports.md). It is
 imported from its path; one process per pipeline stage (fork, gloo, CPU) builds its
 BmpipePipelineModule from stand-in LayerSpecs (a tiny Linear per problem layer, its class named
 after the layer's role) and reports the layers DeepSpeed built locally and which of them its
@@ -71,7 +71,14 @@ def _build_stage(rank, world, path, roles, ds_config, dp):
         for block, flag in zip(range(0, len(local), k), model.is_checkpointable_results):
             if flag:
                 ckpt += local[block:block + k]
-    out = dict(gas=ds.gradient_accumulation_steps, mbs=ds.train_micro_batch_size_per_gpu,
+    # The optimizer wrapper the engine picks from these dtypes (DeepSpeedEngine._do_optimizer_sanity_check,
+    # reproduced: it needs an engine); None is the model's dtype.
+    from deepspeed.runtime.config import DtypeEnum
+    grad_accum = None if ds.grad_accum_dtype is None else DtypeEnum(ds.grad_accum_dtype).value  # as the engine reads it
+    offload = ds.zero_config.offload_optimizer
+    out = dict(grad_accum=str(grad_accum) if grad_accum is not None else None, zero_stage=int(ds.zero_optimization_stage),
+               offload=str(offload.device) if offload is not None else None, bf16=bool(ds.bfloat16_config.enabled),
+               gas=ds.gradient_accumulation_steps, mbs=ds.train_micro_batch_size_per_gpu,
                tbs=ds.train_batch_size, interval=interval_from_config, stage=model.stage_id, parts=list(model.parts), local=local, kinds=kinds, ckpt=ckpt,
                num_stages=model.num_stages)
     import deepspeed.comm as dist
@@ -110,13 +117,24 @@ def test_deepspeed_export(case):
     dp = tr.get("data_parallel", cfg["train_batch_size"] // (mbs * gas))
     stage = cfg.get("zero_optimization", {}).get("stage", 0)
     assert stage in (0, 1), "the pipeline engine takes ZeRO stage 0 or 1"
+    want_stage = max(int(tr.get("zero_stage", 0)), 1 if tr.get("distributed_optimizer") else 0)
     if "distributed_optimizer" in tr:
-        assert (stage == 1) == bool(tr["distributed_optimizer"]), "ZeRO-1 iff distributed_optimizer"
+        assert stage == want_stage, f"ZeRO stage {stage}, the problem's {want_stage}"
 
     # -- every stage builds its PipelineModule; ds_config goes through DeepSpeedConfig ------------
     results = run_ranks(_build_stage, P, str(path), case.roles, cfg, dp, timeout=180)
     ds = results[0]
     assert ds["gas"] == M
+    assert ds["bf16"], "bf16 training"
+    if "distributed_optimizer" in tr:
+        assert ds["zero_stage"] == want_stage
+        assert (ds["offload"] is not None and "cpu" in ds["offload"]) == bool(tr.get("offload_optimizer")), \
+            "zero_optimization.offload_optimizer.device cpu iff the problem offloads the optimizer"
+        # DeepSpeed's bf16 pipeline: gradients in grad_accum_dtype (None: the model's bf16); fp32
+        # accumulation without ZeRO is an unsupported mix (the engine raises NotImplementedError).
+        grads = "fp32" if ds["grad_accum"] == "torch.float32" else "bf16"
+        assert grads == tr.get("grad_dtype", "fp32"), f"gradients accumulate in {grads}"
+        assert grads == "bf16" or ds["zero_stage"] >= 1, "fp32 gradient accumulation needs ZeRO in bf16 DeepSpeed"
     if "micro_batch_size" in tr:
         assert ds["mbs"] == tr["micro_batch_size"]
     if "global_batch_size" in tr:

@@ -40,7 +40,41 @@ LM_FLAGS = {
     "--num-virtual-stages-per-pipeline-rank": dict(type=int),
     "--recompute-activations": dict(action="store_true"),
     "--no-overlap-p2p-communication": dict(action="store_false", dest="overlap_p2p_comm"),
+    # megatron/training/arguments.py at core_v0.16.1: _add_moe_args, the optimizer and
+    # distributed groups, and the CheckpointConfig flag Megatron-FSDP needs.
+    "--num-experts": dict(type=int, dest="num_moe_experts"),
+    "--moe-layer-freq": dict(type=lambda x: moe_freq_type(x), default=1),
+    "--use-precision-aware-optimizer": dict(action="store_true"),
+    "--main-grads-dtype": dict(default="fp32", choices=["fp32", "bf16"]),
+    "--exp-avg-dtype": dict(default="fp32", choices=["fp32", "fp16", "bf16", "fp8"]),
+    "--exp-avg-sq-dtype": dict(default="fp32", choices=["fp32", "fp16", "bf16", "fp8"]),
+    "--optimizer-cpu-offload": dict(action="store_true"),
+    "--use-megatron-fsdp": dict(action="store_true"),
+    "--data-parallel-sharding-strategy": dict(default="no_shard",
+                                              choices=["no_shard", "optim", "optim_grads", "optim_grads_params"]),
+    "--ckpt-format": dict(type=str),
 }
+# TransformerConfig fields Megatron-LM's ArgumentGroupFactory leaves out (the LM flags above stand
+# for them).
+EXCLUDED_FIELDS = {"num_moe_experts", "moe_layer_freq"}
+
+
+def moe_freq_type(x):
+    """Megatron-LM's moe_freq_type: N, or a Python list expression of 1 (MoE) and 0 (dense) layers,
+    after its _eval_pattern character check."""
+    import re
+    if "[" not in x:
+        return int(x)
+    if re.search(r"[^,\d\[\]\(\)\+\*]", x):
+        raise argparse.ArgumentTypeError(f"Invalid pattern: {x}")
+    return eval(x)  # noqa: S307 (what Megatron-LM does, after the same check)
+
+
+def moe_pattern(freq, layers):
+    """megatron/core/transformer/moe/moe_utils.py: 1 for an MoE layer, 0 for a dense one."""
+    if isinstance(freq, int):
+        return [1 if i % freq == 0 else 0 for i in range(layers)]
+    return list(freq)
 # Model dimensions the export does not give (they come from the user's model script); used only
 # so that TransformerConfig can be built and validated.
 MODEL_DEFAULTS = dict(hidden_size=64, num_attention_heads=8)
@@ -81,7 +115,7 @@ def megatron_parser():
     for f in dataclasses.fields(TransformerConfig):
         meta = (f.metadata or {}).get("argparse_meta", {})
         names = meta.get("arg_names") or ["--" + f.name.replace("_", "-")]
-        if any(n in LM_FLAGS for n in names):
+        if any(n in LM_FLAGS for n in names) or f.name in EXCLUDED_FIELDS:
             continue
         p.add_argument(*names, dest=f.name, default=argparse.SUPPRESS, **_field_kwargs(f))
         fields[f.name] = f
@@ -107,7 +141,7 @@ def parse_megatron_args(case):
 
 def config_kwargs(args: dict, fields: dict, **override) -> dict:
     """What core_transformer_config_from_args passes to TransformerConfig."""
-    kw = {k: v for k, v in args.items() if k in fields}
+    kw = {k: v for k, v in args.items() if k in fields or k in EXCLUDED_FIELDS}
     if args.get("decoder_first_pipeline_num_layers") is not None:
         kw["num_layers_in_first_pipeline_stage"] = args["decoder_first_pipeline_num_layers"]
     if args.get("decoder_last_pipeline_num_layers") is not None:
@@ -119,6 +153,10 @@ def config_kwargs(args: dict, fields: dict, **override) -> dict:
                   torch.float16 if args.get("fp16") else torch.float32)  # = args.params_dtype
     for k, v in MODEL_DEFAULTS.items():
         kw.setdefault(k, v)
+    if kw.get("num_moe_experts"):
+        # The MoE presets have no linear biases (the model script's --disable-bias-linear);
+        # megatron-core takes biased experts only with expert tensor parallel 1.
+        kw.setdefault("add_bias_linear", False)
     kw.update(override)
     return kw
 
@@ -225,6 +263,7 @@ def test_megatron_args(case):
     kw = config_kwargs(args, fields)
     cfg = TransformerConfig(**kw)
     assert (cfg.virtual_pipeline_model_parallel_size or 1) == V, "virtual stages (layout) != problem"
+    _check_setup(args, cfg, tr, case.num_decoder)
 
     # -- layout --------------------------------------------------------------------------------
     layout_str = args.get("pipeline_model_parallel_layout")
@@ -254,7 +293,12 @@ def test_megatron_args(case):
     local = args.get("transformer_impl") == "local"
     small = config_kwargs(args, fields, hidden_size=16, num_attention_heads=2, ffn_hidden_size=32,
                           tensor_model_parallel_size=1, sequence_parallel=False,
-                          use_cpu_initialization=True, attention_backend=_local_attn())
+                          use_cpu_initialization=True, attention_backend=_local_attn(),
+                          # the blocks are built with the dense local spec on one process
+                          context_parallel_size=1, expert_model_parallel_size=1, expert_tensor_parallel_size=None,
+                          num_moe_experts=None, moe_ffn_hidden_size=None, moe_shared_expert_intermediate_size=None,
+                          moe_layer_freq=1, moe_grouped_gemm=False, moe_expert_capacity_factor=None, fp8=None,
+                          tp_comm_overlap=False)
     (built,) = run_ranks(_build_blocks, 1, small, P, V, local)
     done = {}
     for (p, v), layers in built.items():
@@ -280,6 +324,87 @@ def test_megatron_args(case):
     for i in (0, len(case.layer_names) - 1):
         assert bmcase.option_parts(case.option_of(i)) == frozenset() or approx, \
             f"layer {i} ({case.roles[i]}): Megatron cannot recompute the embedding or the loss"
+
+
+def _check_setup(args, cfg, tr, layers):
+    """The setup flags against the problem's training section, read through megatron-core's own
+    TransformerConfig, OptimizerConfig and DistributedDataParallelConfig."""
+    import sys
+    import types
+
+    import torch
+    import megatron.core.optimizer.optimizer_config as optimizer_config
+    from megatron.core.distributed import DistributedDataParallelConfig
+    from megatron.core.optimizer import OptimizerConfig
+
+    assert cfg.bf16, "--bf16: bmpipe's costs are bf16 training"
+    assert cfg.context_parallel_size == tr.get("context_parallel", 1), "--context-parallel-size"
+    assert cfg.expert_model_parallel_size == tr.get("expert_parallel", 1), "--expert-model-parallel-size"
+    etp = tr.get("expert_tensor_parallel", 0) or cfg.tensor_model_parallel_size
+    assert (cfg.expert_tensor_parallel_size or cfg.tensor_model_parallel_size) == etp, "--expert-tensor-parallel-size"
+    fp8 = tr.get("precision", "bf16") == "fp8"
+    assert (cfg.fp8 == "hybrid") == fp8 and (not fp8 or cfg.fp8_recipe == "delayed"), "--fp8-format hybrid, delayed recipe"
+    assert cfg.tp_comm_overlap == bool(tr.get("tp_comm_overlap", False)), "--tp-comm-overlap"
+    moe = tr.get("moe")
+    if moe:
+        assert cfg.num_moe_experts == moe["experts"] and cfg.moe_router_topk == moe["top_k"]
+        assert cfg.moe_ffn_hidden_size == moe["expert_ffn"]
+        assert (cfg.moe_shared_expert_intermediate_size or 0) == moe.get("shared_expert_ffn", 0)
+        dense = [i for i, m in enumerate(moe_pattern(cfg.moe_layer_freq, layers)) if m == 0]
+        assert dense == moe.get("dense_layers", []), f"--moe-layer-freq: dense layers {dense}"
+        assert (cfg.moe_expert_capacity_factor or 0) == moe.get("capacity_factor", 0)
+        assert cfg.moe_token_dispatcher_type == "alltoall" and cfg.moe_grouped_gemm
+    else:
+        assert cfg.num_moe_experts is None, "--num-experts for a dense model"
+
+    # ZeRO: the distributed optimizer (1), Megatron-FSDP's sharding strategy (2, 3).
+    stage = max(int(tr.get("zero_stage", 0)), 1 if tr.get("distributed_optimizer") else 0)
+    ddp = DistributedDataParallelConfig(use_distributed_optimizer=bool(args.get("use_distributed_optimizer")),
+                                        use_megatron_fsdp=bool(args.get("use_megatron_fsdp")),
+                                        data_parallel_sharding_strategy=args.get("data_parallel_sharding_strategy",
+                                                                                  "no_shard"))
+    got = 1 if ddp.use_distributed_optimizer else 0
+    if ddp.use_megatron_fsdp:
+        strategy = ddp.data_parallel_sharding_strategy
+        got = max(got, {"no_shard": 0, "optim": 1, "optim_grads": 2, "optim_grads_params": 3}[strategy])
+    assert got == stage, f"ZeRO stage {got} from the flags, {stage} in the problem"
+    if ddp.use_megatron_fsdp:
+        assert args.get("ckpt_format") == "fsdp_dtensor", "Megatron-LM: Megatron FSDP only supports fsdp_dtensor"
+
+    # State dtypes and the CPU optimizer: megatron-core's OptimizerConfig validation, with
+    # Transformer Engine's FusedAdam signature standing in for the package (not installed here).
+    dtype = {"fp32": torch.float32, "bf16": torch.bfloat16}
+    if args.get("optimizer_cpu_offload"):
+        assert args.get("use_precision_aware_optimizer"), \
+            "Megatron-LM: --optimizer-cpu-offload needs --use-precision-aware-optimizer"
+    te = types.ModuleType("transformer_engine.pytorch.optimizers")
+    te.FusedAdam = lambda params, master_weight_dtype=None, exp_avg_dtype=None, exp_avg_sq_dtype=None, \
+        use_decoupled_grad=False: None
+    saved = {k: sys.modules.get(k) for k in ("transformer_engine", "transformer_engine.pytorch",
+                                             "transformer_engine.pytorch.optimizers")}
+    sys.modules.update({"transformer_engine": types.ModuleType("transformer_engine"),
+                        "transformer_engine.pytorch": types.ModuleType("transformer_engine.pytorch"),
+                        "transformer_engine.pytorch.optimizers": te})
+    is_te = optimizer_config.is_te_min_version
+    optimizer_config.is_te_min_version = lambda *a, **k: True
+    try:
+        opt = OptimizerConfig(optimizer="adam", bf16=True,
+                              use_distributed_optimizer=bool(args.get("use_distributed_optimizer")),
+                              use_precision_aware_optimizer=bool(args.get("use_precision_aware_optimizer")),
+                              main_grads_dtype=dtype[args.get("main_grads_dtype", "fp32")],
+                              exp_avg_dtype=dtype[args.get("exp_avg_dtype", "fp32")],
+                              exp_avg_sq_dtype=dtype[args.get("exp_avg_sq_dtype", "fp32")],
+                              optimizer_cpu_offload=bool(args.get("optimizer_cpu_offload")))
+    finally:
+        optimizer_config.is_te_min_version = is_te
+        for k, v in saved.items():
+            if v is None:
+                sys.modules.pop(k, None)
+            else:
+                sys.modules[k] = v
+    assert opt.main_grads_dtype == dtype[tr.get("grad_dtype", "fp32")], "--main-grads-dtype"
+    assert opt.exp_avg_dtype == opt.exp_avg_sq_dtype == dtype[tr.get("optimizer_dtype", "fp32")], "--exp-avg(-sq)-dtype"
+    assert opt.optimizer_cpu_offload == bool(tr.get("offload_optimizer", False)), "--optimizer-cpu-offload"
 
 
 def _layer_ids(layout, p, v):

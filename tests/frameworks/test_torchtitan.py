@@ -120,6 +120,25 @@ def test_torchtitan_args(case):
     if "seq_length" in tr:
         assert trn.seq_len == tr["seq_length"]
 
+    # -- the setup: context parallel, and ZeRO as replicated or sharded data parallel (torchtitan's own reading) ---------------
+    from torchtitan.distributed.fsdp import get_fsdp_reshard_after_forward_policy
+    from torchtitan.distributed.parallel_dims import ParallelDims
+    cp = tr.get("context_parallel", 1)
+    assert par.context_parallel_degree == cp, "--parallelism.context_parallel_degree"
+    assert par.expert_parallel_degree == tr.get("expert_parallel", 1), "torchtitan runs no expert parallelism here"
+    world = par.data_parallel_replicate_degree * par.data_parallel_shard_degree * cp * par.tensor_parallel_degree * P
+    dims = ParallelDims.from_config(par, world)  # validates the degrees against the world size
+    assert dims.dp_replicate * dims.dp_shard == dp
+    if "distributed_optimizer" in tr and dp > 1:
+        stage = max(int(tr.get("zero_stage", 0)), 1 if tr["distributed_optimizer"] else 0)
+        if stage == 0:
+            assert (dims.dp_replicate, dims.dp_shard) == (dp, 1), "ZeRO 0: data parallel replicated"
+        else:
+            assert (dims.dp_replicate, dims.dp_shard) == (1, dp), f"ZeRO {stage}: data parallel sharded (FSDP)"
+            reshard = get_fsdp_reshard_after_forward_policy(par.fsdp_reshard_after_forward, pp_enabled=P > 1)
+            assert reshard == (stage == 3), \
+                f"ZeRO {stage}: FSDP must {'reshard' if stage == 3 else 'keep'} the parameters after the forward"
+
     # -- activation checkpointing: one mode for every block -------------------------------------------
     ac = cfg.activation_checkpoint
     want = case.decoder_parts()

@@ -3,7 +3,9 @@
 // simulated time) when it cannot; detection; and the errors, each naming the flag, value and fix.
 #include "bmpipe/io/launcher_plan.h"
 
+#include <functional>
 #include <map>
+#include <tuple>
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
@@ -13,6 +15,7 @@
 #include "bmpipe/cost/problem_builder.h"
 #include "bmpipe/hardware/device.h"
 #include "bmpipe/io/export.h"
+#include "bmpipe/io/problem_json.h"
 #include "bmpipe/problem/problem_reader.h"
 #include "bmpipe/sim/simulator.h"
 #include "bmpipe/solve/planner.h"
@@ -308,6 +311,285 @@ TEST(LauncherPlan, DetectsTheFormat) {
   EXPECT_EQ(ParsePlanFormat("megatorn").error().message,
             "--plan-format megatorn: unknown format; did you mean 'megatron'?; formats: json, mindformers, megatron, "
             "deepspeed, torchtitan, csv");
+}
+
+}  // namespace
+}  // namespace bmpipe
+
+namespace bmpipe {
+namespace {
+
+// A setup on a small model that the frameworks are asked to run: one field changed per case from
+// Llama 3 8B with TP 2, PP 4, DP 2 and the distributed optimizer (Llama8b above).
+struct SetupCase {
+  std::string name;
+  std::string model = "llama3-8b";
+  std::string device = "a100-80gb";
+  std::function<void(TrainingSetup&)> change;
+  // The message of each target that refuses the setup, or "" where it runs it.
+  std::map<TargetKind, std::string> refused;
+};
+
+Problem SetupProblem(const SetupCase& c) {
+  TrainingSetup s;
+  s.tp = 2;
+  s.pp = 4;
+  s.dp = 2;
+  s.micro_batch_size = 1;
+  s.global_batch_size = 64;
+  s.seq = 4096;
+  s.sequence_parallel = true;
+  s.distributed_optimizer = true;
+  c.change(s);
+  Result<Problem> problem = BuildProblem(ModelPreset(c.model).value(), DevicePreset(c.device).value(), s);
+  EXPECT_TRUE(problem.ok()) << problem.error().message;
+  return problem.value();
+}
+
+std::vector<SetupCase> SetupCases() {
+  const std::string ds = "target deepspeed (DeepSpeed >= 0.14 (a PipelineModule subclass with the plan's parts and "
+                         "checkpointed layers)): ";
+  const std::string titan = "target torchtitan (torchtitan >= 0.2 (module_fqns_per_model_part, schedule CSV)): ";
+  return {
+      {"moe-ep", "mixtral-8x7b", "h100-80gb",
+       [](TrainingSetup& s) {
+         s.dp = 8;
+         s.ep = 8;
+         s.global_batch_size = 256;
+         s.moe_capacity_factor = 1.25;
+       },
+       {{TargetKind::kDeepSpeed, ds + "training.expert_parallel = 8: the export's PipelineModule has no expert-parallel "
+                                      "layers; use --ep 1, or --target megatron"},
+        {TargetKind::kTorchTitan, titan + "training.expert_parallel = 8: the torchtitan export names only the Llama 3 "
+                                          "configurations (dense models); use --ep 1, or --target megatron"}}},
+      {"moe-dense-first", "deepseek-v3", "h100-80gb",
+       [](TrainingSetup& s) {
+         s.ep = 4;
+         s.etp = 1;
+       },
+       {{TargetKind::kDeepSpeed, ds + "training.expert_parallel = 4: the export's PipelineModule has no expert-parallel "
+                                      "layers; use --ep 1, or --target megatron"},
+        {TargetKind::kTorchTitan, titan + "training.expert_parallel = 4: the torchtitan export names only the Llama 3 "
+                                          "configurations (dense models); use --ep 1, or --target megatron"}}},
+      {"cp", "llama3-8b", "a100-80gb", [](TrainingSetup& s) { s.cp = 2, s.seq = 8192, s.flash_attention = true; },
+       {{TargetKind::kMegatronLocal,
+         "target megatron-local (Megatron-Core >= 0.13 with its local layer spec (--pipeline-model-parallel-layout)): "
+         "training.context_parallel = 2: the local layer spec's attention asserts \"Context parallelism is only "
+         "supported by TEDotProductAttention!\"; use --target megatron or --cp 1"},
+        {TargetKind::kDeepSpeed, ds + "training.context_parallel = 2: DeepSpeed's pipeline engine splits no sequence "
+                                      "(its Ulysses sequence parallelism is not part of PipelineModule); use --cp 1"}}},
+      {"fp8", "llama3-8b", "h100-80gb", [](TrainingSetup& s) { s.precision = Precision::kFp8; },
+       {{TargetKind::kMegatronLocal,
+         "target megatron-local (Megatron-Core >= 0.13 with its local layer spec (--pipeline-model-parallel-layout)): "
+         "training.precision = fp8: FP8 GEMMs run in Transformer Engine's modules, which the local layer spec does not "
+         "use; use --target megatron or --precision bf16"},
+        {TargetKind::kDeepSpeed, ds + "training.precision = fp8: DeepSpeed's pipeline engine trains in bf16 (no FP8 "
+                                      "GEMMs); use --precision bf16, or --target megatron"},
+        {TargetKind::kTorchTitan, titan + "training.precision = fp8: torchtitan 0.3.0 turns float8 on in a configuration "
+                                          "function's model converters (Float8LinearConverter), which no argument sets "
+                                          "and the Llama 3 8B and 70B configurations lack; use --precision bf16"}}},
+      {"bf16-state", "llama3-8b", "a100-80gb",
+       [](TrainingSetup& s) { s.grad_dtype = s.optimizer_dtype = StateDtype::kBf16; },
+       {{TargetKind::kDeepSpeed,
+         ds + "training.optimizer_dtype = bf16: DeepSpeed keeps bf16 moments only with bf16 master weights "
+              "(bf16_optimizer_states needs bf16_master_weights_and_grads), which bmpipe's cost model does not describe "
+              "(its master weights stay fp32); use --optimizer-dtype fp32"},
+        {TargetKind::kTorchTitan,
+         titan + "training.grad_dtype/optimizer_dtype = bf16: torchtitan's FSDP reduces gradients in fp32 "
+                 "(mixed_precision_reduce takes only float32) and keeps fp32 optimizer state, and --training.dtype "
+                 "bfloat16 would drop the fp32 master weights too; use --grad-dtype fp32 --optimizer-dtype fp32"}}},
+      {"bf16-grads", "llama3-8b", "a100-80gb", [](TrainingSetup& s) { s.grad_dtype = StateDtype::kBf16; },
+       {{TargetKind::kTorchTitan,
+         titan + "training.grad_dtype/optimizer_dtype = bf16: torchtitan's FSDP reduces gradients in fp32 "
+                 "(mixed_precision_reduce takes only float32) and keeps fp32 optimizer state, and --training.dtype "
+                 "bfloat16 would drop the fp32 master weights too; use --grad-dtype fp32 --optimizer-dtype fp32"}}},
+      {"zero3", "llama3-8b", "a100-80gb", [](TrainingSetup& s) { s.zero = 3; },
+       {{TargetKind::kDeepSpeed, ds + "training.zero_stage = 3: DeepSpeed's PipelineEngine refuses ZeRO stage 2 and 3 "
+                                      "(\"ZeRO-2 and ZeRO-3 are incompatible with pipeline parallelism\"); use --zero 1 "
+                                      "or --zero 0"}}},
+      {"zero2", "llama3-8b", "a100-80gb", [](TrainingSetup& s) { s.zero = 2; },
+       {{TargetKind::kDeepSpeed, ds + "training.zero_stage = 2: DeepSpeed's PipelineEngine refuses ZeRO stage 2 and 3 "
+                                      "(\"ZeRO-2 and ZeRO-3 are incompatible with pipeline parallelism\"); use --zero 1 "
+                                      "or --zero 0"}}},
+      {"zero0", "llama3-8b", "a100-80gb", [](TrainingSetup& s) { s.distributed_optimizer = false; },
+       {{TargetKind::kDeepSpeed,
+         ds + "training.grad_dtype = fp32 with zero_stage 0: without ZeRO, DeepSpeed's bf16 pipeline accumulates "
+              "gradients in bf16 only (bf16 parameters with data_types.grad_accum_dtype fp32 is an unsupported mix); "
+              "add --distributed-optimizer (--zero 1), or --grad-dtype bf16"}}},
+      {"offload-optimizer", "llama3-8b", "a100-80gb", [](TrainingSetup& s) { s.offload_optimizer = true; },
+       {{TargetKind::kTorchTitan, titan + "training.offload_optimizer: torchtitan's CPU offload moves parameters and "
+                                          "gradients to the host too (FSDP's CPUOffloadPolicy), not the optimizer "
+                                          "alone; drop optimizer from --offload"}}},
+      {"tp-overlap", "llama3-8b", "h100-80gb", [](TrainingSetup& s) { s.tp_comm_overlap = 0.8; },
+       {{TargetKind::kMegatronLocal,
+         "target megatron-local (Megatron-Core >= 0.13 with its local layer spec (--pipeline-model-parallel-layout)): "
+         "training.tp_comm_overlap: the overlap runs in Transformer Engine's modules, which the local layer spec does "
+         "not use; use --target megatron or --tp-comm-overlap 0"},
+        {TargetKind::kDeepSpeed, ds + "training.tp_comm_overlap: DeepSpeed does not overlap tensor-parallel collectives "
+                                      "with GEMMs; use --tp-comm-overlap 0"},
+        {TargetKind::kTorchTitan, titan + "training.tp_comm_overlap: torchtitan overlaps tensor-parallel collectives only "
+                                          "in compiled models (async tensor parallel under torch.compile), which the "
+                                          "export does not configure; use --tp-comm-overlap 0"}}},
+  };
+}
+
+ExportFormat FormatOf(TargetKind kind) {
+  switch (kind) {
+    case TargetKind::kDeepSpeed: return ExportFormat::kDeepSpeed;
+    case TargetKind::kTorchTitan: return ExportFormat::kTorchTitan;
+    default: return ExportFormat::kMegatron;
+  }
+}
+
+// Each setup: every target that runs it exports it and reads the export back to the same plan and
+// iteration; every other target refuses it, in TargetRunsSetup and in the export, naming the
+// field, the value and the fix. `any` and `torch` run everything.
+TEST(LauncherPlan, SetupsExportAndReadBackOrAreRefused) {
+  for (const SetupCase& c : SetupCases()) {
+    SCOPED_TRACE(c.name);
+    const Problem problem = SetupProblem(c);
+    const Plan plan = EvenPlan(problem);
+    {
+      // The setup survives the problem file (--dump-problem, then --problem).
+      const Problem read = ReadProblem(ParseDocument(ProblemJsonText(problem, ""), "p.json").value(), "p.json").value();
+      const TrainingInfo &a = *problem.training, &b = *read.training;
+      EXPECT_EQ(ZeroStage(a), ZeroStage(b));
+      for (const Target& t : AllTargets()) EXPECT_EQ(TargetRunsSetup(t.kind, a).ok(), TargetRunsSetup(t.kind, b).ok());
+      EXPECT_EQ(std::tie(a.context_parallel, a.expert_parallel, a.expert_tensor_parallel, a.precision, a.grad_dtype,
+                         a.optimizer_dtype, a.tp_comm_overlap, a.offload_optimizer),
+                std::tie(b.context_parallel, b.expert_parallel, b.expert_tensor_parallel, b.precision, b.grad_dtype,
+                         b.optimizer_dtype, b.tp_comm_overlap, b.offload_optimizer));
+      EXPECT_EQ(std::tie(a.moe.experts, a.moe.top_k, a.moe.expert_ffn, a.moe.shared_expert_ffn, a.moe.dense_layers,
+                         a.moe.capacity_factor),
+                std::tie(b.moe.experts, b.moe.top_k, b.moe.expert_ffn, b.moe.shared_expert_ffn, b.moe.dense_layers,
+                         b.moe.capacity_factor));
+    }
+    EXPECT_TRUE(TargetRunsSetup(TargetKind::kAny, *problem.training).ok());
+    EXPECT_TRUE(TargetRunsSetup(TargetKind::kTorch, *problem.training).ok());
+    for (const TargetKind kind : {TargetKind::kMegatron, TargetKind::kMegatronLocal, TargetKind::kDeepSpeed,
+                                  TargetKind::kTorchTitan}) {
+      SCOPED_TRACE(TargetOf(kind).name);
+      const Status runs = TargetRunsSetup(kind, *problem.training);
+      const Result<std::string> text = ExportPlan(problem, plan, FormatOf(kind), kind);
+      auto refused = c.refused.find(kind);
+      if (refused != c.refused.end()) {
+        ASSERT_FALSE(runs.ok());
+        EXPECT_EQ(runs.error().message, refused->second);
+        ASSERT_FALSE(text.ok());
+        EXPECT_EQ(text.error().message, refused->second);
+        continue;
+      }
+      ASSERT_TRUE(runs.ok()) << runs.error().message;
+      ASSERT_TRUE(text.ok()) << text.error().message;
+      const PlanFormat format = DetectPlanFormat(text.value()).value();
+      const Result<Plan> back = ReadLauncherPlan(text.value(), format, problem, "export");
+      ASSERT_TRUE(back.ok()) << back.error().message << "\n" << text.value();
+      EXPECT_EQ(back.value().stage_begin, plan.stage_begin);
+      EXPECT_EQ(back.value().option, plan.option);
+      EXPECT_EQ(Iteration(problem, back.value()), Iteration(problem, plan));
+    }
+  }
+}
+
+// The flags each setup adds, as the exports write them.
+TEST(LauncherPlan, SetupFlagsAreWritten) {
+  auto text = [](const std::string& name, TargetKind kind) {
+    for (const SetupCase& c : SetupCases()) {
+      if (c.name == name) {
+        const Problem problem = SetupProblem(c);
+        return ExportPlan(problem, EvenPlan(problem), FormatOf(kind), kind).value();
+      }
+    }
+    return std::string();
+  };
+  auto has = [](const std::string& exported, const std::string& lines) {
+    EXPECT_NE(exported.find(lines), std::string::npos) << "missing:\n" << lines << "\nin:\n" << exported;
+  };
+  has(text("moe-ep", TargetKind::kMegatron),
+      "--num-experts 8\n--moe-router-topk 2\n--moe-ffn-hidden-size 14336\n--moe-grouped-gemm\n"
+      "--moe-token-dispatcher-type alltoall\n--moe-expert-capacity-factor 1.25\n--expert-model-parallel-size 8\n");
+  has(text("moe-dense-first", TargetKind::kMegatron),
+      "--num-experts 256\n--moe-router-topk 8\n--moe-ffn-hidden-size 2048\n--moe-shared-expert-intermediate-size 2048\n"
+      "--moe-layer-freq \"[0]*3+[1]*58\"\n--moe-grouped-gemm\n--moe-token-dispatcher-type alltoall\n"
+      "--expert-model-parallel-size 4\n--expert-tensor-parallel-size 1\n");
+  has(text("cp", TargetKind::kMegatron), "--context-parallel-size 2\n");
+  has(text("cp", TargetKind::kTorchTitan), "--parallelism.context_parallel_degree 2\n");
+  has(text("fp8", TargetKind::kMegatron),
+      "--bf16\n--fp8-format hybrid\n--fp8-recipe delayed\n--fp8-amax-history-len 1024\n--fp8-amax-compute-algo max\n");
+  has(text("bf16-state", TargetKind::kMegatron),
+      "--use-precision-aware-optimizer\n--main-grads-dtype bf16\n--exp-avg-dtype bf16\n--exp-avg-sq-dtype bf16\n");
+  has(text("bf16-grads", TargetKind::kDeepSpeed), "\"data_types\": {\"grad_accum_dtype\": \"bf16\"}");
+  has(text("zero3", TargetKind::kMegatron),
+      "--use-distributed-optimizer\n--use-megatron-fsdp\n--data-parallel-sharding-strategy optim_grads_params\n"
+      "--ckpt-format fsdp_dtensor\n");
+  has(text("zero2", TargetKind::kMegatron), "--data-parallel-sharding-strategy optim_grads\n");
+  has(text("zero3", TargetKind::kTorchTitan),
+      "--parallelism.data_parallel_shard_degree 2\n--parallelism.data_parallel_replicate_degree 1\n"
+      "--parallelism.fsdp_reshard_after_forward always\n");
+  has(text("zero2", TargetKind::kTorchTitan), "--parallelism.fsdp_reshard_after_forward never\n");
+  has(text("zero0", TargetKind::kTorchTitan),
+      "--parallelism.data_parallel_replicate_degree 2\n--parallelism.data_parallel_shard_degree 1\n");
+  has(text("offload-optimizer", TargetKind::kMegatron), "--use-precision-aware-optimizer\n--optimizer-cpu-offload\n");
+  has(text("offload-optimizer", TargetKind::kDeepSpeed),
+      "\"zero_optimization\": {\"stage\": 1, \"offload_optimizer\": {\"device\": \"cpu\"}}");
+  has(text("tp-overlap", TargetKind::kMegatron), "--tp-comm-overlap\n");
+}
+
+// A configuration of another setup than the problem's is an error naming both values.
+TEST(LauncherPlan, SetupMismatchesAreErrors) {
+  const std::vector<SetupCase> cases = SetupCases();
+  auto find = [&](const std::string& name) {
+    for (const SetupCase& c : cases) {
+      if (c.name == name) return SetupProblem(c);
+    }
+    return Problem{};
+  };
+  const Problem moe = find("moe-ep"), zero3 = find("zero3"), cp = find("cp");
+  const std::string megatron = ExportPlan(moe, EvenPlan(moe), ExportFormat::kMegatron).value();
+  auto error = [](const std::string& text, const Problem& problem, const std::string& from, const std::string& to) {
+    std::string edited = text;
+    const std::size_t at = edited.find(from);
+    EXPECT_NE(at, std::string::npos) << from;
+    if (at == std::string::npos) return std::string();
+    edited.replace(at, from.size(), to);
+    const Result<Plan> plan = ReadLauncherPlan(edited, DetectPlanFormat(edited).value(), problem, "f");
+    return plan.ok() ? std::string("(no error)") : plan.error().message;
+  };
+  EXPECT_EQ(error(megatron, moe, "--expert-model-parallel-size 8", "--expert-model-parallel-size 4"),
+            "f: --expert-model-parallel-size 4: the problem's run has training.expert_parallel = 8; this configuration "
+            "is not that run (give --expert-model-parallel-size 8, or the problem of this configuration)");
+  EXPECT_EQ(error(megatron, moe, "--moe-expert-capacity-factor 1.25\n", ""),
+            "f: --moe-expert-capacity-factor 0 (not given: dropless): the problem's run has "
+            "training.moe.capacity_factor = 1.25 (0: dropless); this configuration is not that run");
+  EXPECT_EQ(error(megatron, moe, "--moe-grouped-gemm", "--moe-layer-freq \"[0]*2+[1]*30\""),
+            "f: --moe-layer-freq: dense decoder layers [0, 1], but the problem's run has training.moe.dense_layers []; "
+            "this configuration is not that run");
+  EXPECT_EQ(error(megatron, moe, "--moe-grouped-gemm", "--moe-layer-freq \"[0]*2+[1]*3\""),
+            "f: --moe-layer-freq \"[0]*2+[1]*3\": the pattern has 5 entries, but the model has 32 decoder layers "
+            "(Megatron needs one per layer)");
+  EXPECT_EQ(error(megatron, moe, "--moe-grouped-gemm", "--main-grads-dtype bf16"),
+            "f: --main-grads-dtype bf16 without --use-precision-aware-optimizer: Megatron refuses it; add "
+            "--use-precision-aware-optimizer");
+  const std::string fsdp = ExportPlan(zero3, EvenPlan(zero3), ExportFormat::kMegatron).value();
+  EXPECT_EQ(error(fsdp, zero3, "optim_grads_params", "optim_grads"),
+            "f: the flags give ZeRO stage 2 (--use-distributed-optimizer: 1; --use-megatron-fsdp with "
+            "--data-parallel-sharding-strategy optim_grads: 2, optim_grads_params: 3), but the problem's run has "
+            "training.zero_stage = 3; this configuration is not that run");
+  const std::string titan = ExportPlan(zero3, EvenPlan(zero3), ExportFormat::kTorchTitan).value();
+  EXPECT_EQ(error(titan, zero3, "--parallelism.fsdp_reshard_after_forward always\n", ""),
+            "f: --parallelism.fsdp_reshard_after_forward default (not given: torchtitan's default): FSDP then keeps the "
+            "parameters after the forward, which is ZeRO 1 or 2, but the problem's run has training.zero_stage = 3; "
+            "give --parallelism.fsdp_reshard_after_forward always");
+  const std::string titan_cp = ExportPlan(cp, EvenPlan(cp), ExportFormat::kTorchTitan).value();
+  EXPECT_EQ(error(titan_cp, cp, "--parallelism.context_parallel_degree 2\n", ""),
+            "f: --parallelism.context_parallel_degree 1: the problem's run has training.context_parallel = 2; this "
+            "configuration is not that run (give --parallelism.context_parallel_degree 2, or the problem of this "
+            "configuration)");
+  const Problem llama = Llama8b();
+  const std::string ds = ExportPlan(llama, EvenPlan(llama), ExportFormat::kDeepSpeed).value();
+  EXPECT_EQ(error(ds, llama, "\"grad_accum_dtype\": \"fp32\"", "\"grad_accum_dtype\": \"bf16\""),
+            "f: ds_config.data_types: gradients accumulate in bf16, but the problem's run has training.grad_dtype = "
+            "fp32; this configuration is not that run");
 }
 
 }  // namespace

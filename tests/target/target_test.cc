@@ -672,6 +672,7 @@ Problem Llama8b(int vpp) {
   s.global_batch_size = 64;
   s.seq = 4096;
   s.flash_attention = true;
+  s.distributed_optimizer = true;  // a setup every target runs (DeepSpeed keeps fp32 gradients only with ZeRO)
   for (const Target& t : AllTargets()) {
     for (const std::string& o : TargetRecomputeOptions(t.kind)) {
       if (std::find(s.recompute.begin(), s.recompute.end(), o) == s.recompute.end()) s.recompute.push_back(o);

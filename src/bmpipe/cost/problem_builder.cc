@@ -415,27 +415,7 @@ Result<Problem> BuildProblem(const ModelSpec& model, const DeviceSpec& device, c
   for (std::size_t i = 1; i < p.layers.size(); ++i) {
     p.layers[i].entry = p.layers[i - 1].entry + (p.layers[i].name == p.layers[i - 1].name ? 0 : 1);
   }
-  TrainingInfo training;
-  training.model = model.name;
-  training.tensor_parallel = setup.tp;
-  training.data_parallel = setup.dp;
-  training.micro_batch_size = setup.micro_batch_size;
-  training.global_batch_size = setup.global_batch_size;
-  training.seq_length = setup.seq;
-  training.sequence_parallel = setup.sequence_parallel;
-  training.distributed_optimizer = ZeroStage(setup) >= 1;
-  training.flash_attention = setup.flash_attention;
-  training.overlap_grad_reduce = setup.dp_overlap > 0;
-  training.context_parallel = setup.cp;
-  training.expert_parallel = setup.ep;
-  training.expert_tensor_parallel = setup.etp > 0 && setup.etp != setup.tp ? setup.etp : 0;
-  training.zero_stage = ZeroStage(setup);
-  training.precision = std::string(PrecisionName(setup.precision));
-  training.grad_dtype = std::string(StateDtypeName(setup.grad_dtype));
-  training.optimizer_dtype = std::string(StateDtypeName(setup.optimizer_dtype));
-  training.tp_comm_overlap = setup.tp_comm_overlap > 0;
-  training.offload_optimizer = setup.offload_optimizer;
-  p.training = training;
+  p.training = SetupTrainingInfo(model, setup);
   Status problem_ok = ValidateProblem(p);
   if (!problem_ok.ok()) return problem_ok.error();
   return p;

@@ -254,4 +254,38 @@ Status ValidateSetup(const ModelSpec& model, const DeviceSpec& device, const Tra
   return {};
 }
 
+TrainingInfo SetupTrainingInfo(const ModelSpec& model, const TrainingSetup& setup) {
+  TrainingInfo training;
+  training.model = model.name;
+  training.tensor_parallel = setup.tp;
+  training.data_parallel = setup.dp;
+  training.micro_batch_size = setup.micro_batch_size;
+  training.global_batch_size = setup.global_batch_size;
+  training.seq_length = setup.seq;
+  training.sequence_parallel = setup.sequence_parallel;
+  training.distributed_optimizer = ZeroStage(setup) >= 1;
+  training.flash_attention = setup.flash_attention;
+  training.overlap_grad_reduce = setup.dp_overlap > 0;
+  training.context_parallel = setup.cp;
+  training.expert_parallel = setup.ep;
+  training.expert_tensor_parallel = setup.etp > 0 && setup.etp != setup.tp ? setup.etp : 0;
+  training.zero_stage = ZeroStage(setup);
+  training.precision = std::string(PrecisionName(setup.precision));
+  training.grad_dtype = std::string(StateDtypeName(setup.grad_dtype));
+  training.optimizer_dtype = std::string(StateDtypeName(setup.optimizer_dtype));
+  training.tp_comm_overlap = setup.tp_comm_overlap > 0;
+  training.offload_optimizer = setup.offload_optimizer;
+  if (model.moe.enabled()) {
+    training.moe.experts = model.moe.experts;
+    training.moe.top_k = model.moe.top_k;
+    training.moe.expert_ffn = model.moe.ffn;
+    training.moe.shared_expert_ffn = model.moe.shared_experts * model.moe.ffn;
+    for (int i = 0; i < model.layers; ++i) {
+      if (!IsMoeLayer(model, i)) training.moe.dense_layers.push_back(i);
+    }
+    training.moe.capacity_factor = setup.moe_capacity_factor;
+  }
+  return training;
+}
+
 }  // namespace bmpipe

@@ -87,6 +87,9 @@ int MicroBatches(const TrainingSetup& setup);
 // The pipeline the setup implies.
 Pipeline SetupPipeline(const TrainingSetup& setup);
 
+// The run as a problem's `training` section states it (what exports and TargetRunsSetup read).
+TrainingInfo SetupTrainingInfo(const ModelSpec& model, const TrainingSetup& setup);
+
 // Checks the setup against the model and the device; messages name the flag, the value and a fix.
 Status ValidateSetup(const ModelSpec& model, const DeviceSpec& device, const TrainingSetup& setup);
 

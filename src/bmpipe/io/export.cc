@@ -38,8 +38,25 @@ Kind KindOf(const std::string& option) {
   }
 }
 
+// Megatron's --moe-layer-freq for the model: a list of 1 (MoE) and 0 (dense) per decoder layer,
+// written with Python list products ("[0]*3+[1]*58"), which Megatron-LM evaluates; empty when
+// every layer is MoE (Megatron's default, 1).
+std::string MoeLayerFreq(const MoeInfo& moe, int layers) {
+  if (moe.dense_layers.empty()) return "";
+  std::vector<int> is_moe(layers, 1);
+  for (int l : moe.dense_layers) is_moe[l] = 0;
+  std::vector<std::string> runs;
+  for (int i = 0; i < layers;) {
+    int j = i;
+    while (j < layers && is_moe[j] == is_moe[i]) ++j;
+    runs.push_back(fmt::format("[{}]*{}", is_moe[i], j - i));
+    i = j;
+  }
+  return fmt::format("{}", fmt::join(runs, "+"));
+}
+
 // The launch flags of the problem's training run, or comments naming what to fill in.
-std::string MegatronRunFlags(const Problem& problem) {
+Result<std::string> MegatronRunFlags(const Problem& problem, int layers) {
   const Pipeline& p = problem.pipeline;
   if (!problem.training) {
     return fmt::format("# the problem states no training run (its `training` section): add --tensor-model-parallel-size, "
@@ -50,13 +67,51 @@ std::string MegatronRunFlags(const Problem& problem) {
   const TrainingInfo& t = *problem.training;
   std::string out = fmt::format("--tensor-model-parallel-size {}\n", t.tensor_parallel);
   if (t.sequence_parallel && t.tensor_parallel > 1) out += "--sequence-parallel\n";  // Megatron refuses it with TP 1
+  if (t.context_parallel > 1) out += fmt::format("--context-parallel-size {}\n", t.context_parallel);
   out += fmt::format("--micro-batch-size {}\n--global-batch-size {}\n--seq-length {}\n", t.micro_batch_size,
                      t.global_batch_size, t.seq_length);
+  out += "--bf16\n";
+  if (t.precision == "fp8") {
+    // Transformer Engine's delayed scaling, as the cost model's FP8 GEMMs assume.
+    out += "--fp8-format hybrid\n--fp8-recipe delayed\n--fp8-amax-history-len 1024\n--fp8-amax-compute-algo max\n";
+  }
   if (t.distributed_optimizer) out += "--use-distributed-optimizer\n";
+  if (ZeroStage(t) >= 2) {
+    // ZeRO-2/3: Megatron-FSDP, which saves checkpoints only as fsdp_dtensor.
+    out += fmt::format("--use-megatron-fsdp\n--data-parallel-sharding-strategy {}\n--ckpt-format fsdp_dtensor\n",
+                       ZeroStage(t) == 2 ? "optim_grads" : "optim_grads_params");
+  }
   if (t.overlap_grad_reduce) out += t.distributed_optimizer ? "--overlap-grad-reduce\n--overlap-param-gather\n" : "--overlap-grad-reduce\n";
+  if (t.grad_dtype == "bf16" || t.optimizer_dtype == "bf16" || t.offload_optimizer) {
+    out += "--use-precision-aware-optimizer\n";  // what the state dtypes and the CPU optimizer need
+    if (t.grad_dtype == "bf16") out += "--main-grads-dtype bf16\n";
+    if (t.optimizer_dtype == "bf16") out += "--exp-avg-dtype bf16\n--exp-avg-sq-dtype bf16\n";
+    if (t.offload_optimizer) out += "--optimizer-cpu-offload\n";
+  }
+  if (t.tp_comm_overlap) out += "--tp-comm-overlap\n";
   if (t.flash_attention) out += "--attention-backend flash\n";
-  out += fmt::format("# data parallel {}: the launcher's world size is tensor x pipeline x data parallel = {} GPUs\n",
-                     t.data_parallel, std::int64_t{t.tensor_parallel} * p.ranks * t.data_parallel);
+  if (t.moe.enabled()) {
+    const MoeInfo& m = t.moe;
+    for (int l : m.dense_layers) {
+      if (l >= layers) {
+        return InvalidInput(fmt::format("training.moe.dense_layers lists decoder layer {}, but the problem has {} decoder "
+                                        "layers; list layers below {}",
+                                        l, layers, layers));
+      }
+    }
+    out += fmt::format("--num-experts {}\n--moe-router-topk {}\n--moe-ffn-hidden-size {}\n", m.experts, m.top_k,
+                       m.expert_ffn);
+    if (m.shared_expert_ffn > 0) out += fmt::format("--moe-shared-expert-intermediate-size {}\n", m.shared_expert_ffn);
+    if (const std::string freq = MoeLayerFreq(m, layers); !freq.empty()) out += fmt::format("--moe-layer-freq \"{}\"\n", freq);
+    out += "--moe-grouped-gemm\n--moe-token-dispatcher-type alltoall\n";
+    if (m.capacity_factor > 0) out += fmt::format("--moe-expert-capacity-factor {:g}\n", m.capacity_factor);
+  }
+  if (t.expert_parallel > 1) out += fmt::format("--expert-model-parallel-size {}\n", t.expert_parallel);
+  if (t.expert_tensor_parallel > 0) out += fmt::format("--expert-tensor-parallel-size {}\n", t.expert_tensor_parallel);
+  out += fmt::format("# data parallel {}: the launcher's world size is tensor x {}pipeline x data parallel = {} GPUs\n",
+                     t.data_parallel, t.context_parallel > 1 ? "context x " : "",
+                     std::int64_t{t.tensor_parallel} * t.context_parallel * p.ranks * t.data_parallel);
+  if (ZeroStage(t) >= 2) out += "# Megatron-FSDP needs CUDA_DEVICE_MAX_CONNECTIONS unset or above 1\n";
   return out;
 }
 
@@ -69,7 +124,9 @@ Result<std::string> Megatron(const Problem& problem, const Plan& plan, TargetKin
   }
   std::string out = Header(problem, plan, "#");
   out += fmt::format("# for {}\n", target.framework);
-  out += MegatronRunFlags(problem);
+  Result<std::string> run = MegatronRunFlags(problem, shape.body());
+  if (!run.ok()) return run.error();
+  out += run.value();
   out += fmt::format("--transformer-impl {}\n", spec == TargetKind::kMegatronLocal ? "local" : "transformer_engine");
   out += fmt::format("--pipeline-model-parallel-size {}\n--num-layers {}\n", p.ranks, shape.body());
   if (p.stages() > 1) {
@@ -256,6 +313,10 @@ TargetKind DefaultTarget(ExportFormat format) {
 Result<std::string> ExportPlan(const Problem& problem, const Plan& plan, ExportFormat format, TargetKind target) {
   Status valid = ValidatePlan(problem, plan);
   if (!valid.ok()) return valid.error();
+  const TargetKind runs = format == ExportFormat::kMegatron && target == TargetKind::kMegatronLocal ? target : DefaultTarget(format);
+  if (problem.training) {
+    if (Status setup = TargetRunsSetup(runs, *problem.training); !setup.ok()) return setup.error();
+  }
   switch (format) {
     case ExportFormat::kMegatron:
       return Megatron(problem, plan, target == TargetKind::kMegatronLocal ? target : TargetKind::kMegatron);

@@ -1,6 +1,6 @@
 // The DeepSpeed export: a Python module that DeepSpeed's pipeline engine applies as it is.
 //
-// DeepSpeed (checked against 0.19.8, deepspeed/runtime/pipe/module.py; /work/framework-notes.md)
+// DeepSpeed (checked against 0.19.8, deepspeed/runtime/pipe/module.py)
 // takes no stage boundaries: PipelineModule.__init__ computes `self.parts` in
 // `_partition_layers(method)` (uniform, parameters or type:REGEX), calls `_set_bounds(parts[stage],
 // parts[stage + 1])` there, and then `_build()` builds only this rank's layers from those bounds;
@@ -12,6 +12,8 @@
 // recomputes whole layers only: a layer with a partial option is checkpointed whole (more than
 // the plan), and the export says so. The pipeline engine runs one schedule, 1F1B (TrainSchedule),
 // with `gradient_accumulation_steps` micro-batches.
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "bmpipe/core/text.h"
@@ -119,7 +121,13 @@ Result<std::string> ExportDeepSpeed(const Problem& problem, const Plan& plan) {
   out += "    \"bf16\": {\"enabled\": True},\n";
   out += fmt::format("    \"pipeline\": {{\"activation_checkpoint_interval\": {}}},\n", interval);
   if (problem.training) {
-    out += fmt::format("    \"zero_optimization\": {{\"stage\": {}}},\n", problem.training->distributed_optimizer ? 1 : 0);
+    // TargetRunsSetup has refused what DeepSpeed's pipeline cannot run: ZeRO 0 or 1 here, fp32
+    // gradients only with ZeRO 1 (its BF16_Optimizer), bf16 ones in either.
+    const TrainingInfo& t = *problem.training;
+    const int stage = ZeroStage(t);
+    out += fmt::format("    \"data_types\": {{\"grad_accum_dtype\": \"{}\"}},  # the main gradients\n", t.grad_dtype);
+    out += fmt::format("    \"zero_optimization\": {{\"stage\": {}{}}},\n", stage,
+                       t.offload_optimizer ? ", \"offload_optimizer\": {\"device\": \"cpu\"}" : "");
   } else {
     out += "    # \"zero_optimization\": {\"stage\": 1},  # to shard the optimizer state over data parallel (ZeRO-1)\n";
   }

@@ -1,6 +1,6 @@
 // The torchtitan export: an argument file for torchtitan's trainer.
 //
-// torchtitan 0.3.0 has no TOML job files (checked against 0.3.0; /work/framework-notes.md): a
+// torchtitan 0.3.0 has no TOML job files (checked against 0.3.0): a
 // configuration is a Python function returning a Trainer.Config, chosen with `--module <model>
 // --config <function>`, and `--<section>.<field> value` arguments override its fields
 // (torchtitan/config/manager.py, tyro). The export is those arguments, one per line:
@@ -12,6 +12,8 @@
 //    made equal to the problem's micro-batches (torchtitan/distributed/pipeline_parallel.py).
 //  - activation_checkpoint:none|full, a subcommand (last): FullAC wraps every child of `layers`
 //    (the decoder layers) alike (torchtitan/distributed/activation_checkpoint.py).
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "bmpipe/io/export.h"
@@ -91,9 +93,22 @@ Result<std::string> ExportTorchTitan(const Problem& problem, const Plan& plan) {
     out += fmt::format("--training.global_batch_size {}\n", t->global_batch_size);
     out += fmt::format("--training.seq_len {}\n", t->seq_length);
     out += fmt::format("--parallelism.tensor_parallel_degree {}\n", t->tensor_parallel);
-    out += "# torchtitan shards parameters, gradients and optimizer state over data parallel (FSDP)\n";
-    out += fmt::format("--parallelism.data_parallel_shard_degree {}\n--parallelism.data_parallel_replicate_degree 1\n",
-                       t->data_parallel);
+    if (t->context_parallel > 1) out += fmt::format("--parallelism.context_parallel_degree {}\n", t->context_parallel);
+    const int stage = ZeroStage(*t);
+    if (stage == 0) {
+      out += "# ZeRO 0: data parallel replicates the model (shard degree 1)\n";
+      out += fmt::format("--parallelism.data_parallel_replicate_degree {}\n--parallelism.data_parallel_shard_degree 1\n",
+                         t->data_parallel);
+    } else {
+      // FSDP2 shards parameters, gradients and optimizer state; keeping the gathered parameters
+      // from the forward to the backward (never) holds what ZeRO-2 holds, resharding them
+      // (always) what ZeRO-3 holds. ZeRO-1 runs as the former, which keeps less.
+      out += fmt::format("# ZeRO {}: FSDP over data parallel, parameters {} after the forward\n", stage,
+                         stage == 3 ? "resharded" : "kept gathered");
+      out += fmt::format("--parallelism.data_parallel_shard_degree {}\n--parallelism.data_parallel_replicate_degree 1\n",
+                         t->data_parallel);
+      out += fmt::format("--parallelism.fsdp_reshard_after_forward {}\n", stage == 3 ? "always" : "never");
+    }
     // Explicit both ways: torchtitan's configurations enable sequence parallelism by default.
     out += t->sequence_parallel ? "--parallelism.enable_sequence_parallel\n" : "--parallelism.no-enable-sequence-parallel\n";
   } else {

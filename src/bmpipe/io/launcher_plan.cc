@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdlib>
+#include <functional>
 #include <map>
 
 #include <fmt/format.h>
@@ -270,8 +272,103 @@ const std::map<std::string, Arity>& MegatronFlags() {
       {"--use-distributed-optimizer", Arity::kNone},
       {"--overlap-grad-reduce", Arity::kNone},
       {"--overlap-param-gather", Arity::kNone},
+      {"--context-parallel-size", Arity::kOne},
+      {"--expert-model-parallel-size", Arity::kOne},
+      {"--expert-tensor-parallel-size", Arity::kOne},
+      {"--fp8-format", Arity::kOne},
+      {"--use-megatron-fsdp", Arity::kNone},
+      {"--use-custom-fsdp", Arity::kNone},
+      {"--data-parallel-sharding-strategy", Arity::kOne},
+      {"--use-precision-aware-optimizer", Arity::kNone},
+      {"--main-grads-dtype", Arity::kOne},
+      {"--exp-avg-dtype", Arity::kOne},
+      {"--exp-avg-sq-dtype", Arity::kOne},
+      {"--optimizer-cpu-offload", Arity::kNone},
+      {"--tp-comm-overlap", Arity::kNone},
+      {"--cpu-offloading", Arity::kNone},
+      {"--num-experts", Arity::kOne},
+      {"--moe-router-topk", Arity::kOne},
+      {"--moe-ffn-hidden-size", Arity::kOne},
+      {"--moe-shared-expert-intermediate-size", Arity::kOne},
+      {"--moe-layer-freq", Arity::kOne},
+      {"--moe-expert-capacity-factor", Arity::kOne},
   };
   return flags;
+}
+
+// Megatron-LM's --moe-layer-freq (moe_freq_type): N, one MoE layer in every N (layer i is MoE
+// when i mod N == 0), or a Python list expression of 1 (MoE) and 0 (dense) per decoder layer made
+// of [..] lists of digits, '+' (concatenation), '*' (repetition) and parentheses, the characters
+// Megatron-LM's pattern check lets through. One entry per decoder layer.
+std::vector<int> MoeLayerPattern(const Flag& flag, int layers) {
+  const std::string& v = flag.values.front();
+  const std::string what = fmt::format("{} \"{}\"", flag.name, v);
+  if (v.find('[') == std::string::npos) {
+    const int every = static_cast<int>(IntegerValue(flag, 1, kMaxLayers));
+    std::vector<int> pattern(layers);
+    for (int i = 0; i < layers; ++i) pattern[i] = i % every == 0 ? 1 : 0;
+    return pattern;
+  }
+  std::size_t at = 0;
+  const std::size_t most = static_cast<std::size_t>(kMaxLayers);
+  auto bad = [&](const std::string& why) -> std::vector<int> {
+    Fail(fmt::format("{}: {} at character {}; write the pattern as Megatron-LM takes it, e.g. \"[0]*3+[1]*58\"", what,
+                     why, at + 1));
+  };
+  auto number = [&]() {
+    std::size_t n = 0, start = at;
+    while (at < v.size() && std::isdigit(static_cast<unsigned char>(v[at])) && at - start < 7) n = n * 10 + (v[at++] - '0');
+    if (at == start) bad("a number is missing");
+    return n;
+  };
+  std::function<std::vector<int>()> sum;
+  auto atom = [&]() -> std::vector<int> {
+    std::vector<int> list;
+    if (at < v.size() && v[at] == '(') {
+      ++at;
+      list = sum();
+      if (at >= v.size() || v[at] != ')') return bad("')' is missing");
+      ++at;
+    } else if (at < v.size() && v[at] == '[') {
+      ++at;
+      while (at < v.size() && v[at] != ']') {
+        const std::size_t x = number();
+        if (x > 1) return bad("an entry other than 0 or 1");
+        list.push_back(static_cast<int>(x));
+        if (at < v.size() && v[at] == ',') ++at;
+      }
+      if (at >= v.size()) return bad("']' is missing");
+      ++at;
+    } else {
+      return bad("a list or '(' is expected");
+    }
+    while (at < v.size() && v[at] == '*') {
+      ++at;
+      const std::size_t n = number();
+      if (list.size() * n > most) return bad("the pattern is longer than any model");
+      std::vector<int> repeated;
+      for (std::size_t k = 0; k < n; ++k) repeated.insert(repeated.end(), list.begin(), list.end());
+      list = std::move(repeated);
+    }
+    return list;
+  };
+  sum = [&]() {
+    std::vector<int> list = atom();
+    while (at < v.size() && v[at] == '+') {
+      ++at;
+      const std::vector<int> more = atom();
+      if (list.size() + more.size() > most) return bad("the pattern is longer than any model");
+      list.insert(list.end(), more.begin(), more.end());
+    }
+    return list;
+  };
+  std::vector<int> pattern = sum();
+  if (at != v.size()) bad("unexpected character");
+  if (static_cast<int>(pattern.size()) != layers) {
+    Fail(fmt::format("{}: the pattern has {} entries, but the model has {} decoder layers (Megatron needs one per layer)",
+                     what, pattern.size(), layers));
+  }
+  return pattern;
 }
 
 // Megatron's layout string as stages of layer characters: commas dropped, `(...)*N` unrolled
@@ -549,6 +646,100 @@ void CheckMegatronTraining(const Flags& flags, const TrainingInfo& t) {
   CheckSwitch(flags, "--sequence-parallel", t.sequence_parallel && t.tensor_parallel > 1, "training.sequence_parallel");
   CheckSwitch(flags, "--use-distributed-optimizer", t.distributed_optimizer, "training.distributed_optimizer");
   CheckSwitch(flags, "--overlap-grad-reduce", t.overlap_grad_reduce, "training.overlap_grad_reduce");
+  CheckValue(flags, "--context-parallel-size", 1, t.context_parallel, "training.context_parallel", kMaxRanks);
+  CheckValue(flags, "--expert-model-parallel-size", 1, t.expert_parallel, "training.expert_parallel", 1 << 16);
+  CheckValue(flags, "--expert-tensor-parallel-size", t.tensor_parallel,
+             t.expert_tensor_parallel > 0 ? t.expert_tensor_parallel : t.tensor_parallel,
+             "training.expert_tensor_parallel (0: tensor_parallel)", kMaxRanks);
+  CheckSwitch(flags, "--fp8-format", t.precision == "fp8", "training.precision = fp8");
+  CheckSwitch(flags, "--tp-comm-overlap", t.tp_comm_overlap, "training.tp_comm_overlap");
+  CheckSwitch(flags, "--optimizer-cpu-offload", t.offload_optimizer, "training.offload_optimizer");
+  if (flags.Get("--cpu-offloading")) {
+    Fail("--cpu-offloading: Megatron offloads the activations of whole layers and refuses it with pipeline parallelism "
+         "or recomputation, which bmpipe's per-layer offload options do not describe; remove --cpu-offloading");
+  }
+  // ZeRO: the distributed optimizer is stage 1; Megatron-FSDP's sharding strategy names the stage.
+  int stage = flags.Get("--use-distributed-optimizer") ? 1 : 0;
+  if (flags.Get("--use-megatron-fsdp") || flags.Get("--use-custom-fsdp")) {
+    const Flag* strategy = flags.Get("--data-parallel-sharding-strategy");
+    const std::string name = strategy ? strategy->values.front() : "no_shard";  // Megatron-LM's default
+    const std::map<std::string, int> stages = {{"no_shard", 0}, {"optim", 1}, {"optim_grads", 2}, {"optim_grads_params", 3}};
+    auto it = stages.find(name);
+    if (it == stages.end()) {
+      Fail(fmt::format("--data-parallel-sharding-strategy {}: give no_shard, optim, optim_grads or optim_grads_params",
+                       name));
+    }
+    stage = std::max(stage, it->second);
+  }
+  const int want_stage = ZeroStage(t);
+  if (stage != want_stage) {
+    Fail(fmt::format("the flags give ZeRO stage {} (--use-distributed-optimizer: 1; --use-megatron-fsdp with "
+                     "--data-parallel-sharding-strategy optim_grads: 2, optim_grads_params: 3), but the problem's run has "
+                     "training.zero_stage = {}; this configuration is not that run",
+                     stage, want_stage));
+  }
+  // State dtypes: Megatron refuses them without the precision-aware optimizer.
+  auto dtype = [&](const std::string& name) {
+    const Flag* f = flags.Get(name);
+    const std::string v = f ? f->values.front() : "fp32";
+    if (v != "fp32" && v != "bf16") Fail(fmt::format("{} {}: bmpipe models fp32 and bf16 state; give one of them", name, v));
+    if (v != "fp32" && !flags.Get("--use-precision-aware-optimizer")) {
+      Fail(fmt::format("{} {} without --use-precision-aware-optimizer: Megatron refuses it; add "
+                       "--use-precision-aware-optimizer",
+                       name, v));
+    }
+    return v;
+  };
+  const std::string grads = dtype("--main-grads-dtype"), avg = dtype("--exp-avg-dtype"), avg_sq = dtype("--exp-avg-sq-dtype");
+  if (grads != t.grad_dtype) {
+    Fail(fmt::format("--main-grads-dtype {}: the problem's run has training.grad_dtype = {}; this configuration is not "
+                     "that run",
+                     grads, t.grad_dtype));
+  }
+  if (avg != t.optimizer_dtype || avg_sq != t.optimizer_dtype) {
+    Fail(fmt::format("--exp-avg-dtype {} --exp-avg-sq-dtype {}: the problem's run has training.optimizer_dtype = {} for "
+                     "both moments; this configuration is not that run",
+                     avg, avg_sq, t.optimizer_dtype));
+  }
+}
+
+// The MoE flags against the problem's `training.moe` (absent: a dense model).
+void CheckMegatronMoe(const Flags& flags, const MoeInfo& moe, int layers) {
+  const std::int64_t big = std::int64_t{1} << 24;
+  CheckValue(flags, "--num-experts", 0, moe.experts, "training.moe.experts", big);
+  if (!moe.enabled()) return;
+  CheckValue(flags, "--moe-router-topk", 2, moe.top_k, "training.moe.top_k", big);
+  if (flags.Get("--moe-ffn-hidden-size")) {
+    CheckValue(flags, "--moe-ffn-hidden-size", 0, moe.expert_ffn, "training.moe.expert_ffn", big);
+  }
+  CheckValue(flags, "--moe-shared-expert-intermediate-size", 0, moe.shared_expert_ffn, "training.moe.shared_expert_ffn",
+             big);
+  std::vector<int> pattern(layers, 1);
+  if (const Flag* freq = flags.Get("--moe-layer-freq")) pattern = MoeLayerPattern(*freq, layers);
+  std::vector<int> dense;
+  for (int i = 0; i < layers; ++i) {
+    if (pattern[i] == 0) dense.push_back(i);
+  }
+  if (dense != moe.dense_layers) {
+    Fail(fmt::format("--moe-layer-freq{}: dense decoder layers [{}], but the problem's run has training.moe.dense_layers "
+                     "[{}]; this configuration is not that run",
+                     flags.Get("--moe-layer-freq") ? "" : " (not given: every layer MoE)", fmt::join(dense, ", "),
+                     fmt::join(moe.dense_layers, ", ")));
+  }
+  double factor = 0;  // dropless
+  if (const Flag* f = flags.Get("--moe-expert-capacity-factor")) {
+    const std::string& v = f->values.front();
+    char* end = nullptr;
+    factor = std::strtod(v.c_str(), &end);
+    if (v.empty() || end != v.c_str() + v.size()) Fail(fmt::format("--moe-expert-capacity-factor {}: give a number", v));
+    if (factor < 0) factor = 0;  // Megatron: negative means none
+  }
+  if (factor != moe.capacity_factor) {
+    Fail(fmt::format("--moe-expert-capacity-factor {:g}{}: the problem's run has training.moe.capacity_factor = {:g} "
+                     "(0: dropless); this configuration is not that run",
+                     factor, flags.Get("--moe-expert-capacity-factor") ? "" : " (not given: dropless)",
+                     moe.capacity_factor));
+  }
 }
 
 Plan ReadMegatron(const std::string& text, const Problem& problem, std::vector<std::string>& notes) {
@@ -599,6 +790,7 @@ Plan ReadMegatron(const std::string& text, const Problem& problem, std::vector<s
   MegatronRecompute(flags, problem, plan);
   if (problem.training) {
     CheckMegatronTraining(flags, *problem.training);
+    CheckMegatronMoe(flags, problem.training->moe, layers);
   } else {
     notes.push_back("the problem has no `training` section: the parallel and batch flags are not checked");
   }
@@ -627,6 +819,9 @@ const std::map<std::string, Arity>& TorchTitanFlags() {
       {"--parallelism.enable_sequence_parallel", Arity::kNone},
       {"--parallelism.no-enable-sequence-parallel", Arity::kNone},
       {"--training.disable_cuda_graphs", Arity::kNone},
+      {"--parallelism.context_parallel_degree", Arity::kOne},
+      {"--parallelism.expert_parallel_degree", Arity::kOne},
+      {"--parallelism.fsdp_reshard_after_forward", Arity::kOne},
       {"activation_checkpoint", Arity::kOne},
   };
   return flags;
@@ -732,9 +927,44 @@ Plan ReadTorchTitan(const std::string& text, const Problem& problem, std::vector
     for (const auto& [flag, want, key] : std::vector<std::tuple<std::string, std::int64_t, std::string>>{
              {"--training.global_batch_size", t.global_batch_size, "training.global_batch_size"},
              {"--training.seq_len", t.seq_length, "training.seq_length"},
-             {"--parallelism.tensor_parallel_degree", t.tensor_parallel, "training.tensor_parallel"},
-             {"--parallelism.data_parallel_shard_degree", t.data_parallel, "training.data_parallel"}}) {
+             {"--parallelism.tensor_parallel_degree", t.tensor_parallel, "training.tensor_parallel"}}) {
       if (flags.Get(flag)) check(flag, value(flag, 0, -1, big), want, key);
+    }
+    check("--parallelism.context_parallel_degree", value("--parallelism.context_parallel_degree", 1, 1, kMaxRanks),
+          t.context_parallel, "training.context_parallel");
+    check("--parallelism.expert_parallel_degree", value("--parallelism.expert_parallel_degree", 1, 1, kMaxRanks),
+          t.expert_parallel, "training.expert_parallel");
+    // Data parallel: replicated for ZeRO 0, else sharded with FSDP, whose parameters stay
+    // gathered from the forward to the backward (ZeRO 1, 2) or are resharded (ZeRO 3).
+    const std::int64_t replicate = value("--parallelism.data_parallel_replicate_degree", 1, 1, big);
+    const std::int64_t shard = value("--parallelism.data_parallel_shard_degree", -1, -1, big);
+    const int stage = ZeroStage(t);
+    if (t.data_parallel > 1) {
+      if (stage == 0) {
+        check("--parallelism.data_parallel_replicate_degree", replicate, t.data_parallel,
+              "training.data_parallel (replicated: training.zero_stage = 0)");
+        check("--parallelism.data_parallel_shard_degree", shard, 1, "training.zero_stage = 0 (no sharding)");
+      } else {
+        check("--parallelism.data_parallel_replicate_degree", replicate, 1, "training.zero_stage >= 1 (sharded)");
+        if (shard != -1) {
+          check("--parallelism.data_parallel_shard_degree", shard, t.data_parallel,
+                "training.data_parallel (sharded: training.zero_stage >= 1)");
+        }
+        const Flag* policy = flags.Get("--parallelism.fsdp_reshard_after_forward");
+        const std::string rule = policy ? policy->values.front() : "default";
+        if (rule != "default" && rule != "always" && rule != "never") {
+          Fail(fmt::format("--parallelism.fsdp_reshard_after_forward {}: give default, always or never", rule));
+        }
+        // torchtitan's default: no resharding with pipeline parallelism, else resharding.
+        const bool reshard = rule == "always" || (rule == "default" && p.ranks == 1);
+        if (reshard != (stage == 3)) {
+          Fail(fmt::format("--parallelism.fsdp_reshard_after_forward {}{}: FSDP then {} the parameters after the "
+                           "forward, which is ZeRO {}, but the problem's run has training.zero_stage = {}; give "
+                           "--parallelism.fsdp_reshard_after_forward {}",
+                           rule, policy ? "" : " (not given: torchtitan's default)", reshard ? "reshards" : "keeps",
+                           reshard ? "3" : "1 or 2", stage, stage == 3 ? "always" : "never"));
+        }
+      }
     }
   } else {
     notes.push_back("the problem has no `training` section: the parallel and batch arguments are not checked");
@@ -1022,15 +1252,48 @@ Plan ReadDeepSpeed(const std::string& text, const Problem& problem, std::vector<
                           t.global_batch_size));
     }
     std::int64_t stage = 0;
+    bool offload = false;
     std::optional<JsonCursor> zero = config.Optional("zero_optimization");
     if (zero) {
       if (auto s = zero->Optional("stage")) stage = s->Integer(0, 3, "");
+      if (auto o = zero->Optional("offload_optimizer")) {
+        if (auto device = o->Optional("device")) {
+          const std::string d = device->String();
+          if (d != "cpu" && d != "none") device->Fail("bmpipe models the optimizer offloaded to cpu, or none");
+          offload = d == "cpu";
+        }
+      }
     }
-    if ((stage >= 1) != t.distributed_optimizer) {
+    const int want_stage = ZeroStage(t);
+    if (stage != want_stage) {
       (zero ? *zero : config)
-          .FailAt(fmt::format("ZeRO stage {}, but the problem's run has training.distributed_optimizer = {}; this "
+          .FailAt(fmt::format("ZeRO stage {}, but the problem's run has training.zero_stage = {}; this configuration is "
+                              "not that run",
+                              stage, want_stage));
+    }
+    if (offload != t.offload_optimizer) {
+      (zero ? *zero : config)
+          .FailAt(fmt::format("the optimizer is {}offloaded, but the problem's run has training.offload_optimizer = {}; "
+                              "this configuration is not that run",
+                              offload ? "" : "not ", t.offload_optimizer ? "true" : "false"));
+    }
+    // Gradients accumulate in data_types.grad_accum_dtype, by default the model's (bf16).
+    std::string grads = "bf16";
+    std::optional<JsonCursor> types = config.Optional("data_types");
+    if (types) {
+      if (auto g = types->Optional("grad_accum_dtype")) {
+        // DeepSpeed's DtypeEnum spellings.
+        const std::string d = g->String();
+        if (d == "fp32" || d == "float32" || d == "float" || d == "torch.float32") grads = "fp32";
+        else if (d == "bf16" || d == "bfloat16" || d == "torch.bfloat16") grads = "bf16";
+        else g->Fail("bmpipe models fp32 and bf16 gradients (DeepSpeed: fp32, float32, bf16, bfloat16)");
+      }
+    }
+    if (grads != t.grad_dtype) {
+      (types ? *types : config)
+          .FailAt(fmt::format("gradients accumulate in {}{}, but the problem's run has training.grad_dtype = {}; this "
                               "configuration is not that run",
-                              stage, t.distributed_optimizer ? "true" : "false"));
+                              grads, types ? "" : " (no data_types.grad_accum_dtype: the model's dtype)", t.grad_dtype));
     }
   } else {
     notes.push_back("the problem has no `training` section: the batch sizes and ZeRO stage are not checked");

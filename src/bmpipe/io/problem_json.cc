@@ -64,6 +64,16 @@ Json ProblemToJson(const Problem& problem, const std::string& description) {
     if (t->optimizer_dtype != "fp32") training["optimizer_dtype"] = t->optimizer_dtype;
     if (t->tp_comm_overlap) training["tp_comm_overlap"] = true;
     if (t->offload_optimizer) training["offload_optimizer"] = true;
+    if (t->moe.enabled()) {
+      Json moe = Json::object();
+      moe["experts"] = t->moe.experts;
+      moe["top_k"] = t->moe.top_k;
+      moe["expert_ffn"] = t->moe.expert_ffn;
+      if (t->moe.shared_expert_ffn > 0) moe["shared_expert_ffn"] = t->moe.shared_expert_ffn;
+      if (!t->moe.dense_layers.empty()) moe["dense_layers"] = t->moe.dense_layers;
+      if (t->moe.capacity_factor > 0) moe["capacity_factor"] = t->moe.capacity_factor;
+      training["moe"] = std::move(moe);
+    }
     out["training"] = std::move(training);
   }
   return out;

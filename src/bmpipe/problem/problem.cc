@@ -135,6 +135,10 @@ Status CheckMagnitudes(const Problem& problem) {
 
 }  // namespace
 
+int ZeroStage(const TrainingInfo& training) {
+  return std::max(training.zero_stage, training.distributed_optimizer ? 1 : 0);
+}
+
 Status ValidateProblem(const Problem& problem) {
   if (const std::optional<TrainingInfo>& t = problem.training) {
     const std::int64_t per_iteration =

@@ -75,6 +75,18 @@ struct Layer {
   std::vector<LayerOption> options;
 };
 
+// The mixture-of-experts layers of the trained model, as a launcher needs them to build the model.
+// experts == 0: a dense model.
+struct MoeInfo {
+  int experts = 0;            // routed experts per MoE layer
+  int top_k = 0;              // experts each token is routed to
+  int expert_ffn = 0;         // intermediate size of one routed expert
+  int shared_expert_ffn = 0;  // intermediate size of the shared experts together; 0: none
+  std::vector<int> dense_layers;  // decoder layers (0-based, ascending) with the dense MLP
+  double capacity_factor = 0;     // 0: dropless; else each expert takes at most this x its even share
+  bool enabled() const { return experts > 0; }
+};
+
 // The training run whose costs a problem describes, when it is known (the cost model states it; a
 // problem file may, under `training`): what an export needs beyond the plan to launch that run.
 struct TrainingInfo {
@@ -97,7 +109,11 @@ struct TrainingInfo {
   std::string grad_dtype = "fp32", optimizer_dtype = "fp32";
   bool tp_comm_overlap = false;    // tensor-parallel collectives overlapped with GEMMs
   bool offload_optimizer = false;  // optimizer state and step on the host
+  MoeInfo moe;                     // written only for a model with MoE layers
 };
+
+// The ZeRO stage the run uses: zero_stage, or 1 with the distributed optimizer.
+int ZeroStage(const TrainingInfo& training);
 
 struct Problem {
   std::string name;  // optional label

@@ -79,11 +79,39 @@ void ReadLayerEntry(const JsonCursor& c, int entry, TimeNs default_p2p, std::vec
   for (std::int64_t i = 0; i < repeat; ++i) layers.push_back(layer);
 }
 
+MoeInfo ReadMoe(const JsonCursor& c) {
+  c.ExpectKeys({"experts", "top_k", "expert_ffn", "shared_expert_ffn", "dense_layers", "capacity_factor"});
+  constexpr std::int64_t kMost = std::int64_t{1} << 24;
+  MoeInfo moe;
+  moe.experts = static_cast<int>(c.Required("experts", "routed experts per MoE layer").Integer(1, kMost, "give the routed experts"));
+  JsonCursor top_k = c.Required("top_k", "experts per token");
+  moe.top_k = static_cast<int>(top_k.Integer(1, moe.experts, "give at most the routed experts"));
+  moe.expert_ffn = static_cast<int>(
+      c.Required("expert_ffn", "intermediate size of one expert").Integer(1, kMost, "give the expert's intermediate size"));
+  if (auto s = c.Optional("shared_expert_ffn")) {
+    moe.shared_expert_ffn = static_cast<int>(s->Integer(0, kMost, "give the shared experts' intermediate size, or 0"));
+  }
+  if (auto dense = c.Optional("dense_layers")) {
+    for (const JsonCursor& d : dense->Elements(true)) {
+      const int layer = static_cast<int>(d.Integer(0, kMaxLayers - 1, "give a decoder layer index"));
+      if (!moe.dense_layers.empty() && layer <= moe.dense_layers.back()) d.Fail("list the dense layers ascending, each once");
+      moe.dense_layers.push_back(layer);
+    }
+  }
+  if (auto f = c.Optional("capacity_factor")) {
+    moe.capacity_factor = f->Number();
+    if (!(moe.capacity_factor == 0 || (moe.capacity_factor >= 1 && moe.capacity_factor <= 64))) {
+      f->Fail("must be 0 (dropless) or in [1, 64]");
+    }
+  }
+  return moe;
+}
+
 TrainingInfo ReadTraining(const JsonCursor& c) {
   c.ExpectKeys({"model", "tensor_parallel", "data_parallel", "micro_batch_size", "global_batch_size", "seq_length",
                 "sequence_parallel", "distributed_optimizer", "flash_attention", "overlap_grad_reduce",
                 "context_parallel", "expert_parallel", "expert_tensor_parallel", "zero_stage", "precision", "grad_dtype",
-                "optimizer_dtype", "tp_comm_overlap", "offload_optimizer"});
+                "optimizer_dtype", "tp_comm_overlap", "offload_optimizer", "moe"});
   TrainingInfo t;
   constexpr std::int64_t kMost = std::int64_t{1} << 24;
   if (auto m = c.Optional("model")) t.model = m->String();
@@ -122,6 +150,7 @@ TrainingInfo ReadTraining(const JsonCursor& c) {
   word("precision", t.precision, {"bf16", "fp8"});
   word("grad_dtype", t.grad_dtype, {"fp32", "bf16"});
   word("optimizer_dtype", t.optimizer_dtype, {"fp32", "bf16"});
+  if (auto moe = c.Optional("moe")) t.moe = ReadMoe(*moe);
   return t;
 }
 

@@ -134,6 +134,129 @@ Result<TargetKind> ParseTarget(const std::string& name) {
                                   fmt::join(names, ", ")));
 }
 
+Status TargetRunsSetup(TargetKind kind, const TrainingInfo& t) {
+  const Target& target = TargetOf(kind);
+  auto refuse = [&](const std::string& why) {
+    return InvalidInput(fmt::format("target {} ({}): {}", target.name, target.framework, why));
+  };
+  const bool bf16_state = t.grad_dtype == "bf16" || t.optimizer_dtype == "bf16";
+  switch (kind) {
+    case TargetKind::kAny:
+    case TargetKind::kTorch:
+    case TargetKind::kMindFormers:  // its export is the pipeline and recomputation lists only
+      return {};
+    case TargetKind::kMegatron:
+    case TargetKind::kMegatronLocal: {
+      const bool local = kind == TargetKind::kMegatronLocal;
+      if (local && t.precision == "fp8") {
+        return refuse("training.precision = fp8: FP8 GEMMs run in Transformer Engine's modules, which the local layer "
+                      "spec does not use; use --target megatron or --precision bf16");
+      }
+      if (local && t.context_parallel > 1) {
+        return refuse(fmt::format("training.context_parallel = {}: the local layer spec's attention asserts \"Context "
+                                  "parallelism is only supported by TEDotProductAttention!\"; use --target megatron or "
+                                  "--cp 1",
+                                  t.context_parallel));
+      }
+      if (t.tp_comm_overlap && local) {
+        return refuse("training.tp_comm_overlap: the overlap runs in Transformer Engine's modules, which the local layer "
+                      "spec does not use; use --target megatron or --tp-comm-overlap 0");
+      }
+      if (t.tp_comm_overlap && !(t.sequence_parallel && t.tensor_parallel > 1)) {
+        return refuse(fmt::format("training.tp_comm_overlap with tensor_parallel = {}{}: Megatron overlaps the "
+                                  "tensor-parallel collectives only with sequence parallelism (--tp-comm-overlap needs "
+                                  "--sequence-parallel); add --sequence-parallel with --tp > 1, or --tp-comm-overlap 0",
+                                  t.tensor_parallel, t.sequence_parallel ? "" : " and no sequence_parallel"));
+      }
+      // --use-precision-aware-optimizer (bf16 state, and --optimizer-cpu-offload, which needs it)
+      // runs only with the distributed optimizer.
+      if ((bf16_state || t.offload_optimizer) && ZeroStage(t) < 1) {
+        return refuse(fmt::format("{}: Megatron keeps bf16 gradients or moments, and offloads the optimizer, only in "
+                                  "its precision-aware distributed optimizer (--use-precision-aware-optimizer needs "
+                                  "--use-distributed-optimizer); add --distributed-optimizer (--zero 1)",
+                                  t.offload_optimizer ? "training.offload_optimizer" : "training.grad_dtype/optimizer_dtype = bf16"));
+      }
+      if (t.expert_parallel > 1 && !t.moe.enabled()) {
+        return refuse(fmt::format("training.expert_parallel = {} without training.moe: Megatron needs the MoE shape "
+                                  "(--num-experts ...); give the problem's `training.moe`, or --ep 1",
+                                  t.expert_parallel));
+      }
+      return {};
+    }
+    case TargetKind::kDeepSpeed: {
+      // The export is a PipelineModule, which DeepSpeed always runs in its PipelineEngine.
+      if (ZeroStage(t) >= 2) {
+        return refuse(fmt::format("training.zero_stage = {}: DeepSpeed's PipelineEngine refuses ZeRO stage 2 and 3 "
+                                  "(\"ZeRO-2 and ZeRO-3 are incompatible with pipeline parallelism\"); use --zero 1 or "
+                                  "--zero 0",
+                                  ZeroStage(t)));
+      }
+      if (t.context_parallel > 1) {
+        return refuse(fmt::format("training.context_parallel = {}: DeepSpeed's pipeline engine splits no sequence "
+                                  "(its Ulysses sequence parallelism is not part of PipelineModule); use --cp 1",
+                                  t.context_parallel));
+      }
+      if (t.expert_parallel > 1) {
+        return refuse(fmt::format("training.expert_parallel = {}: the export's PipelineModule has no expert-parallel "
+                                  "layers; use --ep 1, or --target megatron",
+                                  t.expert_parallel));
+      }
+      if (t.precision == "fp8") {
+        return refuse("training.precision = fp8: DeepSpeed's pipeline engine trains in bf16 (no FP8 GEMMs); use "
+                      "--precision bf16, or --target megatron");
+      }
+      if (t.tp_comm_overlap) {
+        return refuse("training.tp_comm_overlap: DeepSpeed does not overlap tensor-parallel collectives with GEMMs; use "
+                      "--tp-comm-overlap 0");
+      }
+      if (t.optimizer_dtype == "bf16") {
+        return refuse("training.optimizer_dtype = bf16: DeepSpeed keeps bf16 moments only with bf16 master weights "
+                      "(bf16_optimizer_states needs bf16_master_weights_and_grads), which bmpipe's cost model does not "
+                      "describe (its master weights stay fp32); use --optimizer-dtype fp32");
+      }
+      if (t.grad_dtype == "fp32" && ZeroStage(t) == 0) {
+        return refuse("training.grad_dtype = fp32 with zero_stage 0: without ZeRO, DeepSpeed's bf16 pipeline accumulates "
+                      "gradients in bf16 only (bf16 parameters with data_types.grad_accum_dtype fp32 is an unsupported "
+                      "mix); add --distributed-optimizer (--zero 1), or --grad-dtype bf16");
+      }
+      if (t.offload_optimizer && ZeroStage(t) < 1) {
+        return refuse("training.offload_optimizer: DeepSpeed offloads the optimizer only under ZeRO "
+                      "(zero_optimization.offload_optimizer); add --distributed-optimizer (--zero 1)");
+      }
+      return {};
+    }
+    case TargetKind::kTorchTitan: {
+      if (t.expert_parallel > 1) {
+        return refuse(fmt::format("training.expert_parallel = {}: the torchtitan export names only the Llama 3 "
+                                  "configurations (dense models); use --ep 1, or --target megatron",
+                                  t.expert_parallel));
+      }
+      if (t.precision == "fp8") {
+        return refuse("training.precision = fp8: torchtitan 0.3.0 turns float8 on in a configuration function's model "
+                      "converters (Float8LinearConverter), which no argument sets and the Llama 3 8B and 70B "
+                      "configurations lack; use --precision bf16");
+      }
+      if (bf16_state) {
+        return refuse("training.grad_dtype/optimizer_dtype = bf16: torchtitan's FSDP reduces gradients in fp32 "
+                      "(mixed_precision_reduce takes only float32) and keeps fp32 optimizer state, and "
+                      "--training.dtype bfloat16 would drop the fp32 master weights too; use --grad-dtype fp32 "
+                      "--optimizer-dtype fp32");
+      }
+      if (t.tp_comm_overlap) {
+        return refuse("training.tp_comm_overlap: torchtitan overlaps tensor-parallel collectives only in compiled "
+                      "models (async tensor parallel under torch.compile), which the export does not configure; use "
+                      "--tp-comm-overlap 0");
+      }
+      if (t.offload_optimizer) {
+        return refuse("training.offload_optimizer: torchtitan's CPU offload moves parameters and gradients to the host "
+                      "too (FSDP's CPUOffloadPolicy), not the optimizer alone; drop optimizer from --offload");
+      }
+      return {};
+    }
+  }
+  return {};
+}
+
 std::vector<std::string> TargetRecomputeOptions(TargetKind kind) {
   switch (kind) {
     case TargetKind::kMegatron:

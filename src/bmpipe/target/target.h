@@ -63,6 +63,12 @@ std::vector<std::string> TargetNames();
 // mlp_act+norm (both).
 std::vector<std::string> TargetRecomputeOptions(TargetKind kind);
 
+// Whether the target's framework runs the training setup a problem states (its `training`
+// section): an InvalidInput error naming the setup field, its value, why the framework cannot run
+// it and the fix, else ok. `any` and `torch` run every setup. Pure and cheap (no planning): the
+// search may call it to skip setups. docs/targets.md, "Training setups", lists what each target runs.
+Status TargetRunsSetup(TargetKind kind, const TrainingInfo& training);
+
 // One recomputation setting of a target and the stage space it allows.
 struct TargetSetting {
   std::string flags;  // in the framework's terms ("--recompute-granularity selective --recompute-modules core_attn")

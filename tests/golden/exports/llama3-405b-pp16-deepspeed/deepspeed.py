@@ -27,6 +27,7 @@ ds_config = {
     "gradient_accumulation_steps": 16,  # micro_batches
     "bf16": {"enabled": True},
     "pipeline": {"activation_checkpoint_interval": 1},
+    "data_types": {"grad_accum_dtype": "fp32"},  # the main gradients
     "zero_optimization": {"stage": 1},
 }
 
