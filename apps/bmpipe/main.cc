@@ -341,7 +341,7 @@ Result<ChosenTarget> ChooseTarget(const std::string& target, const std::optional
 // The report's lines on the target, and on what the per-layer plan would gain over it.
 // The chosen target must run the problem's training setup (TargetRunsSetup).
 Status TargetRunsProblemSetup(TargetKind kind, const Problem& problem) {
-  return problem.training ? TargetRunsSetup(kind, *problem.training) : Status{};
+  return problem.training ? TargetRunsSetup(kind, *problem.training, &problem.pipeline) : Status{};
 }
 
 std::vector<std::pair<std::string, std::string>> TargetLines(const ChosenTarget& chosen, const TargetPlan& planned,

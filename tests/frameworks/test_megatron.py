@@ -298,7 +298,8 @@ def test_megatron_args(case):
                           context_parallel_size=1, expert_model_parallel_size=1, expert_tensor_parallel_size=None,
                           num_moe_experts=None, moe_ffn_hidden_size=None, moe_shared_expert_intermediate_size=None,
                           moe_layer_freq=1, moe_grouped_gemm=False, moe_expert_capacity_factor=None, fp8=None,
-                          tp_comm_overlap=False)
+                          tp_comm_overlap=False, overlap_moe_expert_parallel_comm=False,
+                          moe_token_dispatcher_type="alltoall")
     (built,) = run_ranks(_build_blocks, 1, small, P, V, local)
     done = {}
     for (p, v), layers in built.items():
@@ -353,7 +354,12 @@ def _check_setup(args, cfg, tr, layers):
         dense = [i for i, m in enumerate(moe_pattern(cfg.moe_layer_freq, layers)) if m == 0]
         assert dense == moe.get("dense_layers", []), f"--moe-layer-freq: dense layers {dense}"
         assert (cfg.moe_expert_capacity_factor or 0) == moe.get("capacity_factor", 0)
-        assert cfg.moe_token_dispatcher_type == "alltoall" and cfg.moe_grouped_gemm
+        assert cfg.moe_grouped_gemm, "--moe-grouped-gemm"
+        dispatcher = moe.get("dispatcher", "alltoall")
+        assert cfg.moe_token_dispatcher_type == dispatcher, "--moe-token-dispatcher-type"
+        assert dispatcher != "flex" or cfg.moe_flex_dispatcher_backend == "deepep", "--moe-flex-dispatcher-backend"
+        assert cfg.overlap_moe_expert_parallel_comm == bool(moe.get("comm_overlap", False)), \
+            "--overlap-moe-expert-parallel-comm"
     else:
         assert cfg.num_moe_experts is None, "--num-experts for a dense model"
 

@@ -362,6 +362,40 @@ std::vector<SetupCase> SetupCases() {
                                       "layers; use --ep 1, or --target megatron"},
         {TargetKind::kTorchTitan, titan + "training.expert_parallel = 8: the torchtitan export names only the Llama 3 "
                                           "configurations (dense models); use --ep 1, or --target megatron"}}},
+      {"moe-flex-overlap", "mixtral-8x7b", "h100-80gb",
+       [](TrainingSetup& s) {
+         s.dp = 8;
+         s.ep = 8;
+         s.vpp = 2;
+         s.global_batch_size = 256;
+         s.moe_dispatcher = MoeDispatcher::kFlex;
+         s.ep_comm_overlap = 0.8;
+       },
+       {{TargetKind::kDeepSpeed, ds + "training.expert_parallel = 8: the export's PipelineModule has no expert-parallel "
+                                      "layers; use --ep 1, or --target megatron"},
+        {TargetKind::kTorchTitan, titan + "training.expert_parallel = 8: the torchtitan export names only the Llama 3 "
+                                          "configurations (dense models); use --ep 1, or --target megatron"}}},
+      {"moe-overlap-no-interleaving", "mixtral-8x7b", "h100-80gb",
+       [](TrainingSetup& s) {
+         s.dp = 8;
+         s.ep = 8;
+         s.global_batch_size = 256;
+         s.ep_comm_overlap = 0.5;
+       },
+       {{TargetKind::kMegatron,
+         "target megatron (Megatron-Core >= 0.13 with its Transformer Engine layer spec (--pipeline-model-parallel-layout)): "
+         "training.moe.comm_overlap with 4 pipeline ranks and no interleaving: Megatron overlaps the MoE all-to-alls "
+         "across pipeline ranks only in the interleaved schedule (virtual_pipeline_model_parallel_size must be set); "
+         "use --vpp > 1 or --ep-comm-overlap 0"},
+        {TargetKind::kMegatronLocal,
+         "target megatron-local (Megatron-Core >= 0.13 with its local layer spec (--pipeline-model-parallel-layout)): "
+         "training.moe.comm_overlap with 4 pipeline ranks and no interleaving: Megatron overlaps the MoE all-to-alls "
+         "across pipeline ranks only in the interleaved schedule (virtual_pipeline_model_parallel_size must be set); "
+         "use --vpp > 1 or --ep-comm-overlap 0"},
+        {TargetKind::kDeepSpeed, ds + "training.expert_parallel = 8: the export's PipelineModule has no expert-parallel "
+                                      "layers; use --ep 1, or --target megatron"},
+        {TargetKind::kTorchTitan, titan + "training.expert_parallel = 8: the torchtitan export names only the Llama 3 "
+                                          "configurations (dense models); use --ep 1, or --target megatron"}}},
       {"moe-dense-first", "deepseek-v3", "h100-80gb",
        [](TrainingSetup& s) {
          s.ep = 4;
@@ -460,16 +494,16 @@ TEST(LauncherPlan, SetupsExportAndReadBackOrAreRefused) {
                 std::tie(b.context_parallel, b.expert_parallel, b.expert_tensor_parallel, b.precision, b.grad_dtype,
                          b.optimizer_dtype, b.tp_comm_overlap, b.offload_optimizer));
       EXPECT_EQ(std::tie(a.moe.experts, a.moe.top_k, a.moe.expert_ffn, a.moe.shared_expert_ffn, a.moe.dense_layers,
-                         a.moe.capacity_factor),
+                         a.moe.capacity_factor, a.moe.dispatcher, a.moe.comm_overlap),
                 std::tie(b.moe.experts, b.moe.top_k, b.moe.expert_ffn, b.moe.shared_expert_ffn, b.moe.dense_layers,
-                         b.moe.capacity_factor));
+                         b.moe.capacity_factor, b.moe.dispatcher, b.moe.comm_overlap));
     }
     EXPECT_TRUE(TargetRunsSetup(TargetKind::kAny, *problem.training).ok());
     EXPECT_TRUE(TargetRunsSetup(TargetKind::kTorch, *problem.training).ok());
     for (const TargetKind kind : {TargetKind::kMegatron, TargetKind::kMegatronLocal, TargetKind::kDeepSpeed,
                                   TargetKind::kTorchTitan}) {
       SCOPED_TRACE(TargetOf(kind).name);
-      const Status runs = TargetRunsSetup(kind, *problem.training);
+      const Status runs = TargetRunsSetup(kind, *problem.training, &problem.pipeline);
       const Result<std::string> text = ExportPlan(problem, plan, FormatOf(kind), kind);
       auto refused = c.refused.find(kind);
       if (refused != c.refused.end()) {
@@ -512,6 +546,9 @@ TEST(LauncherPlan, SetupFlagsAreWritten) {
       "--num-experts 256\n--moe-router-topk 8\n--moe-ffn-hidden-size 2048\n--moe-shared-expert-intermediate-size 2048\n"
       "--moe-layer-freq \"[0]*3+[1]*58\"\n--moe-grouped-gemm\n--moe-token-dispatcher-type alltoall\n"
       "--expert-model-parallel-size 4\n--expert-tensor-parallel-size 1\n");
+  has(text("moe-flex-overlap", TargetKind::kMegatron),
+      "--moe-grouped-gemm\n--moe-token-dispatcher-type flex\n--moe-flex-dispatcher-backend deepep\n"
+      "--overlap-moe-expert-parallel-comm\n");
   has(text("cp", TargetKind::kMegatron), "--context-parallel-size 2\n");
   has(text("cp", TargetKind::kTorchTitan), "--parallelism.context_parallel_degree 2\n");
   has(text("fp8", TargetKind::kMegatron),
@@ -561,6 +598,12 @@ TEST(LauncherPlan, SetupMismatchesAreErrors) {
   EXPECT_EQ(error(megatron, moe, "--moe-expert-capacity-factor 1.25\n", ""),
             "f: --moe-expert-capacity-factor 0 (not given: dropless): the problem's run has "
             "training.moe.capacity_factor = 1.25 (0: dropless); this configuration is not that run");
+  EXPECT_EQ(error(megatron, moe, "--moe-token-dispatcher-type alltoall", "--moe-token-dispatcher-type flex"),
+            "f: --moe-token-dispatcher-type flex: the problem's run has training.moe.dispatcher = alltoall; this "
+            "configuration is not that run");
+  EXPECT_EQ(error(megatron, moe, "--moe-grouped-gemm", "--moe-grouped-gemm --overlap-moe-expert-parallel-comm"),
+            "f: --overlap-moe-expert-parallel-comm given: the problem's run has training.moe.comm_overlap = false; this "
+            "configuration is not that run");
   EXPECT_EQ(error(megatron, moe, "--moe-grouped-gemm", "--moe-layer-freq \"[0]*2+[1]*30\""),
             "f: --moe-layer-freq: dense decoder layers [0, 1], but the problem's run has training.moe.dense_layers []; "
             "this configuration is not that run");

@@ -131,6 +131,26 @@ TEST(Search, FrontierDimensionsPrunedAsExhaustively) {
   EXPECT_EQ(Best(defaults).planner.iteration_ns, Best(every).planner.iteration_ns);
 }
 
+// A target's framework that cannot run a setup (DeepSpeed: ZeRO-2/3, context and expert
+// parallelism, FP8) has no configuration with it.
+TEST(Search, TargetsOnlyGetSetupsTheirFrameworkRuns) {
+  FrontierCase c;
+  c.options.target = TargetKind::kDeepSpeed;
+  c.options.node_limit = 0;
+  c.options.plan_count = 4;
+  const SearchResult r = SearchSmall(c);
+  EXPECT_GT(r.target_refused, 0);
+  EXPECT_FALSE(r.configs.empty());
+  for (const ConfigOutcome& out : r.configs) {
+    const std::string name = DescribeConfig(out.config);
+    EXPECT_LE(out.config.zero, 1) << name;
+    EXPECT_EQ(out.config.cp, 1) << name;
+    EXPECT_EQ(out.config.ep, 1) << name;
+    EXPECT_EQ(out.config.precision, Precision::kBf16) << name;
+    EXPECT_EQ(out.config.vpp, 1) << name;
+  }
+}
+
 TEST(Search, DescribesTheFrontierDimensions) {
   SearchConfig c;
   c.tp = 2;

@@ -81,6 +81,8 @@ std::string DescribeSetupExtras(const TrainingSetup& s) {
   if (s.zero > 1) out += fmt::format(", zero-{}", s.zero);
   if (s.offload_optimizer) out += ", optimizer offloaded";
   if (s.tp_comm_overlap > 0) out += fmt::format(", tp comm overlap {:g}", s.tp_comm_overlap);
+  if (s.moe_dispatcher != MoeDispatcher::kAllToAll) out += fmt::format(", {} dispatcher", MoeDispatcherName(s.moe_dispatcher));
+  if (s.ep_comm_overlap > 0) out += fmt::format(", ep comm overlap {:g}", s.ep_comm_overlap);
   return out;
 }
 

@@ -284,6 +284,8 @@ TrainingInfo SetupTrainingInfo(const ModelSpec& model, const TrainingSetup& setu
       if (!IsMoeLayer(model, i)) training.moe.dense_layers.push_back(i);
     }
     training.moe.capacity_factor = setup.moe_capacity_factor;
+    training.moe.dispatcher = std::string(MoeDispatcherName(setup.moe_dispatcher));
+    training.moe.comm_overlap = setup.ep_comm_overlap > 0;
   }
   return training;
 }

@@ -103,7 +103,10 @@ Result<std::string> MegatronRunFlags(const Problem& problem, int layers) {
                        m.expert_ffn);
     if (m.shared_expert_ffn > 0) out += fmt::format("--moe-shared-expert-intermediate-size {}\n", m.shared_expert_ffn);
     if (const std::string freq = MoeLayerFreq(m, layers); !freq.empty()) out += fmt::format("--moe-layer-freq \"{}\"\n", freq);
-    out += "--moe-grouped-gemm\n--moe-token-dispatcher-type alltoall\n";
+    out += "--moe-grouped-gemm\n";
+    out += m.dispatcher == "flex" ? "--moe-token-dispatcher-type flex\n--moe-flex-dispatcher-backend deepep\n"
+                                  : "--moe-token-dispatcher-type alltoall\n";
+    if (m.comm_overlap) out += "--overlap-moe-expert-parallel-comm\n";
     if (m.capacity_factor > 0) out += fmt::format("--moe-expert-capacity-factor {:g}\n", m.capacity_factor);
   }
   if (t.expert_parallel > 1) out += fmt::format("--expert-model-parallel-size {}\n", t.expert_parallel);
@@ -315,7 +318,7 @@ Result<std::string> ExportPlan(const Problem& problem, const Plan& plan, ExportF
   if (!valid.ok()) return valid.error();
   const TargetKind runs = format == ExportFormat::kMegatron && target == TargetKind::kMegatronLocal ? target : DefaultTarget(format);
   if (problem.training) {
-    if (Status setup = TargetRunsSetup(runs, *problem.training); !setup.ok()) return setup.error();
+    if (Status setup = TargetRunsSetup(runs, *problem.training, &problem.pipeline); !setup.ok()) return setup.error();
   }
   switch (format) {
     case ExportFormat::kMegatron:

@@ -292,6 +292,9 @@ const std::map<std::string, Arity>& MegatronFlags() {
       {"--moe-shared-expert-intermediate-size", Arity::kOne},
       {"--moe-layer-freq", Arity::kOne},
       {"--moe-expert-capacity-factor", Arity::kOne},
+      {"--moe-token-dispatcher-type", Arity::kOne},
+      {"--moe-flex-dispatcher-backend", Arity::kOne},
+      {"--overlap-moe-expert-parallel-comm", Arity::kNone},
   };
   return flags;
 }
@@ -739,6 +742,20 @@ void CheckMegatronMoe(const Flags& flags, const MoeInfo& moe, int layers) {
                      "(0: dropless); this configuration is not that run",
                      factor, flags.Get("--moe-expert-capacity-factor") ? "" : " (not given: dropless)",
                      moe.capacity_factor));
+  }
+  // Megatron's default dispatcher is allgather, which bmpipe does not cost: the flag is required.
+  const Flag* dispatcher = flags.Get("--moe-token-dispatcher-type");
+  const std::string type = dispatcher ? dispatcher->values.front() : std::string("allgather");
+  if (type != moe.dispatcher) {
+    Fail(fmt::format("--moe-token-dispatcher-type {}{}: the problem's run has training.moe.dispatcher = {}; this "
+                     "configuration is not that run",
+                     type, dispatcher ? "" : " (not given: Megatron's default)", moe.dispatcher));
+  }
+  const bool overlap = flags.Get("--overlap-moe-expert-parallel-comm") != nullptr;
+  if (overlap != moe.comm_overlap) {
+    Fail(fmt::format("--overlap-moe-expert-parallel-comm {}: the problem's run has training.moe.comm_overlap = {}; "
+                     "this configuration is not that run",
+                     overlap ? "given" : "not given", moe.comm_overlap ? "true" : "false"));
   }
 }
 

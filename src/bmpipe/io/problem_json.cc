@@ -72,6 +72,8 @@ Json ProblemToJson(const Problem& problem, const std::string& description) {
       if (t->moe.shared_expert_ffn > 0) moe["shared_expert_ffn"] = t->moe.shared_expert_ffn;
       if (!t->moe.dense_layers.empty()) moe["dense_layers"] = t->moe.dense_layers;
       if (t->moe.capacity_factor > 0) moe["capacity_factor"] = t->moe.capacity_factor;
+      if (t->moe.dispatcher != "alltoall") moe["dispatcher"] = t->moe.dispatcher;
+      if (t->moe.comm_overlap) moe["comm_overlap"] = true;
       training["moe"] = std::move(moe);
     }
     out["training"] = std::move(training);

@@ -125,8 +125,11 @@ std::string FormatSearch(const std::vector<std::pair<std::string, std::string>>&
     out += fmt::format("  {:<10} {}\n", label, value);
   };
   for (const auto& [label, value] : header) line(label, value);
-  line("searched", fmt::format("{} valid configurations of {} combinations ({} rejected by the setup rules)",
-                               result.configs.size(), result.combinations, result.invalid));
+  line("searched", fmt::format("{} valid configurations of {} combinations ({} rejected by the setup rules{})",
+                               result.configs.size(), result.combinations, result.invalid,
+                               result.target_refused > 0
+                                   ? fmt::format(", {} that the target's framework cannot run", result.target_refused)
+                                   : ""));
   if (!options.exhaustive) {
     line("pruned", fmt::format("{} dominated (another configuration with the same pipeline is no costlier in any "
                                "term), {} cannot fit (memory lower bound), {} by the time lower bound",
@@ -226,6 +229,7 @@ Json SearchToJson(const SearchOptions& options, const SearchResult& result) {
   Json stats;
   stats["combinations"] = result.combinations;
   stats["invalid"] = result.invalid;
+  stats["target_refused"] = result.target_refused;
   stats["valid"] = result.configs.size();
   for (Verdict v : {Verdict::kDominated, Verdict::kMemoryBound, Verdict::kTimeBound, Verdict::kScreened,
                     Verdict::kNoFit, Verdict::kPlanned, Verdict::kNotPlanned}) {

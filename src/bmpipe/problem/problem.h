@@ -84,6 +84,8 @@ struct MoeInfo {
   int shared_expert_ffn = 0;  // intermediate size of the shared experts together; 0: none
   std::vector<int> dense_layers;  // decoder layers (0-based, ascending) with the dense MLP
   double capacity_factor = 0;     // 0: dropless; else each expert takes at most this x its even share
+  std::string dispatcher = "alltoall";  // or "flex" (DeepEP): a token once to each node holding its experts
+  bool comm_overlap = false;            // dispatch and combine overlapped with another micro-batch's compute
   bool enabled() const { return experts > 0; }
 };
 

@@ -80,7 +80,8 @@ void ReadLayerEntry(const JsonCursor& c, int entry, TimeNs default_p2p, std::vec
 }
 
 MoeInfo ReadMoe(const JsonCursor& c) {
-  c.ExpectKeys({"experts", "top_k", "expert_ffn", "shared_expert_ffn", "dense_layers", "capacity_factor"});
+  c.ExpectKeys({"experts", "top_k", "expert_ffn", "shared_expert_ffn", "dense_layers", "capacity_factor", "dispatcher",
+                "comm_overlap"});
   constexpr std::int64_t kMost = std::int64_t{1} << 24;
   MoeInfo moe;
   moe.experts = static_cast<int>(c.Required("experts", "routed experts per MoE layer").Integer(1, kMost, "give the routed experts"));
@@ -104,6 +105,11 @@ MoeInfo ReadMoe(const JsonCursor& c) {
       f->Fail("must be 0 (dropless) or in [1, 64]");
     }
   }
+  if (auto d = c.Optional("dispatcher")) {
+    moe.dispatcher = d->String();
+    if (moe.dispatcher != "alltoall" && moe.dispatcher != "flex") d->Fail("use alltoall or flex");
+  }
+  if (auto o = c.Optional("comm_overlap")) moe.comm_overlap = o->Bool();
   return moe;
 }
 

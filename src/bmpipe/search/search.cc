@@ -381,10 +381,20 @@ Result<SearchResult> SearchConfigurations(const ModelSpec& model, const DeviceSp
                     if (enumerating.Expired()) break;
                     ++result.combinations;
                     const SearchConfig c{tp, pp, dp, vpp, mbs, sp, zero, cp, ep, etp, precision};
-                    Status valid = ValidateSetup(model, device, SetupOf(options, c));
+                    const TrainingSetup setup = SetupOf(options, c);
+                    Status valid = ValidateSetup(model, device, setup);
                     if (!valid.ok()) {
                       if (result.invalid++ == 0) first_invalid = valid.error();
                       continue;
+                    }
+                    // A setup the target's framework cannot run (DeepSpeed and ZeRO-2, say) is not enumerated.
+                    if (options.target != TargetKind::kAny) {
+                      const Pipeline pipeline = SetupPipeline(setup);
+                      Status runs = TargetRunsSetup(options.target, SetupTrainingInfo(model, setup), &pipeline);
+                      if (!runs.ok()) {
+                        if (result.target_refused++ == 0 && result.invalid == 0) first_invalid = runs.error();
+                        continue;
+                      }
                     }
                     ConfigOutcome out;
                     out.config = c;
@@ -407,10 +417,11 @@ Result<SearchResult> SearchConfigurations(const ModelSpec& model, const DeviceSp
   if (deadline.Expired()) result.budget_exhausted = true;
   auto no_valid_configuration = [&] {
     return InvalidInput(fmt::format(
-        "no valid configuration of {} devices for global batch {}: {} combinations tried{}{}; check --devices, --gbs "
-        "and the --tp/--pp/--vpp/--mbs restrictions",
-        options.devices, gbs, result.combinations, result.invalid > 0 ? ", the first rejected because: " : "",
-        result.invalid > 0 ? first_invalid.message : ""));
+        "no valid configuration of {} devices for global batch {}: {} combinations tried{}{}; check --devices, --gbs, "
+        "the --tp/--pp/--vpp/--mbs/--cp/--ep/--etp/--zero restrictions and --target",
+        options.devices, gbs, result.combinations,
+        result.invalid + result.target_refused > 0 ? ", the first rejected because: " : "",
+        result.invalid + result.target_refused > 0 ? first_invalid.message : ""));
   };
   if (result.configs.empty()) return no_valid_configuration();
   std::sort(result.configs.begin(), result.configs.end(),

@@ -126,6 +126,7 @@ struct SearchResult {
   std::vector<int> ranking;            // the `top` fastest with a plan (indices), fastest first
   long combinations = 0;               // tuples tried, valid or not
   long invalid = 0;                    // rejected by the setup rules (divisibility, layer count, ...)
+  long target_refused = 0;             // valid, but the target's framework cannot run the setup
   int count[kVerdicts] = {};           // configurations per Verdict
   int screened = 0;                    // configurations screened with the quick plan
   // The least iteration time any configuration could reach: the best plan's time if every other

@@ -134,7 +134,7 @@ Result<TargetKind> ParseTarget(const std::string& name) {
                                   fmt::join(names, ", ")));
 }
 
-Status TargetRunsSetup(TargetKind kind, const TrainingInfo& t) {
+Status TargetRunsSetup(TargetKind kind, const TrainingInfo& t, const Pipeline* pipeline) {
   const Target& target = TargetOf(kind);
   auto refuse = [&](const std::string& why) {
     return InvalidInput(fmt::format("target {} ({}): {}", target.name, target.framework, why));
@@ -157,6 +157,18 @@ Status TargetRunsSetup(TargetKind kind, const TrainingInfo& t) {
                                   "parallelism is only supported by TEDotProductAttention!\"; use --target megatron or "
                                   "--cp 1",
                                   t.context_parallel));
+      }
+      if (t.moe.comm_overlap && pipeline && pipeline->ranks > 1 && pipeline->chunks == 1) {
+        return refuse(fmt::format("training.moe.comm_overlap with {} pipeline ranks and no interleaving: Megatron "
+                                  "overlaps the MoE all-to-alls across pipeline ranks only in the interleaved "
+                                  "schedule (virtual_pipeline_model_parallel_size must be set); use --vpp > 1 or "
+                                  "--ep-comm-overlap 0",
+                                  pipeline->ranks));
+      }
+      if (t.moe.comm_overlap && t.expert_parallel < 2) {
+        return refuse("training.moe.comm_overlap with expert_parallel = 1: Megatron overlaps the MoE all-to-alls only "
+                      "with expert parallelism (\"overlap_moe_expert_parallel_comm is only supported with expert model "
+                      "parallelism\"); use --ep > 1 or --ep-comm-overlap 0");
       }
       if (t.tp_comm_overlap && local) {
         return refuse("training.tp_comm_overlap: the overlap runs in Transformer Engine's modules, which the local layer "
@@ -348,10 +360,14 @@ Status ForEachTargetSetting(const Problem& problem, TargetKind kind, const std::
         add(Uniform(problem, shape, Recompute{set},
                     "--recompute-granularity selective --recompute-modules " + ModuleNames(set, kind)));
       }
-      add(Uniform(problem, shape, Recompute{kRecomputeLayer},
-                  megatron ? "--recompute-granularity full --recompute-method uniform --recompute-num-layers 1"
-                           : "activation_checkpoint mode full"));
-      if (target.block && shape.body() > 1) {
+      // Megatron refuses full recomputation with the MoE all-to-all overlap.
+      const bool full_allowed = !(megatron && problem.training && problem.training->moe.comm_overlap);
+      if (full_allowed) {
+        add(Uniform(problem, shape, Recompute{kRecomputeLayer},
+                    megatron ? "--recompute-granularity full --recompute-method uniform --recompute-num-layers 1"
+                             : "activation_checkpoint mode full"));
+      }
+      if (full_allowed && target.block && shape.body() > 1) {
         // Full recomputation of the first N decoder layers of every chunk, for every N a stage can
         // fall short of (a stage holds at most body - (stages - 1) decoder layers, fewer when every
         // stage needs one).

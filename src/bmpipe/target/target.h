@@ -67,7 +67,9 @@ std::vector<std::string> TargetRecomputeOptions(TargetKind kind);
 // section): an InvalidInput error naming the setup field, its value, why the framework cannot run
 // it and the fix, else ok. `any` and `torch` run every setup. Pure and cheap (no planning): the
 // search may call it to skip setups. docs/targets.md, "Training setups", lists what each target runs.
-Status TargetRunsSetup(TargetKind kind, const TrainingInfo& training);
+// With `pipeline`, also the rules that depend on it (Megatron's MoE all-to-all overlap needs
+// interleaving when there is more than one pipeline rank).
+Status TargetRunsSetup(TargetKind kind, const TrainingInfo& training, const Pipeline* pipeline = nullptr);
 
 // One recomputation setting of a target and the stage space it allows.
 struct TargetSetting {
