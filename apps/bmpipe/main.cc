@@ -750,7 +750,8 @@ int RunSearch(SearchArgs& args) {
   }
   const int code = Emit(files, args.out, args.json, doc.dump(2) + "\n", report);
   if (code == kExitOk && !args.json && !exported.empty()) std::cout << "\n" << exported;
-  if (code == kExitOk && export_error) {
+  // The default export (no --export given) is a courtesy: its failure is reported, not an error.
+  if (code == kExitOk && export_error && args.export_given) {
     std::cerr << "bmpipe: the search's report and files were written, but the --export " << args.export_format
               << " failed: " << export_error->message << "; --target " << args.export_format
               << " searches for plans it can express\n";

@@ -273,7 +273,8 @@ TrainingInfo SetupTrainingInfo(const ModelSpec& model, const TrainingSetup& setu
   training.precision = std::string(PrecisionName(setup.precision));
   training.grad_dtype = std::string(StateDtypeName(setup.grad_dtype));
   training.optimizer_dtype = std::string(StateDtypeName(setup.optimizer_dtype));
-  training.tp_comm_overlap = setup.tp_comm_overlap > 0;
+  // An overlap of collectives a run does not have (TP 1, EP 1) is not part of it.
+  training.tp_comm_overlap = setup.tp_comm_overlap > 0 && setup.tp > 1;
   training.offload_optimizer = setup.offload_optimizer;
   if (model.moe.enabled()) {
     training.moe.experts = model.moe.experts;
@@ -285,7 +286,7 @@ TrainingInfo SetupTrainingInfo(const ModelSpec& model, const TrainingSetup& setu
     }
     training.moe.capacity_factor = setup.moe_capacity_factor;
     training.moe.dispatcher = std::string(MoeDispatcherName(setup.moe_dispatcher));
-    training.moe.comm_overlap = setup.ep_comm_overlap > 0;
+    training.moe.comm_overlap = setup.ep_comm_overlap > 0 && setup.ep > 1;
   }
   return training;
 }
