@@ -92,9 +92,7 @@ std::string FormatAlternatives(const SearchResult& result) {
       if (value == won) continue;
       const ConfigOutcome* fastest = nullptr;
       for (const ConfigOutcome* c : configs) {
-        const bool planned = c->verdict == Verdict::kPlanned && (c->planner.status == PlanStatus::kOptimal ||
-                                                                 c->planner.status == PlanStatus::kFeasible);
-        if (planned && (!fastest || c->planner.iteration_ns < fastest->planner.iteration_ns)) fastest = c;
+        if (HasPlan(*c) && (!fastest || c->planner.iteration_ns < fastest->planner.iteration_ns)) fastest = c;
       }
       if (!fastest) {
         without.push_back(d.label(value));

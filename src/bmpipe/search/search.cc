@@ -54,6 +54,36 @@ bool Allowed(const std::vector<int>& only, int v) {
   return only.empty() || std::find(only.begin(), only.end(), v) != only.end();
 }
 
+// The (ep, etp) layouts of the experts on a pipeline stage of `stage_devices` devices: ep divides
+// the routed experts, ep x etp the stage's devices; etp is 1 and tp unless --etp lists others. A
+// dense model has the one layout (1, tp).
+std::vector<std::pair<int, int>> ExpertLayouts(const ModelSpec& model, const SearchOptions& options, int tp,
+                                               int stage_devices) {
+  if (!model.moe.enabled()) return {{1, tp}};
+  std::vector<std::pair<int, int>> layouts;
+  for (int ep : Divisors(model.moe.experts)) {
+    if (ep > stage_devices || !Allowed(options.ep, ep)) continue;
+    for (int etp : Divisors(tp)) {
+      const bool listed = options.etp.empty() ? etp == 1 || etp == tp : Allowed(options.etp, etp);
+      if (listed && stage_devices % (ep * etp) == 0) layouts.push_back({ep, etp});
+    }
+  }
+  return layouts;
+}
+
+// The ZeRO stages to try with `group` data- and context-parallel ranks to shard over: none without
+// a group; else those --zero lists, by default 1 to 3, because ZeRO-1 is no costlier than no
+// sharding in any term (its reduce-scatter and gather move no more than the all-reduce, its step
+// and state are a share).
+std::vector<int> ZeroStages(const SearchOptions& options, int group) {
+  if (group == 1) return Allowed(options.zero, 0) ? std::vector<int>{0} : std::vector<int>{};
+  std::vector<int> stages;
+  for (int zero = options.zero.empty() ? 1 : 0; zero <= 3; ++zero) {
+    if (Allowed(options.zero, zero)) stages.push_back(zero);
+  }
+  return stages;
+}
+
 // Runs fn(0..n-1) on `threads` threads; fn must only write to its own index's state. An exception
 // in any call (out of memory, say) stops the others from starting new indices and is rethrown
 // here, on the caller's thread, instead of ending the process.
@@ -202,11 +232,6 @@ Bytes MemoryLowerBound(const Problem& problem, const Schedule& schedule) {
   return lo + problem.reserved_bytes;
 }
 
-bool HasPlan(const ConfigOutcome& out) {
-  return out.verdict == Verdict::kPlanned &&
-         (out.planner.status == PlanStatus::kOptimal || out.planner.status == PlanStatus::kFeasible);
-}
-
 // Fills the throughput and memory figures of a planned configuration.
 void Measure(const Problem& problem, const SearchOptions& options, double model_flops, double peak_flops,
              ConfigOutcome& out) {
@@ -260,6 +285,11 @@ Status CheckOptions(const SearchOptions& o) {
 }
 
 }  // namespace
+
+bool HasPlan(const ConfigOutcome& out) {
+  return out.verdict == Verdict::kPlanned &&
+         (out.planner.status == PlanStatus::kOptimal || out.planner.status == PlanStatus::kFeasible);
+}
 
 bool SearchConfig::operator<(const SearchConfig& o) const { return Key(*this) < Key(o); }
 bool SearchConfig::operator==(const SearchConfig& o) const { return Key(*this) == Key(o); }
@@ -346,20 +376,8 @@ Result<SearchResult> SearchConfigurations(const ModelSpec& model, const DeviceSp
         if (pp > max_stages || !Allowed(options.pp, pp)) continue;
         const int dp = options.devices / (tp * cp * pp);
         if (gbs % dp != 0) continue;  // no micro-batch size divides the batch evenly
-        const int stage_devices = tp * cp * dp;
-        // Expert layouts: ep x etp divides the stage's devices (and ep the experts).
-        std::vector<std::pair<int, int>> experts;
-        if (!model.moe.enabled()) {
-          experts.push_back({1, tp});
-        } else {
-          for (int ep : Divisors(model.moe.experts)) {
-            if (ep > stage_devices || !Allowed(options.ep, ep)) continue;
-            for (int etp : Divisors(tp)) {
-              if (options.etp.empty() ? etp != 1 && etp != tp : !Allowed(options.etp, etp)) continue;
-              if (stage_devices % (ep * etp) == 0) experts.push_back({ep, etp});
-            }
-          }
-        }
+        const std::vector<std::pair<int, int>> experts = ExpertLayouts(model, options, tp, tp * cp * dp);
+        const std::vector<int> zeros = ZeroStages(options, dp * cp);
         for (int mbs : Divisors(gbs / dp)) {
           if (!Allowed(options.mbs, mbs)) continue;
           const int m = gbs / dp / mbs;
@@ -369,13 +387,7 @@ Result<SearchResult> SearchConfigurations(const ModelSpec& model, const DeviceSp
             if (!Allowed(options.vpp, vpp)) continue;
             for (bool sp : {false, true}) {
               if (sp && tp == 1) continue;  // the same configuration
-              for (int zero = 0; zero <= 3; ++zero) {
-                // Sharding needs a group to shard over: the data- and context-parallel ranks. With
-                // one, ZeRO-1 is no costlier than no sharding in any term (its reduce-scatter and
-                // gather move no more than the all-reduce, its step and state are a share), so
-                // ZeRO-0 is tried only when asked for.
-                if ((zero > 0 && dp * cp == 1) || !Allowed(options.zero, zero)) continue;
-                if (zero == 0 && dp * cp > 1 && options.zero.empty()) continue;
+              for (int zero : zeros) {
                 for (const auto& [ep, etp] : experts) {
                   for (Precision precision : precisions) {
                     if (enumerating.Expired()) break;

@@ -121,6 +121,9 @@ struct ConfigOutcome {
   double mean_memory_fraction = 0;
 };
 
+// Planned, with a plan that fits (optimal or not).
+bool HasPlan(const ConfigOutcome& out);
+
 struct SearchResult {
   std::vector<ConfigOutcome> configs;  // every valid configuration, in SearchConfig order
   std::vector<int> ranking;            // the `top` fastest with a plan (indices), fastest first
