@@ -117,10 +117,11 @@ Result<Problem> BuildModelProblem(const ModelArgs& args, std::vector<std::pair<s
 // The words into the setup: --precision, --grad-dtype, --optimizer-dtype, --offload,
 // --memory-headroom-gb.
 Status ApplySetupWords(const SetupWords& w, TrainingSetup& setup) {
-  setup.precision = w.precision == "fp8" ? Precision::kFp8 : Precision::kBf16;
-  setup.grad_dtype = w.grad_dtype == "bf16" ? StateDtype::kBf16 : StateDtype::kFp32;
-  setup.optimizer_dtype = w.optimizer_dtype == "bf16" ? StateDtype::kBf16 : StateDtype::kFp32;
-  setup.moe_dispatcher = w.moe_dispatcher == "flex" ? MoeDispatcher::kFlex : MoeDispatcher::kAllToAll;
+  // CLI checks each word against the same names (IsMember), so every word parses.
+  setup.precision = ParsePrecision(w.precision).value_or(Precision::kBf16);
+  setup.grad_dtype = ParseStateDtype(w.grad_dtype).value_or(StateDtype::kFp32);
+  setup.optimizer_dtype = ParseStateDtype(w.optimizer_dtype).value_or(StateDtype::kFp32);
+  setup.moe_dispatcher = ParseMoeDispatcher(w.moe_dispatcher).value_or(MoeDispatcher::kAllToAll);
   for (const std::string& what : w.offload) {
     if (what == "optimizer") setup.offload_optimizer = true;
     if (what == "activations") {
@@ -644,7 +645,7 @@ int RunSearch(SearchArgs& args) {
   if (Status words = ApplySetupWords(args.words, options.base); !words.ok()) return Fail(words.error());
   options.mfu_attention = args.mfu_attention == "full" ? AttentionFlops::kFull : AttentionFlops::kCausal;
   for (const std::string& p : args.precisions) {
-    options.precision.push_back(p == "fp8" ? Precision::kFp8 : Precision::kBf16);
+    options.precision.push_back(ParsePrecision(p).value_or(Precision::kBf16));
   }
   std::optional<ExportFormat> format;
   if (!args.export_format.empty() && args.export_format != "none") {

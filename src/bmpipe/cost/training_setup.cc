@@ -1,6 +1,7 @@
 #include "bmpipe/cost/training_setup.h"
 
 #include <algorithm>
+#include <initializer_list>
 
 #include <fmt/format.h>
 
@@ -124,6 +125,27 @@ std::string_view PrecisionName(Precision p) { return p == Precision::kFp8 ? "fp8
 std::string_view StateDtypeName(StateDtype d) { return d == StateDtype::kBf16 ? "bf16" : "fp32"; }
 
 std::string_view MoeDispatcherName(MoeDispatcher d) { return d == MoeDispatcher::kFlex ? "flex" : "alltoall"; }
+
+namespace {
+// The value of `Enum` among `values` whose name is `name`.
+template <typename Enum>
+std::optional<Enum> ByName(std::string_view name, std::string_view (*name_of)(Enum), std::initializer_list<Enum> values) {
+  for (Enum v : values) {
+    if (name_of(v) == name) return v;
+  }
+  return std::nullopt;
+}
+}  // namespace
+
+std::optional<Precision> ParsePrecision(std::string_view name) {
+  return ByName(name, PrecisionName, {Precision::kBf16, Precision::kFp8});
+}
+std::optional<StateDtype> ParseStateDtype(std::string_view name) {
+  return ByName(name, StateDtypeName, {StateDtype::kFp32, StateDtype::kBf16});
+}
+std::optional<MoeDispatcher> ParseMoeDispatcher(std::string_view name) {
+  return ByName(name, MoeDispatcherName, {MoeDispatcher::kAllToAll, MoeDispatcher::kFlex});
+}
 
 int ZeroStage(const TrainingSetup& setup) { return std::max(setup.zero, setup.distributed_optimizer ? 1 : 0); }
 

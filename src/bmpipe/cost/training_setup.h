@@ -31,6 +31,10 @@ std::string_view StateDtypeName(StateDtype d);  // "fp32", "bf16"
 // and fans it out over the node's links there.
 enum class MoeDispatcher { kAllToAll, kFlex };
 std::string_view MoeDispatcherName(MoeDispatcher d);  // "alltoall", "flex"
+// The inverses of the names; nullopt for any other word.
+std::optional<Precision> ParsePrecision(std::string_view name);
+std::optional<StateDtype> ParseStateDtype(std::string_view name);
+std::optional<MoeDispatcher> ParseMoeDispatcher(std::string_view name);
 
 struct TrainingSetup {
   int tp = 1;   // tensor-parallel size (within a node, as Megatron places it)

@@ -81,17 +81,15 @@ double ReadNumber(const JsonCursor& run, const char* key, double lo, double hi, 
   return x;
 }
 
-// One of two words, the first when absent.
+// A setup word read by `parse` (ParsePrecision, ...), or `default_value` when absent.
 template <typename Enum>
-Enum ReadWord(const JsonCursor& run, const char* key, std::pair<const char*, Enum> first,
-              std::pair<const char*, Enum> second) {
+Enum ReadWord(const JsonCursor& run, const char* key, Enum default_value,
+              std::optional<Enum> (*parse)(std::string_view), const char* choices) {
   auto v = run.Optional(key);
-  if (!v) return first.second;
-  const std::string word = v->String();
-  if (word == first.first) return first.second;
-  if (word == second.first) return second.second;
-  v->Fail(fmt::format("use {} or {}", first.first, second.first));
-  return first.second;
+  if (!v) return default_value;
+  const std::optional<Enum> value = parse(v->String());
+  if (!value) v->Fail(fmt::format("use {}", choices));
+  return value.value_or(default_value);
 }
 
 std::vector<Measurement> ReadMeasured(const JsonCursor& m, const ModelSpec& model, const DeviceSpec& device,
@@ -200,17 +198,15 @@ PublishedRun ReadRun(const JsonCursor& c) {
   s.flash_attention = ReadFlag(c, "flash_attention");
   s.distributed_optimizer = ReadFlag(c, "distributed_optimizer");
   if (auto z = c.Optional("zero")) s.zero = static_cast<int>(z->Integer(0, 3, "the ZeRO stage"));
-  s.precision = ReadWord(c, "precision", std::pair{"bf16", Precision::kBf16}, std::pair{"fp8", Precision::kFp8});
-  s.grad_dtype = ReadWord(c, "grad_dtype", std::pair{"fp32", StateDtype::kFp32}, std::pair{"bf16", StateDtype::kBf16});
-  s.optimizer_dtype =
-      ReadWord(c, "optimizer_dtype", std::pair{"fp32", StateDtype::kFp32}, std::pair{"bf16", StateDtype::kBf16});
+  s.precision = ReadWord(c, "precision", Precision::kBf16, ParsePrecision, "bf16 or fp8");
+  s.grad_dtype = ReadWord(c, "grad_dtype", StateDtype::kFp32, ParseStateDtype, "fp32 or bf16");
+  s.optimizer_dtype = ReadWord(c, "optimizer_dtype", StateDtype::kFp32, ParseStateDtype, "fp32 or bf16");
   s.tp_comm_overlap = ReadNumber(c, "tp_comm_overlap", 0, 1, 0);
   s.dp_overlap = ReadNumber(c, "dp_overlap", 0, 1, 0);
   s.offload_optimizer = ReadFlag(c, "offload_optimizer");
   s.moe_capacity_factor = ReadNumber(c, "moe_capacity_factor", 0, 1e3, 0);
   s.moe_imbalance = ReadNumber(c, "moe_imbalance", 1, 1e3, 1);
-  s.moe_dispatcher = ReadWord(c, "moe_dispatcher", std::pair{"alltoall", MoeDispatcher::kAllToAll},
-                              std::pair{"flex", MoeDispatcher::kFlex});
+  s.moe_dispatcher = ReadWord(c, "moe_dispatcher", MoeDispatcher::kAllToAll, ParseMoeDispatcher, "alltoall or flex");
   s.ep_comm_overlap = ReadNumber(c, "ep_comm_overlap", 0, 1, 0);
   const JsonCursor recompute =
       c.Required("recompute", "none, selective, full, or the parts every decoder layer recomputes (e.g. norm+mlp_act)");
