@@ -1,7 +1,7 @@
 // A launcher's configuration read back as a plan (ReadLauncherPlan, io/launcher_plan.h): Megatron
 // arguments, the DeepSpeed module, torchtitan arguments, detected from the content as `simulate
 // --plan` detects them, against a small model with its training run (4 ranks; 2 ranks x 2
-// chunks). A plan the reader accepts must simulate, and its export in the same format must read
+// chunks; and a MoE run with the frontier setup flags). A plan the reader accepts must simulate, and its export in the same format must read
 // back to the same stages and the same simulated iteration time.
 #include <cstddef>
 #include <cstdint>
@@ -40,12 +40,41 @@ layers:
     options: [{name: none, forward_s: 0.002, backward_s: 0.004, saved_bytes: 2e8}]
 )";
 
+// The same layers as a run of a MoE model with context and expert parallelism, FP8, bf16 state, the
+// flex dispatcher and the expert-parallel overlap: the setup flags every reader checks.
+constexpr const char* kFrontierProblem = R"(
+name: launcher-moe
+pipeline: %s
+device: {memory_bytes: 80e9, reserved_bytes: 2e9}
+p2p_s: 0.0001
+training: {model: small-moe, tensor_parallel: 2, data_parallel: 2, micro_batch_size: 1, global_batch_size: 16,
+           seq_length: 4096, sequence_parallel: true, distributed_optimizer: true, flash_attention: true,
+           context_parallel: 2, expert_parallel: 4, expert_tensor_parallel: 1, precision: fp8,
+           grad_dtype: bf16, optimizer_dtype: bf16,
+           moe: {experts: 8, top_k: 2, expert_ffn: 1024, dense_layers: [0], dispatcher: flex, comm_overlap: true}}
+layers:
+  - name: embedding
+    static_bytes: 1e9
+    options: [{name: none, forward_s: 0.001, backward_s: 0.002, saved_bytes: 1e8}]
+  - name: decoder
+    repeat: 10
+    static_bytes: 2e9
+    options:
+      - {name: none,      forward_s: 0.010, backward_s: 0.020, saved_bytes: 2e9}
+      - {name: selective, forward_s: 0.010, backward_s: 0.020, recompute_s: 0.002, saved_bytes: 1.5e9}
+  - name: head
+    static_bytes: 1e9
+    options: [{name: none, forward_s: 0.002, backward_s: 0.004, saved_bytes: 2e8}]
+)";
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   static const Problem problems[] = {
       fuzz::FixedProblem(kProblem, "{stages: 4, virtual_stages: 1, micro_batches: 8, schedule: 1f1b}", "small.yaml"),
-      fuzz::FixedProblem(kProblem, "{stages: 2, virtual_stages: 2, micro_batches: 8, schedule: 1f1b}", "small.yaml")};
+      fuzz::FixedProblem(kProblem, "{stages: 2, virtual_stages: 2, micro_batches: 8, schedule: 1f1b}", "small.yaml"),
+      fuzz::FixedProblem(kFrontierProblem, "{stages: 2, virtual_stages: 2, micro_batches: 8, schedule: 1f1b}",
+                         "moe.yaml")};
   const std::string text = fuzz::AsText(data, size);
   const Result<PlanFormat> format = DetectPlanFormat(text);
   if (!format.ok()) return 0;

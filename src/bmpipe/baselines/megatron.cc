@@ -164,9 +164,15 @@ Result<MegatronLaunch> MegatronDefaultPlan(const Problem& problem, GlobalRecompu
     flags = fmt::format("--pipeline-model-parallel-layout \"{}\"", MegatronLayout(problem, *best));
   }
   switch (recompute) {
-    case GlobalRecompute::kNone:
-      flags += ", no recomputation";
+    case GlobalRecompute::kNone: {
+      // The layers' least-recomputing option: none, unless the problem offers only other parts
+      // (a run of Megatron's --recompute-modules).
+      const Layer& decoder = problem.layers[shape.body_begin];
+      const LayerOption& option = decoder.options[NoneOption(decoder)];
+      flags += MeansRecompute(option, Recompute{}) ? ", no recomputation"
+                                                   : ", every decoder layer recomputes " + option.name;
       break;
+    }
     case GlobalRecompute::kSelective:
       if (SelectiveOption(problem.layers[shape.body_begin]) < 0) {
         return InvalidInput("the decoder layers have no selective recomputation option");

@@ -314,12 +314,6 @@ Result<RunOutcome> Predict(const PublishedRun& run, const DeviceSpec& device) {
   RunOutcome out;
   out.run = &run;
   out.flags = launch.value().flags;
-  const std::string& option = run.setup.recompute.front();
-  if (!ParseGlobalRecompute(option)) {
-    const std::string none = ", no recomputation";
-    const std::size_t at = out.flags.find(none);
-    if (at != std::string::npos) out.flags.replace(at, none.size(), ", every decoder layer recomputes " + option);
-  }
   out.fits = sim.value().fits;
   Bytes peak = 0;
   for (const RankResult& r : sim.value().ranks) peak = std::max(peak, r.peak_memory_bytes);
