@@ -279,6 +279,77 @@ TEST(SetupCosts, TensorParallelOverlapHidesTheCollectives) {
   EXPECT_EQ(Op(DecoderLayerGraph(m, H100(), s, false), "out_proj").forward_comm_s, 0);
 }
 
+// The overlapped part of a collective runs beside the GEMM it feeds or drains: free while the
+// GEMM is longer, the difference once it is not.
+TEST(SetupCosts, OverlappedCollectivesCostWhatOutlastsTheirGemm) {
+  const ModelSpec m = ModelPreset("llama3-70b").value();
+  TrainingSetup s = MakeSetup(8, 1, 1, 4096);
+  s.tp_comm_overlap = 1;
+  const LayerGraph g = DecoderLayerGraph(m, H100(), s, false);
+  const DeviceSpec d = H100();
+  for (const std::string name : {"qkv", "out_proj", "fc1", "fc2"}) {
+    const LayerOp& op = Op(g, name);
+    EXPECT_EQ(op.forward_comm_s, 0) << name;
+    EXPECT_GT(op.hidden_forward_comm_s, 0) << name;
+    const double gemm = std::max(op.forward_flops / (d.peak_flops * d.efficiency.gemm),
+                                 op.forward_bytes / (d.memory_bandwidth_bytes_per_s * d.efficiency.memory));
+    EXPECT_NEAR(op.forward_s, std::max(gemm, op.hidden_forward_comm_s), 1e-15) << name;
+  }
+  // Llama-3-70B at TP 8: the attention projections are shorter than their collectives, the MLP's
+  // are longer.
+  EXPECT_GT(Op(g, "out_proj").forward_s, Op(g, "out_proj").forward_flops / (d.peak_flops * d.efficiency.gemm));
+  EXPECT_GT(Op(g, "fc1").forward_flops / (d.peak_flops * d.efficiency.gemm), Op(g, "fc1").hidden_forward_comm_s);
+}
+
+// The expert-parallel overlap hides a fraction of the exchanges behind another micro-batch's
+// compute of the layer, never more than that compute: on slow links the rest is waited for.
+TEST(SetupCosts, OverlappedExpertExchangesCostWhatOutlastsTheLayersCompute) {
+  const ModelSpec m = ModelPreset("qwen3-235b-a22b").value();
+  TrainingSetup s = MakeSetup(2, 1, 16, 4096);
+  s.ep = 32;
+  s.etp = 1;
+  const auto graph = [&](double overlap, double link) {
+    s.ep_comm_overlap = overlap;
+    DeviceSpec d = H100();
+    d.inter_node_bandwidth_bytes_per_s *= link;
+    return DecoderLayerGraph(m, d, s, true);
+  };
+  const auto time = [](const LayerGraph& g) {
+    const OptionCost c = EvaluateOption(g, "none");
+    return c.forward_s + c.backward_s;
+  };
+  // Fast links: the overlap hides 80 % of each of the four exchanges (dispatch and combine, both
+  // passes).
+  const double fast = Op(graph(0, 100), "dispatch").forward_comm_s;
+  EXPECT_GT(fast, 0);
+  EXPECT_NEAR(time(graph(0, 100)) - time(graph(0.8, 100)), 0.8 * 4 * fast, 1e-12);
+  // Slow links: the exchanges outlast the layer's compute, and the overlap saves just that.
+  const LayerGraph none = graph(0, 0.05);
+  double compute = 0;
+  for (const LayerOp& op : none.ops) compute += op.forward_s + op.backward_s - op.forward_comm_s - op.backward_comm_s;
+  EXPECT_GT(4 * Op(none, "dispatch").forward_comm_s, compute);
+  EXPECT_NEAR(time(none) - time(graph(1, 0.05)), compute, 1e-12);
+}
+
+// Megatron's mla_up_proj: the up-projections rerun in the backward, and the queries, keys and
+// values they make are not kept.
+TEST(SetupCosts, LatentUpProjectionRecomputation) {
+  const ModelSpec m = ModelPreset("deepseek-v3").value();
+  const TrainingSetup s = MakeSetup(2, 1, 1, 4096);
+  const LayerGraph g = DecoderLayerGraph(m, H100(), s, true);
+  const OptionCost none = EvaluateOption(g, "none"), up = EvaluateOption(g, "mla_up_proj");
+  EXPECT_NEAR(up.recompute_s, Op(g, "q_up").forward_s + Op(g, "kv_up").forward_s, 1e-15);
+  double qkv = 0;
+  for (const int t : Op(g, "q_up").outputs) qkv += g.tensors[t].saved_bytes;
+  for (const int t : Op(g, "kv_up").outputs) qkv += g.tensors[t].saved_bytes;
+  EXPECT_NEAR(none.saved_bytes - up.saved_bytes, qkv, 1);
+  // The whole attention block covers it; a model without latent attention has nothing to rerun.
+  EXPECT_EQ(ParseRecompute("attn+mla_up_proj").value(), ParseRecompute("attn").value());
+  const LayerGraph llama = DecoderLayerGraph(ModelPreset("llama3-8b").value(), H100(), s, false);
+  EXPECT_EQ(EvaluateOption(llama, "mla_up_proj").saved_bytes, EvaluateOption(llama, "none").saved_bytes);
+  EXPECT_EQ(EvaluateOption(llama, "mla_up_proj").recompute_s, 0);
+}
+
 // Offloading moves what a layer keeps to the host: nothing stays between its passes, the copies
 // overlap its compute, and the bytes come back for its backward.
 TEST(SetupCosts, OffloadKeepsNothingOnTheDevice) {

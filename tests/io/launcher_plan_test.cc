@@ -231,7 +231,7 @@ TEST(LauncherPlan, MegatronErrorsNameTheFlagTheValueAndTheFix) {
             "'selective+mlp' to the problem's layers, or change the setting");
   EXPECT_EQ(MegatronError(tiny, split + "--recompute-granularity selective --recompute-modules moe_act"),
             "args: --recompute-modules moe_act: recomputing 'moe_act' is not modeled by bmpipe's options (core_attn, "
-            "mlp and layernorm are); remove it");
+            "mlp, moe, layernorm and mla_up_proj are); remove it");
   EXPECT_EQ(MegatronError(tiny, split + "--recompute-granularity full --recompute-method uniform --recompute-num-layers 2"),
             "args: --recompute-granularity full --recompute-method uniform --recompute-num-layers 2: uniform "
             "checkpoints groups of 2 decoder layers as one unit, which bmpipe's per-layer options do not model; give "
@@ -636,4 +636,48 @@ TEST(LauncherPlan, SetupMismatchesAreErrors) {
 }
 
 }  // namespace
+// Megatron's `mlp` module recomputes the dense MLP and `moe` the MoE block: a plan with mlp on
+// every decoder layer of DeepSeek-V3 (3 dense layers, then MoE) exports both names, and each name
+// alone reads back onto its kind of layer. mla_up_proj goes both ways.
+TEST(LauncherPlan, MegatronMlpAndMoeModulesFollowTheLayersKind) {
+  TrainingSetup s;
+  s.tp = 2;
+  s.pp = 4;
+  s.dp = 2;
+  s.ep = 4;
+  s.etp = 1;
+  s.global_batch_size = 64;
+  s.seq = 4096;
+  s.sequence_parallel = s.distributed_optimizer = s.flash_attention = true;
+  s.recompute = {"none", "mlp", "mla_up_proj", "mla_up_proj+mlp"};
+  const Problem problem = BuildProblem(ModelPreset("deepseek-v3").value(), DevicePreset("h100-80gb").value(), s).value();
+  const ModelShape shape = ShapeOf(problem);
+  const Plan even = EvenPlan(problem);
+  for (const auto& [option, modules] : std::vector<std::pair<std::string, std::string>>{
+           {"mlp", "mlp moe"}, {"mla_up_proj", "mla_up_proj"}, {"mla_up_proj+mlp", "mlp moe mla_up_proj"}}) {
+    SCOPED_TRACE(option);
+    const Plan plan = Uniform(problem, even, ParseRecompute(option).value()).value();
+    const std::string text = ExportPlan(problem, plan, ExportFormat::kMegatron, TargetKind::kMegatron).value();
+    EXPECT_NE(text.find("--recompute-granularity selective\n--recompute-modules " + modules + "\n"), std::string::npos)
+        << text;
+    const Plan back = ReadLauncherPlan(text, PlanFormat::kMegatron, problem, "export").value();
+    EXPECT_EQ(back.option, plan.option);
+  }
+  std::string text = ExportPlan(problem, Uniform(problem, even, ParseRecompute("mlp").value()).value(),
+                                ExportFormat::kMegatron, TargetKind::kMegatron)
+                         .value();
+  for (const std::string only : {"mlp", "moe"}) {
+    SCOPED_TRACE(only);
+    std::string one = text;
+    one.replace(one.find("--recompute-modules mlp moe"), std::string("--recompute-modules mlp moe").size(),
+                "--recompute-modules " + only);
+    const Plan back = ReadLauncherPlan(one, PlanFormat::kMegatron, problem, "export").value();
+    for (LayerIdx l = shape.body_begin; l < shape.body_end; ++l) {
+      const bool dense = l - shape.body_begin < 3;
+      const bool recomputes = MeansRecompute(problem.layers[l].options[back.option[l]], Recompute{kRecomputeMlp});
+      EXPECT_EQ(recomputes, dense == (only == "mlp")) << l;
+    }
+  }
+}
+
 }  // namespace bmpipe

@@ -54,6 +54,12 @@ struct GroupLink {
   }
 };
 
+// A collective around an op: the part it waits for, and the part that runs beside its compute.
+struct Comm {
+  double exposed = 0, hidden = 0;
+  Comm operator+(const Comm& o) const { return {exposed + o.exposed, hidden + o.hidden}; }
+};
+
 // Sizes every op of a layer shares.
 struct Shape {
   const ModelSpec& model;
@@ -63,7 +69,7 @@ struct Shape {
   double seq;        // s: the keys a query may attend to before masking (the whole sequence)
   int t;             // tensor-parallel size
   double sp;         // t with sequence parallelism, else 1: the division of the non-TP regions
-  double exposed;    // 1 - tp_comm_overlap: the part of a tensor-parallel collective not hidden
+  double exposed;    // 1 - tp_comm_overlap: the part of a tensor-parallel collective not overlapped
   bool fp8;          // linear layers run FP8 GEMMs
   GroupLink tp, cp, ep, etp;
 
@@ -80,18 +86,21 @@ struct Shape {
   // The collectives that enter and leave a tensor-parallel region, on a T x h activation: an
   // all-gather in and a reduce-scatter out with sequence parallelism, else nothing in and an
   // all-reduce out. Forward enters at a column-parallel GEMM and leaves at a row-parallel one; the
-  // backward runs the opposite collectives. Only the part not overlapped with GEMMs counts.
-  double Enter() const {
-    if (t == 1 || !setup.sequence_parallel) return 0;
-    return exposed * AllGatherSeconds(tokens * model.hidden * kActivationBytes, t, tp.bandwidth, tp.latency);
+  // backward runs the opposite collectives. With tensor-parallel overlap a fraction of each runs
+  // beside the GEMM it feeds or drains (Transformer Engine's userbuffers split the GEMM into
+  // chunks and pipeline the exchange with them): it costs time only where it outlasts that GEMM.
+  Comm Enter() const {
+    if (t == 1 || !setup.sequence_parallel) return {};
+    return Overlapped(AllGatherSeconds(tokens * model.hidden * kActivationBytes, t, tp.bandwidth, tp.latency));
   }
-  double Leave() const {
-    if (t == 1) return 0;
+  Comm Leave() const {
+    if (t == 1) return {};
     const double bytes = tokens * model.hidden * kActivationBytes;
     // A reduce-scatter costs what an all-gather does.
-    return exposed * (setup.sequence_parallel ? AllGatherSeconds(bytes, t, tp.bandwidth, tp.latency)
+    return Overlapped(setup.sequence_parallel ? AllGatherSeconds(bytes, t, tp.bandwidth, tp.latency)
                                               : AllReduceSeconds(bytes, t, tp.bandwidth, tp.latency));
   }
+  Comm Overlapped(double seconds) const { return {exposed * seconds, (1 - exposed) * seconds}; }
 };
 
 class GraphBuilder {
@@ -119,6 +128,14 @@ class GraphBuilder {
     return index;
   }
   LayerOp& op(int i) { return graph_.ops[i]; }
+  // The collectives op `i` runs around its forward and its backward.
+  void Collectives(int i, Comm forward, Comm backward) {
+    LayerOp& o = graph_.ops[i];
+    o.forward_comm_s += forward.exposed;
+    o.hidden_forward_comm_s += forward.hidden;
+    o.backward_comm_s += backward.exposed;
+    o.hidden_backward_comm_s += backward.hidden;
+  }
   int output(int op_index, int k = 0) const { return graph_.ops[op_index].outputs[k]; }
   double bytes(int tensor) const { return graph_.tensors[tensor].bytes; }
 
@@ -161,6 +178,7 @@ class GraphBuilder {
   LayerGraph Finish() {
     const DeviceSpec& d = shape_.device;
     const double bytes_per_s = d.memory_bandwidth_bytes_per_s * d.efficiency.memory;
+    double compute = 0, overlapped = 0;  // the layer's, both passes
     for (LayerOp& op : graph_.ops) {
       const double efficiency = op.kind == OpClass::kFusedAttention ? d.efficiency.attention : d.efficiency.gemm;
       const double flops_per_s = op.fp8 ? d.peak_fp8_flops * d.efficiency.fp8_gemm : d.peak_flops * efficiency;
@@ -168,6 +186,18 @@ class GraphBuilder {
       const double backward = std::max(op.backward_flops / flops_per_s, op.backward_bytes / bytes_per_s);
       op.forward_s = std::max(forward, op.hidden_forward_comm_s) + op.forward_comm_s;
       op.backward_s = std::max(backward, op.hidden_backward_comm_s) + op.backward_comm_s;
+      compute += forward + backward;
+      overlapped += op.overlapped_forward_comm_s + op.overlapped_backward_comm_s;
+    }
+    // The overlapped collectives of one micro-batch run beside another's compute of the layer
+    // (its forward beside the other's backward and the other way round): what outlasts the
+    // layer's compute is waited for, by each op in proportion to its share.
+    if (overlapped > compute) {
+      const double waited = (overlapped - compute) / overlapped;
+      for (LayerOp& op : graph_.ops) {
+        op.forward_s += waited * op.overlapped_forward_comm_s;
+        op.backward_s += waited * op.overlapped_backward_comm_s;
+      }
     }
     // An FP8 GEMM keeps its input for the backward as FP8 (Transformer Engine): a tensor that only
     // FP8 GEMMs save takes half its 16-bit bytes.
@@ -246,7 +276,7 @@ double CausalKeysPerQuery(const Shape& s, bool windowed) {
 // projection's output.
 int Attention(GraphBuilder& g, const Shape& s, int x, bool windowed) {
   const ModelSpec& m = s.model;
-  const Groups attn = {"attn"}, core = {"attn", "core_attn"};
+  const Groups attn = {"attn"}, core = {"attn", "core_attn"}, up = {"attn", "mla_up_proj"};
   const double T = s.tokens, h = m.hidden, a = m.heads;
   const double dh = m.head_dim, dv = m.v_head_dim;
   const double kv = m.latent.enabled() ? m.heads : m.kv_heads;
@@ -257,8 +287,7 @@ int Attention(GraphBuilder& g, const Shape& s, int x, bool windowed) {
                            {{"q", s.Activation(a * dh, true)}, {"k", s.Activation(kv * dh, true)},
                             {"v", s.Activation(kv * dv, true)}},
                            {x}, 2 * T * h * (a * dh + kv * dh + kv * dv) / s.t, h * (a * dh + kv * (dh + dv)) * weight);
-    g.op(qkv).forward_comm_s = s.Enter();
-    g.op(qkv).backward_comm_s = s.Leave();
+    g.Collectives(qkv, s.Enter(), s.Leave());
     q = g.output(qkv, 0);
     k = g.output(qkv, 1);
     v = g.output(qkv, 2);
@@ -271,18 +300,17 @@ int Attention(GraphBuilder& g, const Shape& s, int x, bool windowed) {
     const int kv_down = g.Linear("kv_down", attn, {x}, {{"kv_latent", T * (l.kv_lora_rank + l.qk_rope_head_dim) * kActivationBytes}},
                                {x}, 2 * T * h * (l.kv_lora_rank + l.qk_rope_head_dim),
                                h * (l.kv_lora_rank + l.qk_rope_head_dim) * kActivationBytes);
-    g.op(kv_down).forward_comm_s = s.Enter();
-    g.op(kv_down).backward_comm_s = s.Leave();
+    g.Collectives(kv_down, s.Enter(), s.Leave());
     if (l.q_lora_rank > 0) {
       const int q_down = g.Linear("q_down", attn, {x}, {{"q_latent", T * l.q_lora_rank * kActivationBytes}}, {x},
                                 2 * T * h * l.q_lora_rank, h * l.q_lora_rank * kActivationBytes);
       q_in = g.output(q_down);
       q_in_width = l.q_lora_rank;
     }
-    const int q_up = g.Linear("q_up", attn, {q_in}, {{"q", s.Activation(a * dh, true)}}, {q_in},
+    const int q_up = g.Linear("q_up", up, {q_in}, {{"q", s.Activation(a * dh, true)}}, {q_in},
                             2 * T * q_in_width * a * dh / s.t, q_in_width * a * dh * weight);
     const int kv_latent = g.output(kv_down);
-    const int kv_up = g.Linear("kv_up", attn, {kv_latent}, {{"k", s.Activation(a * dh, true)}, {"v", s.Activation(a * dv, true)}},
+    const int kv_up = g.Linear("kv_up", up, {kv_latent}, {{"k", s.Activation(a * dh, true)}, {"v", s.Activation(a * dv, true)}},
                              {kv_latent}, 2 * T * l.kv_lora_rank * a * (l.qk_nope_head_dim + dv) / s.t,
                              l.kv_lora_rank * a * (l.qk_nope_head_dim + dv) * weight);
     q = g.output(q_up);
@@ -337,8 +365,7 @@ int Attention(GraphBuilder& g, const Shape& s, int x, bool windowed) {
   }
   const int out = g.Linear("out_proj", attn, {context}, {{"attention_out", s.Activation(h, false)}}, {context},
                          2 * T * a * dv * h / s.t, a * dv * h * weight);
-  g.op(out).forward_comm_s = s.Leave();
-  g.op(out).backward_comm_s = s.Enter();
+  g.Collectives(out, s.Leave(), s.Enter());
   return g.output(out);
 }
 
@@ -348,7 +375,8 @@ int Attention(GraphBuilder& g, const Shape& s, int x, bool windowed) {
 struct MlpShape {
   double ffn, tokens;
   int shard;
-  double enter_s, leave_s, out_divisor;
+  Comm enter, leave;
+  double out_divisor;
 };
 int Mlp(GraphBuilder& g, const Shape& s, const std::string& prefix, int x, const MlpShape& m) {
   const Groups mlp = {"mlp"};
@@ -362,15 +390,13 @@ int Mlp(GraphBuilder& g, const Shape& s, const std::string& prefix, int x, const
                                                                   : "gelu";
   const int fc1 = g.Linear(prefix + "fc1", mlp, {x}, {{prefix + "fc1.out", T * up_width * kActivationBytes / m.shard}},
                            {x}, 2 * T * h * up_width / m.shard, h * up_width * weight);
-  g.op(fc1).forward_comm_s = m.enter_s;
-  g.op(fc1).backward_comm_s = m.leave_s;
+  g.Collectives(fc1, m.enter, m.leave);
   const int act = g.Elementwise(prefix + activation, {"mlp", "mlp_act"}, {g.output(fc1)},
                                 {{prefix + "act.out", T * ffn * kActivationBytes / m.shard}}, {g.output(fc1)}, 1.5);
   const int fc2 = g.Linear(prefix + "fc2", mlp, {g.output(act)},
                            {{prefix + "fc2.out", T * h * kActivationBytes / m.out_divisor}}, {g.output(act)},
                            2 * T * ffn * h / m.shard, ffn * h * weight);
-  g.op(fc2).forward_comm_s = m.leave_s;
-  g.op(fc2).backward_comm_s = m.enter_s;
+  g.Collectives(fc2, m.leave, m.enter);
   return g.output(fc2);
 }
 
@@ -430,24 +456,26 @@ LayerGraph DecoderLayerGraph(const ModelSpec& m, const DeviceSpec& d, const Trai
                               2 * s.tokens * m.hidden * experts / s.sp, m.hidden * experts * kActivationBytes);
     const int dispatch = g.Elementwise("dispatch", mlp, {n2, g.output(router)}, {{"dispatched", routed_bytes}},
                                        {g.output(router)}, 1);
-    // The exchange each way; a fraction hides behind another micro-batch's compute.
-    const double exchange =
-        (1 - s.setup.ep_comm_overlap) * (s.setup.moe_dispatcher == MoeDispatcher::kFlex
-                                             ? s.ep.FlexDispatch(routed_bytes, k, experts)
-                                             : s.ep.AllToAll(routed_bytes));
-    g.op(dispatch).forward_comm_s = exchange;
-    g.op(dispatch).backward_comm_s = exchange;
+    // The exchange each way; a fraction runs beside another micro-batch's compute.
+    const double exchange = s.setup.moe_dispatcher == MoeDispatcher::kFlex ? s.ep.FlexDispatch(routed_bytes, k, experts)
+                                                                           : s.ep.AllToAll(routed_bytes);
+    const double overlap = s.setup.ep_comm_overlap;
+    auto exchanges = [&](int op) {
+      LayerOp& o = g.op(op);
+      o.forward_comm_s = o.backward_comm_s = (1 - overlap) * exchange;
+      o.overlapped_forward_comm_s = o.overlapped_backward_comm_s = overlap * exchange;
+    };
+    exchanges(dispatch);
     const double gather = AllGatherSeconds(routed_bytes * etp, etp, s.etp.bandwidth, s.etp.latency);
     const int routed = Mlp(g, s, "experts.", g.output(dispatch),
-                           {static_cast<double>(m.moe.ffn), routed_tokens * etp, etp, gather, gather, static_cast<double>(etp)});
+                           {static_cast<double>(m.moe.ffn), routed_tokens * etp, etp, {gather, 0}, {gather, 0}, static_cast<double>(etp)});
     std::vector<int> to_combine = {routed};
     if (m.moe.shared_experts > 0) {
       to_combine.push_back(Mlp(g, s, "shared.", n2, DenseMlp(s, static_cast<double>(m.moe.shared_experts) * m.moe.ffn)));
     }
     const int combine = g.Elementwise("combine", mlp, to_combine, {{"moe_out", s.Activation(m.hidden, false)}},
                                       {g.output(router)}, 1);
-    g.op(combine).forward_comm_s = exchange;
-    g.op(combine).backward_comm_s = exchange;
+    exchanges(combine);
     out = g.output(combine);
   }
   if (m.post_norms) out = Norm(g, s, "post_mlp_norm", mlp, out);
@@ -464,8 +492,7 @@ LayerGraph EmbeddingGraph(const ModelSpec& m, const DeviceSpec& d, const Trainin
   const int lookup = g.Elementwise("token_embedding", {}, {ids}, {{"embedded", s.Activation(m.hidden, false)}}, {ids}, 1);
   g.op(lookup).forward_bytes = 2 * s.tokens * m.hidden * kActivationBytes;
   g.op(lookup).backward_bytes = 2 * s.tokens * m.hidden * kActivationBytes;
-  g.op(lookup).forward_comm_s = s.Leave();
-  g.op(lookup).backward_comm_s = s.Enter();
+  g.Collectives(lookup, s.Leave(), s.Enter());
   int out = g.output(lookup);
   if (m.learned_positions > 0) out = g.output(g.Elementwise("position_embedding", {}, {out}, {{"positioned", g.bytes(out)}}, {}, 1));
   if (m.dropout) Dropout(g, "embedding_dropout", {}, out, s.tokens * m.hidden / s.sp);
@@ -480,8 +507,7 @@ LayerGraph HeadGraph(const ModelSpec& m, const DeviceSpec& d, const TrainingSetu
   const int normed = Norm(g, s, "final_norm", {}, x);
   const int logits = g.Gemm("lm_head", {}, {normed}, {{"logits", s.tokens * vocab * kActivationBytes / s.t}}, {normed},
                             2 * s.tokens * m.hidden * vocab / s.t, m.hidden * vocab * kActivationBytes / s.t);
-  g.op(logits).forward_comm_s = s.Enter();
-  g.op(logits).backward_comm_s = s.Leave();
+  g.Collectives(logits, s.Enter(), s.Leave());
   // Vocabulary-parallel cross-entropy: the softmax in fp32 is saved; three small all-reduces
   // (max, sum, target logit) over the tensor-parallel ranks.
   const int ce = g.Elementwise("cross_entropy", {}, {g.output(logits)}, {{"softmax", s.tokens * vocab * 4 / s.t}}, {}, 1);
@@ -526,16 +552,14 @@ LayerGraph MtpProjectionGraph(const ModelSpec& m, const DeviceSpec& d, const Tra
   const int ids = g.Input("mtp.token_ids", s.tokens * 8);
   const int lookup =
       g.Elementwise("mtp.embedding", {}, {ids}, {{"mtp.embedded", s.Activation(m.hidden, false)}}, {ids}, 1);
-  g.op(lookup).forward_comm_s = s.Leave();
-  g.op(lookup).backward_comm_s = s.Enter();
+  g.Collectives(lookup, s.Leave(), s.Enter());
   const int hidden_norm = Norm(g, s, "mtp.hidden_norm", {}, x);
   const int embedding_norm = Norm(g, s, "mtp.embedding_norm", {}, g.output(lookup));
   const double h = m.hidden;
   const int projection = g.Linear("mtp.projection", {}, {hidden_norm, embedding_norm},
                                   {{"mtp.projected", s.Activation(h, false)}}, {hidden_norm, embedding_norm},
                                   2 * s.tokens * 2 * h * h / s.t, 2 * h * h * kActivationBytes / s.t);
-  g.op(projection).forward_comm_s = s.Enter() + s.Leave();
-  g.op(projection).backward_comm_s = s.Enter() + s.Leave();
+  g.Collectives(projection, s.Enter() + s.Leave(), s.Enter() + s.Leave());
   return g.Finish();
 }
 
@@ -567,8 +591,10 @@ OptionCost EvaluateOption(const LayerGraph& graph, const std::string& option) {
       if (group == "mlp") part = kRecomputeMlp;
       if (group == "norm") part = kRecomputeNorms;
       if (group == "mlp_act") part = kRecomputeMlpActivation;
+      if (group == "mla_up_proj") part = kRecomputeMlaUpProjection;
       if (parts & (part | kRecomputeLayer)) in_r[o] = true;
-      if (group == "norm" && (parts & kRecomputeNorms)) discards[o] = true;
+      // Output-discarding parts: their outputs are not kept even for the ops that saved them.
+      if ((group == "norm" || group == "mla_up_proj") && (parts & part)) discards[o] = true;
     }
     if (parts & kRecomputeLayer) in_r[o] = true;
   }

@@ -45,6 +45,9 @@ struct LayerOp {
   double forward_bytes = 0, backward_bytes = 0;  // memory traffic
   double forward_comm_s = 0, backward_comm_s = 0;  // collectives the op waits for
   double hidden_forward_comm_s = 0, hidden_backward_comm_s = 0;  // collectives overlapped with the op's compute
+  // Collectives overlapped with another micro-batch's pass through the layer (Megatron's MoE
+  // all-to-all overlap): hidden while the layer's compute lasts, the rest on the critical path.
+  double overlapped_forward_comm_s = 0, overlapped_backward_comm_s = 0;
   bool fp8 = false;  // an FP8 GEMM (device.peak_fp8_flops x efficiency.fp8_gemm)
   std::vector<int> inputs, outputs, saved;        // tensor indices
   double forward_s = 0, backward_s = 0;           // roofline time + collectives

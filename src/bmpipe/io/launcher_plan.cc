@@ -614,15 +614,19 @@ void MegatronRecompute(const Flags& flags, const Problem& problem, Plan& plan) {
   }
   const Flag* modules = flags.Get("--recompute-modules");
   const std::vector<std::string> names = modules ? modules->values : std::vector<std::string>{"core_attn"};
-  Recompute want;
+  // Megatron's `mlp` recomputes the dense MLP and `moe` the MoE block: on each decoder layer
+  // bmpipe's mlp when the module for the layer's kind is named.
+  Recompute want, want_dense_mlp, want_moe;
   for (const std::string& m : names) {
     if (m == "core_attn") want.parts |= kRecomputeCoreAttention;
-    else if (m == "mlp") want.parts |= kRecomputeMlp;
+    else if (m == "mlp") want_dense_mlp.parts |= kRecomputeMlp;
+    else if (m == "moe") want_moe.parts |= kRecomputeMlp;
     else if (m == "layernorm") want.parts |= kRecomputeNorms;
-    else if (m == "moe" || m == "moe_act" || m == "shared_experts" || m == "mla_up_proj" || m == "gdn_norm_out" ||
-             m == "gdp_in_proj" || m == "gdp_qkv" || m == "mhc") {
-      Fail(fmt::format("--recompute-modules {}: recomputing '{}' is not modeled by bmpipe's options (core_attn, mlp and "
-                       "layernorm are); remove it",
+    else if (m == "mla_up_proj") want.parts |= kRecomputeMlaUpProjection;
+    else if (m == "moe_act" || m == "shared_experts" || m == "gdn_norm_out" || m == "gdp_in_proj" || m == "gdp_qkv" ||
+             m == "mhc") {
+      Fail(fmt::format("--recompute-modules {}: recomputing '{}' is not modeled by bmpipe's options (core_attn, mlp, "
+                       "moe, layernorm and mla_up_proj are); remove it",
                        fmt::join(names, " "), m));
     } else {
       Fail(fmt::format("--recompute-modules {}: '{}' is not a Megatron module; Megatron's are core_attn, mlp, layernorm, "
@@ -630,9 +634,13 @@ void MegatronRecompute(const Flags& flags, const Problem& problem, Plan& plan) {
                        fmt::join(names, " "), m));
     }
   }
-  if (want.none()) return;
   const std::string setting = fmt::format("--recompute-granularity selective --recompute-modules {}", fmt::join(names, " "));
-  for (LayerIdx l = shape.body_begin; l < shape.body_end; ++l) SetLayerOption(problem, plan, l, want, setting);
+  const MoeInfo* moe = problem.training && problem.training->moe.enabled() ? &problem.training->moe : nullptr;
+  for (LayerIdx l = shape.body_begin; l < shape.body_end; ++l) {
+    const bool dense = !moe || std::binary_search(moe->dense_layers.begin(), moe->dense_layers.end(), l - shape.body_begin);
+    const Recompute layer_want{want.parts | (dense ? want_dense_mlp : want_moe).parts};
+    if (!layer_want.none()) SetLayerOption(problem, plan, l, layer_want, setting);
+  }
 }
 
 void CheckMegatronTraining(const Flags& flags, const TrainingInfo& t) {

@@ -11,13 +11,14 @@ namespace bmpipe {
 namespace {
 
 // Every accepted word and the parts it stands for; the first word of a part is its canonical name.
-constexpr std::array<std::pair<std::string_view, unsigned>, 15> kWords = {{
+constexpr std::array<std::pair<std::string_view, unsigned>, 16> kWords = {{
     {"none", 0},
     {"selective", kRecomputeCoreAttention},
     {"attn", kRecomputeAttention},
     {"mlp", kRecomputeMlp},
     {"mlp_act", kRecomputeMlpActivation},
     {"norm", kRecomputeNorms},
+    {"mla_up_proj", kRecomputeMlaUpProjection},
     {"offload", kOffloadActivations},
     {"full", kRecomputeLayer},
     {"core_attn", kRecomputeCoreAttention},
@@ -54,7 +55,7 @@ Result<Recompute> ParseRecompute(std::string_view name) {
   }
   // The whole layer covers every part; a block covers its kernel or activation.
   if (r.parts & kRecomputeLayer) r.parts &= kRecomputeLayer | kOffloadActivations;
-  if (r.parts & kRecomputeAttention) r.parts &= ~unsigned{kRecomputeCoreAttention};
+  if (r.parts & kRecomputeAttention) r.parts &= ~unsigned{kRecomputeCoreAttention | kRecomputeMlaUpProjection};
   if (r.parts & kRecomputeMlp) r.parts &= ~unsigned{kRecomputeMlpActivation};
   return r;
 }
@@ -71,6 +72,7 @@ std::string RecomputeName(Recompute recompute) {
   return name;
 }
 
-std::vector<std::string> RecomputeOptionNames() { return {"none", "selective", "attn", "mlp", "mlp_act", "norm", "offload", "full"}; }
+std::vector<std::string> RecomputeOptionNames() { return {"none", "selective", "attn", "mlp", "mlp_act", "norm", "mla_up_proj", "offload", "full"};
+}
 
 }  // namespace bmpipe

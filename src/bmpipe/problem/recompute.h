@@ -11,14 +11,17 @@
 //              select_recompute (its default patterns mlp.mul and mlp.activation_func.silu)
 //   norm       the two norms, their outputs discarded after use: Megatron's `layernorm` module,
 //              MindFormers' select_comm_recompute
+//   mla_up_proj  latent attention's up-projections to per-head queries, keys and values, their
+//              outputs discarded after use: Megatron's `mla_up_proj` module
 //   full       the whole layer: only its input is kept
 //   offload    beside recomputation: what the layer keeps waits in host memory, copied out during
 //              the forward and back before the backward, overlapped with compute
-// Names: none, selective (= core_attn), attn, mlp, mlp_act, norm, offload, full and '+'-joined
-// unions of them (selective+mlp, selective+offload). The frameworks' own words are accepted too:
-// MindFormers' select (= mlp_act), select_comm (= norm) and both (= mlp_act+norm); Megatron's
-// core_attn, layernorm, moe (= mlp: the whole MoE block) and moe_act (= mlp_act: also the
-// experts' activation).
+// Names: none, selective (= core_attn), attn, mlp, mlp_act, norm, mla_up_proj, offload, full and
+// '+'-joined unions of them (selective+mlp, selective+offload). The frameworks' own words are
+// accepted too: MindFormers' select (= mlp_act), select_comm (= norm) and both (= mlp_act+norm);
+// Megatron's core_attn, layernorm, moe (= mlp on a MoE layer: the whole MoE block) and moe_act
+// (= mlp_act: also the experts' activation). Megatron's own `mlp` module is the dense MLP only and
+// its `moe` module the MoE block: its readers and exports map both to mlp by the layer's kind.
 #pragma once
 
 #include <string>
@@ -39,6 +42,7 @@ enum RecomputePart : unsigned {
   // Not a recomputation: the activations the option keeps go to host memory after the forward
   // and come back before the backward (Megatron's --cpu-offloading, torch's save_on_cpu).
   kOffloadActivations = 1u << 6,
+  kRecomputeMlaUpProjection = 1u << 7,
 };
 
 struct Recompute {
@@ -54,10 +58,11 @@ struct Recompute {
 Result<Recompute> ParseRecompute(std::string_view name);
 
 // The canonical name: "none", "full", or the parts joined by '+' in the order selective, attn,
-// mlp, mlp_act, norm ("selective+mlp").
+// mlp, mlp_act, norm, mla_up_proj, offload ("selective+mlp").
 std::string RecomputeName(Recompute recompute);
 
-// The basic names an option may join: none, selective, attn, mlp, mlp_act, norm, full.
+// The basic names an option may join: none, selective, attn, mlp, mlp_act, norm, mla_up_proj,
+// offload, full.
 std::vector<std::string> RecomputeOptionNames();
 
 }  // namespace bmpipe

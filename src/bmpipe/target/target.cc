@@ -32,11 +32,19 @@ std::uint16_t Mask(const Layer& layer, const std::function<bool(Recompute)>& kee
 
 std::uint16_t Only(OptionIdx o) { return static_cast<std::uint16_t>(1u << o); }
 
-std::string ModuleNames(unsigned parts, TargetKind kind) {
+// Megatron's module names for `parts` on the problem's decoder layers: its `mlp` is the dense MLP
+// and its `moe` the MoE block, so the MLP of a MoE model's layers takes the names of the kinds it
+// has.
+std::string ModuleNames(const Problem& problem, unsigned parts, TargetKind kind) {
   std::vector<std::string> names;
   if (parts & kRecomputeCoreAttention) names.push_back("core_attn");
-  if (parts & kRecomputeMlp) names.push_back("mlp");
+  if (parts & kRecomputeMlp) {
+    const bool moe = problem.training && problem.training->moe.enabled();
+    if (!moe || !problem.training->moe.dense_layers.empty()) names.push_back("mlp");
+    if (moe) names.push_back("moe");
+  }
   if (parts & kRecomputeNorms) names.push_back(kind == TargetKind::kMindFormers ? "select_comm" : "layernorm");
+  if (parts & kRecomputeMlaUpProjection) names.push_back("mla_up_proj");
   return fmt::format("{}", fmt::join(names, " "));
 }
 
@@ -92,12 +100,13 @@ const std::vector<Target>& AllTargets() {
        RecomputeGranularity::kPerLayer, 0, false, true, true, true, "options without a known meaning"},
       {TargetKind::kMegatron, "megatron",
        "Megatron-Core >= 0.13 with its Transformer Engine layer spec (--pipeline-model-parallel-layout)",
-       RecomputeGranularity::kGlobal, kRecomputeCoreAttention | kRecomputeMlp, true, true, false, true,
+       RecomputeGranularity::kGlobal, kRecomputeCoreAttention | kRecomputeMlp | kRecomputeMlaUpProjection, true, true,
+       false, true,
        "per-stage or per-layer recomputation, layernorm recomputation (fused into the linear layers), attn"},
       {TargetKind::kMegatronLocal, "megatron-local",
        "Megatron-Core >= 0.13 with its local layer spec (--pipeline-model-parallel-layout)",
-       RecomputeGranularity::kGlobal, kRecomputeCoreAttention | kRecomputeMlp | kRecomputeNorms, true, true, false,
-       true, "per-stage or per-layer recomputation, attn"},
+       RecomputeGranularity::kGlobal, kRecomputeCoreAttention | kRecomputeMlp | kRecomputeNorms | kRecomputeMlaUpProjection,
+       true, true, false, true, "per-stage or per-layer recomputation, attn"},
       {TargetKind::kMindFormers, "mindformers", "MindFormers >= 1.3 (offset and recompute lists per stage)",
        RecomputeGranularity::kPerStage, 0, false, true, false, false,
        "stages without a decoder layer; a stage with both select-only and comm-only layers; mlp, attn"},
@@ -358,7 +367,7 @@ Status ForEachTargetSetting(const Problem& problem, TargetKind kind, const std::
       for (unsigned set = 1; set <= modules; ++set) {
         if ((set & ~modules) != 0) continue;
         add(Uniform(problem, shape, Recompute{set},
-                    "--recompute-granularity selective --recompute-modules " + ModuleNames(set, kind)));
+                    "--recompute-granularity selective --recompute-modules " + ModuleNames(problem, set, kind)));
       }
       // Megatron refuses full recomputation with the MoE all-to-all overlap.
       const bool full_allowed = !(megatron && problem.training && problem.training->moe.comm_overlap);
