@@ -52,7 +52,7 @@ std::vector<DeviceSpec> Presets() {
   // B200's and GB200's FP8 GEMMs on one dense run each. tests/validate keeps these equal to the
   // fit. H200, H800 and the 96 GB H100 are the H100's chip.
   const Efficiencies ampere{0.681, 0.50, 0.984, 0.80};
-  const Efficiencies hopper{0.577, 0.393, 0.984, 0.80, 0.544};
+  const Efficiencies hopper{0.577, 0.394, 0.984, 0.80, 0.543};
   Efficiencies b200 = hopper, gb200 = hopper;
   b200.fp8_gemm = 0.439;
   gb200.fp8_gemm = 0.367;
