@@ -825,6 +825,10 @@ void AddSetupOptions(CLI::App& cmd, TrainingSetup& setup, SetupWords& words, Wra
                       "Adam's moments: fp32 or bf16 (master weights stay fp32)")
            ->check(CLI::IsMember({"fp32", "bf16"}))
            ->capture_default_str());
+  wrap(cmd.add_flag("--fp8-params", setup.fp8_params,
+                    "With --precision fp8: the linear layers' weights kept in FP8 (1 byte and a 1-byte transpose "
+                    "instead of 16-bit weights and Transformer Engine's FP8 caches; the parameter all-gathers move "
+                    "FP8): Megatron's --fp8-param-gather, which needs the distributed optimizer"));
   wrap(cmd.add_option("--tp-comm-overlap", setup.tp_comm_overlap,
                       "Fraction of the tensor-parallel collectives hidden behind GEMMs (0..1; Megatron's default "
                       "is 0, --tp-comm-overlap with userbuffers hides most)")

@@ -26,6 +26,13 @@ TrainingSetup MakeSetup(int tp, int pp, int dp, int seq) {
 
 DeviceSpec H100() { return DevicePreset("h100-80gb").value(); }
 
+// The H100 without the host's wait in MoE layers: the exchanges alone on the dispatch.
+DeviceSpec H100WithoutHostWait() {
+  DeviceSpec d = H100();
+  d.efficiency.moe_host_ms = 0;
+  return d;
+}
+
 Result<Problem> Build(const std::string& model, const TrainingSetup& s, const DeviceSpec& d = H100()) {
   return BuildProblem(ModelPreset(model).value(), d, s);
 }
@@ -107,7 +114,7 @@ TEST(SetupCosts, ExpertParallelismShardsTheExperts) {
 // on the network beyond it, each member keeping its own share.
 TEST(SetupCosts, ExpertAllToAllUsesTheGroupsLinks) {
   const ModelSpec m = ModelPreset("mixtral-8x7b").value();
-  const DeviceSpec d = H100();
+  const DeviceSpec d = H100WithoutHostWait();
   TrainingSetup s = MakeSetup(1, 1, 16, 4096);
   s.ep = 8;
   const LayerGraph inside = DecoderLayerGraph(m, d, s, /*moe=*/true);
@@ -131,7 +138,7 @@ TEST(SetupCosts, ExpertAllToAllUsesTheGroupsLinks) {
 // An overlap fraction hides that part of the exchange; dense models refuse both settings.
 TEST(SetupCosts, FlexDispatchSendsATokenOncePerNode) {
   const ModelSpec m = ModelPreset("mixtral-8x7b").value();
-  const DeviceSpec d = H100();
+  const DeviceSpec d = H100WithoutHostWait();
   TrainingSetup s = MakeSetup(1, 1, 16, 4096);
   s.ep = 8;
   s.etp = 2;  // ep x etp = 16 spans two nodes: 4 expert-parallel members a node
@@ -267,6 +274,35 @@ TEST(SetupCosts, Fp8GemmsAndTheirMemory) {
   EXPECT_NE(a100.error().message.find("FP8"), std::string::npos) << a100.error().message;
 }
 
+// FP8 weights (--fp8-params): no caches beside a 16-bit copy, and the ZeRO-1 parameter all-gather
+// moves 1 byte per parameter instead of 2; refused without FP8 GEMMs or a distributed optimizer.
+TEST(SetupCosts, Fp8WeightsReplaceTheCaches) {
+  const double parameters = static_cast<double>(CountParameters(ModelPreset("llama3-8b").value()).dense_layer);
+  TrainingSetup s = MakeSetup(1, 1, 8, 4096);
+  s.distributed_optimizer = true;
+  const Problem bf16 = Build("llama3-8b", s).value();
+  s.precision = Precision::kFp8;
+  const Problem fp8 = Build("llama3-8b", s).value();
+  s.fp8_params = true;
+  const Problem weights = Build("llama3-8b", s).value();
+  EXPECT_EQ(weights.layers[1].static_bytes, bf16.layers[1].static_bytes);
+  EXPECT_NEAR(static_cast<double>(fp8.layers[1].static_bytes - weights.layers[1].static_bytes), 2 * parameters, 2);
+  // The update: the gradient reduce-scatter (4 bytes) and the parameter all-gather (2, or 1) plus
+  // the step, the same in both.
+  EXPECT_LT(weights.layers[1].update_ns, fp8.layers[1].update_ns);
+  EXPECT_EQ(weights.layers[0].update_ns, fp8.layers[0].update_ns);  // the embedding stays 16-bit
+  EXPECT_TRUE(weights.training->fp8_params);
+  s.precision = Precision::kBf16;
+  Result<Problem> refused = Build("llama3-8b", s);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.error().message.find("add --precision fp8"), std::string::npos) << refused.error().message;
+  s.precision = Precision::kFp8;
+  s.distributed_optimizer = false;
+  refused = Build("llama3-8b", s);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.error().message.find("add --distributed-optimizer"), std::string::npos) << refused.error().message;
+}
+
 // A fully overlapped tensor-parallel collective costs nothing on the critical path.
 TEST(SetupCosts, TensorParallelOverlapHidesTheCollectives) {
   const ModelSpec m = ModelPreset("llama3-8b").value();
@@ -310,7 +346,7 @@ TEST(SetupCosts, OverlappedExpertExchangesCostWhatOutlastsTheLayersCompute) {
   s.etp = 1;
   const auto graph = [&](double overlap, double link) {
     s.ep_comm_overlap = overlap;
-    DeviceSpec d = H100();
+    DeviceSpec d = H100WithoutHostWait();
     d.inter_node_bandwidth_bytes_per_s *= link;
     return DecoderLayerGraph(m, d, s, true);
   };
@@ -329,6 +365,23 @@ TEST(SetupCosts, OverlappedExpertExchangesCostWhatOutlastsTheLayersCompute) {
   for (const LayerOp& op : none.ops) compute += op.forward_s + op.backward_s - op.forward_comm_s - op.backward_comm_s;
   EXPECT_GT(4 * Op(none, "dispatch").forward_comm_s, compute);
   EXPECT_NEAR(time(none) - time(graph(1, 0.05)), compute, 1e-12);
+}
+
+// Each pass of a MoE layer waits moe_host_ms for the host; a dense layer does not.
+TEST(SetupCosts, MoeLayersWaitForTheHost) {
+  const ModelSpec m = ModelPreset("qwen3-30b-a3b").value();
+  const TrainingSetup s = MakeSetup(1, 1, 8, 4096);
+  DeviceSpec d = H100();
+  EXPECT_GT(d.efficiency.moe_host_ms, 0);
+  const OptionCost with = EvaluateOption(DecoderLayerGraph(m, d, s, true), "none");
+  const double host = d.efficiency.moe_host_ms * 1e-3;
+  d.efficiency.moe_host_ms = 0;
+  const OptionCost without = EvaluateOption(DecoderLayerGraph(m, d, s, true), "none");
+  EXPECT_NEAR(with.forward_s - without.forward_s, host, 1e-12);
+  EXPECT_NEAR(with.backward_s - without.backward_s, host, 1e-12);
+  const ModelSpec dense = ModelPreset("llama3-8b").value();
+  EXPECT_EQ(EvaluateOption(DecoderLayerGraph(dense, H100(), s, false), "none").forward_s,
+            EvaluateOption(DecoderLayerGraph(dense, d, s, false), "none").forward_s);
 }
 
 // Megatron's mla_up_proj: the up-projections rerun in the backward, and the queries, keys and

@@ -49,6 +49,9 @@ LM_FLAGS = {
     "--exp-avg-dtype": dict(default="fp32", choices=["fp32", "fp16", "bf16", "fp8"]),
     "--exp-avg-sq-dtype": dict(default="fp32", choices=["fp32", "fp16", "bf16", "fp8"]),
     "--optimizer-cpu-offload": dict(action="store_true"),
+    # _add_mixed_precision_args; training.py passes it on as TransformerConfig.fp8_param and
+    # DistributedDataParallelConfig.fp8_param_gather.
+    "--fp8-param-gather": dict(action="store_true"),
     "--use-megatron-fsdp": dict(action="store_true"),
     "--data-parallel-sharding-strategy": dict(default="no_shard",
                                               choices=["no_shard", "optim", "optim_grads", "optim_grads_params"]),
@@ -346,6 +349,15 @@ def _check_setup(args, cfg, tr, layers):
     fp8 = tr.get("precision", "bf16") == "fp8"
     assert (cfg.fp8 == "hybrid") == fp8 and (not fp8 or cfg.fp8_recipe == "delayed"), "--fp8-format hybrid, delayed recipe"
     assert cfg.tp_comm_overlap == bool(tr.get("tp_comm_overlap", False)), "--tp-comm-overlap"
+    fp8_weights = bool(args.get("fp8_param_gather"))
+    assert fp8_weights == bool(tr.get("fp8_params", False)), "--fp8-param-gather"
+    if fp8_weights:
+        # TransformerConfig.__post_init__: "fp8_param must be used together with fp8 mode"; and
+        # Megatron-LM's validate_args: "--fp8-param-gather only supported with distributed
+        # optimizer, torch fsdp2, megatron fsdp, or inference mode".
+        assert cfg.fp8, "--fp8-param-gather without --fp8-format"
+        assert args.get("use_distributed_optimizer") or args.get("use_megatron_fsdp"), \
+            "--fp8-param-gather without the distributed optimizer or Megatron-FSDP"
     moe = tr.get("moe")
     if moe:
         assert cfg.num_moe_experts == moe["experts"] and cfg.moe_router_topk == moe["top_k"]
@@ -367,6 +379,7 @@ def _check_setup(args, cfg, tr, layers):
     stage = max(int(tr.get("zero_stage", 0)), 1 if tr.get("distributed_optimizer") else 0)
     ddp = DistributedDataParallelConfig(use_distributed_optimizer=bool(args.get("use_distributed_optimizer")),
                                         use_megatron_fsdp=bool(args.get("use_megatron_fsdp")),
+                                        fp8_param_gather=fp8_weights,
                                         data_parallel_sharding_strategy=args.get("data_parallel_sharding_strategy",
                                                                                   "no_shard"))
     got = 1 if ddp.use_distributed_optimizer else 0

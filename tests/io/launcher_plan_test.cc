@@ -422,6 +422,20 @@ std::vector<SetupCase> SetupCases() {
         {TargetKind::kTorchTitan, titan + "training.precision = fp8: torchtitan 0.3.0 turns float8 on in a configuration "
                                           "function's model converters (Float8LinearConverter), which no argument sets "
                                           "and the Llama 3 8B and 70B configurations lack; use --precision bf16"}}},
+      {"fp8-weights", "llama3-8b", "h100-80gb",
+       [](TrainingSetup& s) {
+         s.precision = Precision::kFp8;
+         s.fp8_params = true;
+       },
+       {{TargetKind::kMegatronLocal,
+         "target megatron-local (Megatron-Core >= 0.13 with its local layer spec (--pipeline-model-parallel-layout)): "
+         "training.precision = fp8: FP8 GEMMs run in Transformer Engine's modules, which the local layer spec does not "
+         "use; use --target megatron or --precision bf16"},
+        {TargetKind::kDeepSpeed, ds + "training.precision = fp8: DeepSpeed's pipeline engine trains in bf16 (no FP8 "
+                                      "GEMMs); use --precision bf16, or --target megatron"},
+        {TargetKind::kTorchTitan, titan + "training.precision = fp8: torchtitan 0.3.0 turns float8 on in a configuration "
+                                          "function's model converters (Float8LinearConverter), which no argument sets "
+                                          "and the Llama 3 8B and 70B configurations lack; use --precision bf16"}}},
       {"bf16-state", "llama3-8b", "a100-80gb",
        [](TrainingSetup& s) { s.grad_dtype = s.optimizer_dtype = StateDtype::kBf16; },
        {{TargetKind::kDeepSpeed,
@@ -489,10 +503,10 @@ TEST(LauncherPlan, SetupsExportAndReadBackOrAreRefused) {
       const TrainingInfo &a = *problem.training, &b = *read.training;
       EXPECT_EQ(ZeroStage(a), ZeroStage(b));
       for (const Target& t : AllTargets()) EXPECT_EQ(TargetRunsSetup(t.kind, a).ok(), TargetRunsSetup(t.kind, b).ok());
-      EXPECT_EQ(std::tie(a.context_parallel, a.expert_parallel, a.expert_tensor_parallel, a.precision, a.grad_dtype,
-                         a.optimizer_dtype, a.tp_comm_overlap, a.offload_optimizer),
-                std::tie(b.context_parallel, b.expert_parallel, b.expert_tensor_parallel, b.precision, b.grad_dtype,
-                         b.optimizer_dtype, b.tp_comm_overlap, b.offload_optimizer));
+      EXPECT_EQ(std::tie(a.context_parallel, a.expert_parallel, a.expert_tensor_parallel, a.precision, a.fp8_params,
+                         a.grad_dtype, a.optimizer_dtype, a.tp_comm_overlap, a.offload_optimizer),
+                std::tie(b.context_parallel, b.expert_parallel, b.expert_tensor_parallel, b.precision, b.fp8_params,
+                         b.grad_dtype, b.optimizer_dtype, b.tp_comm_overlap, b.offload_optimizer));
       EXPECT_EQ(std::tie(a.moe.experts, a.moe.top_k, a.moe.expert_ffn, a.moe.shared_expert_ffn, a.moe.dense_layers,
                          a.moe.capacity_factor, a.moe.dispatcher, a.moe.comm_overlap),
                 std::tie(b.moe.experts, b.moe.top_k, b.moe.expert_ffn, b.moe.shared_expert_ffn, b.moe.dense_layers,
@@ -553,6 +567,7 @@ TEST(LauncherPlan, SetupFlagsAreWritten) {
   has(text("cp", TargetKind::kTorchTitan), "--parallelism.context_parallel_degree 2\n");
   has(text("fp8", TargetKind::kMegatron),
       "--bf16\n--fp8-format hybrid\n--fp8-recipe delayed\n--fp8-amax-history-len 1024\n--fp8-amax-compute-algo max\n");
+  has(text("fp8-weights", TargetKind::kMegatron), "--fp8-amax-compute-algo max\n--fp8-param-gather\n");
   has(text("bf16-state", TargetKind::kMegatron),
       "--use-precision-aware-optimizer\n--main-grads-dtype bf16\n--exp-avg-dtype bf16\n--exp-avg-sq-dtype bf16\n");
   has(text("bf16-grads", TargetKind::kDeepSpeed), "\"data_types\": {\"grad_accum_dtype\": \"bf16\"}");

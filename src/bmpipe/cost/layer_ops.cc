@@ -466,6 +466,9 @@ LayerGraph DecoderLayerGraph(const ModelSpec& m, const DeviceSpec& d, const Trai
       o.overlapped_forward_comm_s = o.overlapped_backward_comm_s = overlap * exchange;
     };
     exchanges(dispatch);
+    // The host launches the rest of the layer after the token counts reach it, each pass.
+    g.op(dispatch).forward_comm_s += s.device.efficiency.moe_host_ms * 1e-3;
+    g.op(dispatch).backward_comm_s += s.device.efficiency.moe_host_ms * 1e-3;
     const double gather = AllGatherSeconds(routed_bytes * etp, etp, s.etp.bandwidth, s.etp.latency);
     const int routed = Mlp(g, s, "experts.", g.output(dispatch),
                            {static_cast<double>(m.moe.ffn), routed_tokens * etp, etp, {gather, 0}, {gather, 0}, static_cast<double>(etp)});

@@ -76,6 +76,7 @@ std::string DescribeSetupExtras(const TrainingSetup& s) {
   if (s.ep > 1) out += fmt::format(", ep {}", s.ep);
   if (s.etp > 0 && s.etp != s.tp) out += fmt::format(", etp {}", s.etp);
   if (s.precision != Precision::kBf16) out += fmt::format(", {}", PrecisionName(s.precision));
+  if (s.fp8_params) out += " weights";
   if (s.grad_dtype != StateDtype::kFp32) out += fmt::format(", {} gradients", StateDtypeName(s.grad_dtype));
   if (s.optimizer_dtype != StateDtype::kFp32) out += fmt::format(", {} optimizer moments", StateDtypeName(s.optimizer_dtype));
   if (s.zero > 1) out += fmt::format(", zero-{}", s.zero);
@@ -87,6 +88,12 @@ std::string DescribeSetupExtras(const TrainingSetup& s) {
 }
 
 double GradBytes(const TrainingSetup& s) { return s.grad_dtype == StateDtype::kBf16 ? 2 : 4; }
+
+// Bytes of a parameter the data-parallel gathers move: 16-bit, or FP8 for the linear layers'
+// weights kept in FP8 (--fp8-param-gather).
+double GatheredBytes(const TrainingSetup& s, bool linear_layers) {
+  return linear_layers && s.precision == Precision::kFp8 && s.fp8_params ? 1 : 2;
+}
 
 // A layer's parameters on one device, by the group whose ranks shard its training state: the
 // dense ones over data x context parallelism, the routed experts' over expert data parallelism.
@@ -101,7 +108,7 @@ struct LayerParameters {
 struct ShardTraffic {
   double forward_s = 0, backward_s = 0;
 };
-ShardTraffic ShardTrafficOf(const LayerParameters& p, const TrainingSetup& s, const Links& links) {
+ShardTraffic ShardTrafficOf(const LayerParameters& p, const TrainingSetup& s, const Links& links, bool linear_layers) {
   ShardTraffic t;
   const int zero = ZeroStage(s);
   if (zero < 2) return t;
@@ -115,17 +122,19 @@ ShardTraffic ShardTrafficOf(const LayerParameters& p, const TrainingSetup& s, co
   };
   t.backward_s = hidden * collective(GradBytes(s));
   if (zero == 3) {
-    t.forward_s = hidden * collective(2);
-    t.backward_s += hidden * collective(2);
+    const double gathered = GatheredBytes(s, linear_layers);
+    t.forward_s = hidden * collective(gathered);
+    t.backward_s += hidden * collective(gathered);
   }
   return t;
 }
 
 // Once-per-iteration time of a layer's parameters on one device: the data-parallel gradient sync
-// (with ZeRO-1 a reduce-scatter of gradients and an all-gather of 16-bit parameters, else an
+// (with ZeRO-1 a reduce-scatter of gradients and an all-gather of 16-bit or FP8 parameters, else an
 // all-reduce; ZeRO-2 and 3 sync per micro-batch instead, ShardTrafficOf) and the optimizer step.
 // Gradient buckets hold many layers, so the sync is bandwidth-bound (no per-layer latency).
-double UpdateSeconds(const LayerParameters& p, const DeviceSpec& d, const TrainingSetup& s, const Links& links) {
+double UpdateSeconds(const LayerParameters& p, const DeviceSpec& d, const TrainingSetup& s, const Links& links,
+                     bool linear_layers) {
   const int zero = ZeroStage(s);
   const double grad = GradBytes(s);
   double sync = 0;
@@ -134,7 +143,7 @@ double UpdateSeconds(const LayerParameters& p, const DeviceSpec& d, const Traini
     if (zero == 0) sync += AllReduceSeconds(grad * parameters, group, links.dp_bandwidth, 0);
     if (zero == 1) {
       sync += AllGatherSeconds(grad * parameters, group, links.dp_bandwidth, 0) +
-              AllGatherSeconds(2 * parameters, group, links.dp_bandwidth, 0);
+              AllGatherSeconds(GatheredBytes(s, linear_layers) * parameters, group, links.dp_bandwidth, 0);
     }
   }
   const double dense_updated = zero >= 1 ? p.dense / (s.dp * s.cp) : p.dense;
@@ -210,15 +219,17 @@ Layer MakeLayer(const std::string& name, const LayerGraph& graph, const std::vec
   layer.name = name;
   double state = parameters.dense * BytesPerParameter(s, s.dp * s.cp) +
                  parameters.expert * BytesPerParameter(s, ExpertDataParallel(s));
-  // Transformer Engine caches each FP8 weight and its transpose across micro-batches.
-  if (linear_layers && s.precision == Precision::kFp8) state += 2 * parameters.total();
+  // Transformer Engine caches each FP8 weight and its transpose across micro-batches, beside the
+  // 16-bit weight; weights kept in FP8 (--fp8-param-gather) replace the 16-bit copy and keep their
+  // transpose: the 2 bytes a 16-bit weight takes.
+  if (linear_layers && s.precision == Precision::kFp8 && !s.fp8_params) state += 2 * parameters.total();
   layer.static_bytes = convert.RoundBytes(state, "the " + name + "'s static memory");
-  layer.update_ns = convert.Ns(UpdateSeconds(parameters, d, s, links), "the " + name + "'s update time");
+  layer.update_ns = convert.Ns(UpdateSeconds(parameters, d, s, links, linear_layers), "the " + name + "'s update time");
   layer.p2p_ns = p2p_ns;
-  const ShardTraffic shard = ShardTrafficOf(parameters, s, links);
+  const ShardTraffic shard = ShardTrafficOf(parameters, s, links, linear_layers);
   // ZeRO-3 holds the layer's gathered 16-bit parameters while it runs, and the next layer's
   // being prefetched.
-  const double gathered = ZeroStage(s) == 3 ? 2 * 2.0 * parameters.total() : 0;
+  const double gathered = ZeroStage(s) == 3 ? 2 * GatheredBytes(s, linear_layers) * parameters.total() : 0;
   for (const std::string& option : options) {
     const OptionCost c = EvaluateOption(graph, option);
     const std::string of = fmt::format("the {}'s option '{}'", name, option);

@@ -98,6 +98,14 @@ Status ValidateNewParallelism(const ModelSpec& model, const DeviceSpec& device, 
                                     "bf16 or a device with FP8 units (h100-80gb, h200-141gb, ...)",
                                     device.name));
   }
+  if (s.fp8_params && s.precision != Precision::kFp8) {
+    return InvalidInput("--fp8-params keeps the weights in FP8, which needs FP8 GEMMs; add --precision fp8 or drop "
+                        "--fp8-params");
+  }
+  if (s.fp8_params && ZeroStage(s) < 1) {
+    return InvalidInput("--fp8-params: Megatron gathers FP8 weights only from the distributed optimizer or FSDP "
+                        "(--fp8-param-gather asserts it); add --distributed-optimizer (--zero 1) or --zero 2/3");
+  }
   if (!(s.tp_comm_overlap >= 0 && s.tp_comm_overlap <= 1)) {
     return InvalidInput(fmt::format("--tp-comm-overlap {} must be a fraction in [0, 1]", s.tp_comm_overlap));
   }
@@ -293,6 +301,7 @@ TrainingInfo SetupTrainingInfo(const ModelSpec& model, const TrainingSetup& setu
   training.expert_tensor_parallel = setup.etp > 0 && setup.etp != setup.tp ? setup.etp : 0;
   training.zero_stage = ZeroStage(setup);
   training.precision = std::string(PrecisionName(setup.precision));
+  training.fp8_params = setup.fp8_params;
   training.grad_dtype = std::string(StateDtypeName(setup.grad_dtype));
   training.optimizer_dtype = std::string(StateDtypeName(setup.optimizer_dtype));
   // An overlap of collectives a run does not have (TP 1, EP 1) is not part of it.

@@ -52,6 +52,10 @@ struct TrainingSetup {
   bool distributed_optimizer = false;  // optimizer state sharded over data parallel (ZeRO-1)
   int zero = 0;  // ZeRO stage 0..3; distributed_optimizer means at least 1 (see ZeroStage)
   Precision precision = Precision::kBf16;
+  // FP8 only: the linear layers' weights kept in FP8, 1 byte beside a 1-byte transpose, instead of
+  // 16-bit weights and Transformer Engine's FP8 caches (Megatron's --fp8-param-gather; the
+  // parameter all-gathers move FP8).
+  bool fp8_params = false;
   StateDtype grad_dtype = StateDtype::kFp32;       // the main gradients the optimizer reads
   StateDtype optimizer_dtype = StateDtype::kFp32;  // Adam's two moments (master weights stay fp32)
   double tp_comm_overlap = 0;  // fraction of the tensor-parallel collectives hidden behind GEMMs

@@ -11,14 +11,19 @@
 
 namespace bmpipe {
 
-// Achievable fractions of the peaks (0 < e <= 1). These defaults are uncalibrated guesses; the
-// A100, H100 and H200 presets carry values fitted on published measurements (docs/fidelity.md).
+// Achievable fractions of the peaks (0 < e <= 1), and the host time of a MoE layer. These
+// defaults are uncalibrated guesses; the presets carry values fitted on published measurements
+// (docs/fidelity.md).
 struct Efficiencies {
   double gemm = 0.70;       // large matrix multiplies (FACTS: A100 reaches ~70-80 %)
   double attention = 0.50;  // fused (flash) attention kernels
   double memory = 0.80;     // streaming elementwise kernels, of the HBM bandwidth
   double link = 0.80;       // collectives and p2p, of the link bandwidth
   double fp8_gemm = 0.55;   // FP8 matrix multiplies, of the FP8 peak (scaling and casts included)
+  // Not a fraction: milliseconds (0..1) each pass of a MoE layer waits for the host. Dropless
+  // routing copies the per-expert token counts to the host, which then launches the exchange and
+  // the grouped GEMMs: the device idles while it does.
+  double moe_host_ms = 0;
 };
 
 struct DeviceSpec {

@@ -276,6 +276,7 @@ const std::map<std::string, Arity>& MegatronFlags() {
       {"--expert-model-parallel-size", Arity::kOne},
       {"--expert-tensor-parallel-size", Arity::kOne},
       {"--fp8-format", Arity::kOne},
+      {"--fp8-param-gather", Arity::kNone},
       {"--use-megatron-fsdp", Arity::kNone},
       {"--use-custom-fsdp", Arity::kNone},
       {"--data-parallel-sharding-strategy", Arity::kOne},
@@ -663,6 +664,7 @@ void CheckMegatronTraining(const Flags& flags, const TrainingInfo& t) {
              t.expert_tensor_parallel > 0 ? t.expert_tensor_parallel : t.tensor_parallel,
              "training.expert_tensor_parallel (0: tensor_parallel)", kMaxRanks);
   CheckSwitch(flags, "--fp8-format", t.precision == "fp8", "training.precision = fp8");
+  CheckSwitch(flags, "--fp8-param-gather", t.fp8_params, "training.fp8_params");
   CheckSwitch(flags, "--tp-comm-overlap", t.tp_comm_overlap, "training.tp_comm_overlap");
   CheckSwitch(flags, "--optimizer-cpu-offload", t.offload_optimizer, "training.offload_optimizer");
   if (flags.Get("--cpu-offloading")) {

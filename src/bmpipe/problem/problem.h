@@ -102,12 +102,14 @@ struct TrainingInfo {
   bool distributed_optimizer = false;  // optimizer state sharded over data parallel (ZeRO-1)
   bool flash_attention = false;
   bool overlap_grad_reduce = false;    // the data-parallel gradient reduce overlaps the backward
-  // Written only when not the default (1, 1, 0 = tensor_parallel, 0 or 1, "bf16", "fp32", false).
+  // Written only when not the default (1, 1, 0 = tensor_parallel, 0 or 1, "bf16", false, "fp32",
+  // false).
   int context_parallel = 1;
   int expert_parallel = 1;
   int expert_tensor_parallel = 0;  // 0: the same as tensor_parallel
   int zero_stage = 0;              // 0..3; distributed_optimizer means at least 1
   std::string precision = "bf16";  // "bf16" or "fp8"
+  bool fp8_params = false;         // the weights kept in FP8 (Megatron's --fp8-param-gather)
   std::string grad_dtype = "fp32", optimizer_dtype = "fp32";
   bool tp_comm_overlap = false;    // tensor-parallel collectives overlapped with GEMMs
   bool offload_optimizer = false;  // optimizer state and step on the host

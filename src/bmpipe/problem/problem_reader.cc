@@ -117,7 +117,7 @@ TrainingInfo ReadTraining(const JsonCursor& c) {
   c.ExpectKeys({"model", "tensor_parallel", "data_parallel", "micro_batch_size", "global_batch_size", "seq_length",
                 "sequence_parallel", "distributed_optimizer", "flash_attention", "overlap_grad_reduce",
                 "context_parallel", "expert_parallel", "expert_tensor_parallel", "zero_stage", "precision", "grad_dtype",
-                "optimizer_dtype", "tp_comm_overlap", "offload_optimizer", "moe"});
+                "optimizer_dtype", "tp_comm_overlap", "offload_optimizer", "fp8_params", "moe"});
   TrainingInfo t;
   constexpr std::int64_t kMost = std::int64_t{1} << 24;
   if (auto m = c.Optional("model")) t.model = m->String();
@@ -140,6 +140,7 @@ TrainingInfo ReadTraining(const JsonCursor& c) {
   flag("overlap_grad_reduce", t.overlap_grad_reduce);
   flag("tp_comm_overlap", t.tp_comm_overlap);
   flag("offload_optimizer", t.offload_optimizer);
+  flag("fp8_params", t.fp8_params);
   size("context_parallel", t.context_parallel, "give the context-parallel size");
   size("expert_parallel", t.expert_parallel, "give the expert-parallel size");
   size("expert_tensor_parallel", t.expert_tensor_parallel, "give the expert tensor-parallel size");

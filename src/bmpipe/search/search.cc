@@ -342,6 +342,8 @@ TrainingSetup SetupOf(const SearchOptions& options, const SearchConfig& c) {
   s.ep = c.ep;
   s.etp = c.etp;
   s.precision = c.precision;
+  // FP8 weights where the configuration runs FP8 GEMMs from a distributed optimizer.
+  s.fp8_params = options.base.fp8_params && c.precision == Precision::kFp8 && c.zero >= 1;
   s.gpipe = false;
   s.devices = options.devices;
   return s;

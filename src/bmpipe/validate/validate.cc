@@ -23,13 +23,14 @@ double Efficiencies::*MemberOf(const std::string& name) {
   if (name == "attention") return &Efficiencies::attention;
   if (name == "memory") return &Efficiencies::memory;
   if (name == "fp8_gemm") return &Efficiencies::fp8_gemm;
+  if (name == "moe_host_ms") return &Efficiencies::moe_host_ms;
   return &Efficiencies::link;
 }
 
 double& EfficiencyOf(Efficiencies& e, const std::string& name) { return e.*MemberOf(name); }
 
 const std::vector<std::string>& EfficiencyNames() {
-  static const std::vector<std::string> names = {"gemm", "attention", "memory", "link", "fp8_gemm"};
+  static const std::vector<std::string> names = {"gemm", "attention", "memory", "link", "fp8_gemm", "moe_host_ms"};
   return names;
 }
 
@@ -168,7 +169,7 @@ std::vector<Measurement> ReadMeasured(const JsonCursor& m, const ModelSpec& mode
 PublishedRun ReadRun(const JsonCursor& c) {
   c.ExpectKeys({"id", "source", "states", "assumes", "model", "device", "tp", "pp", "dp", "vpp", "cp", "ep", "etp",
                 "mbs", "gbs", "seq", "recompute", "sequence_parallel", "flash_attention", "distributed_optimizer",
-                "zero", "precision", "grad_dtype", "optimizer_dtype", "tp_comm_overlap", "dp_overlap",
+                "zero", "precision", "fp8_params", "grad_dtype", "optimizer_dtype", "tp_comm_overlap", "dp_overlap",
                 "offload_optimizer", "moe_capacity_factor", "moe_imbalance", "moe_dispatcher", "ep_comm_overlap",
                 "measured"});
   PublishedRun run;
@@ -199,6 +200,7 @@ PublishedRun ReadRun(const JsonCursor& c) {
   s.distributed_optimizer = ReadFlag(c, "distributed_optimizer");
   if (auto z = c.Optional("zero")) s.zero = static_cast<int>(z->Integer(0, 3, "the ZeRO stage"));
   s.precision = ReadWord(c, "precision", Precision::kBf16, ParsePrecision, "bf16 or fp8");
+  s.fp8_params = ReadFlag(c, "fp8_params");
   s.grad_dtype = ReadWord(c, "grad_dtype", StateDtype::kFp32, ParseStateDtype, "fp32 or bf16");
   s.optimizer_dtype = ReadWord(c, "optimizer_dtype", StateDtype::kFp32, ParseStateDtype, "fp32 or bf16");
   s.tp_comm_overlap = ReadNumber(c, "tp_comm_overlap", 0, 1, 0);
