@@ -350,6 +350,17 @@ std::vector<SetupCase> SetupCases() {
   const std::string ds = "target deepspeed (DeepSpeed >= 0.14 (a PipelineModule subclass with the plan's parts and "
                          "checkpointed layers)): ";
   const std::string titan = "target torchtitan (torchtitan >= 0.2 (module_fqns_per_model_part, schedule CSV)): ";
+  // What refuses FP8 GEMMs, with or without FP8 weights.
+  const std::map<TargetKind, std::string> fp8_refused = {
+      {TargetKind::kMegatronLocal,
+       "target megatron-local (Megatron-Core >= 0.13 with its local layer spec (--pipeline-model-parallel-layout)): "
+       "training.precision = fp8: FP8 GEMMs run in Transformer Engine's modules, which the local layer spec does not "
+       "use; use --target megatron or --precision bf16"},
+      {TargetKind::kDeepSpeed, ds + "training.precision = fp8: DeepSpeed's pipeline engine trains in bf16 (no FP8 "
+                                    "GEMMs); use --precision bf16, or --target megatron"},
+      {TargetKind::kTorchTitan, titan + "training.precision = fp8: torchtitan 0.3.0 turns float8 on in a configuration "
+                                        "function's model converters (Float8LinearConverter), which no argument sets "
+                                        "and the Llama 3 8B and 70B configurations lack; use --precision bf16"}};
   return {
       {"moe-ep", "mixtral-8x7b", "h100-80gb",
        [](TrainingSetup& s) {
@@ -412,30 +423,13 @@ std::vector<SetupCase> SetupCases() {
          "supported by TEDotProductAttention!\"; use --target megatron or --cp 1"},
         {TargetKind::kDeepSpeed, ds + "training.context_parallel = 2: DeepSpeed's pipeline engine splits no sequence "
                                       "(its Ulysses sequence parallelism is not part of PipelineModule); use --cp 1"}}},
-      {"fp8", "llama3-8b", "h100-80gb", [](TrainingSetup& s) { s.precision = Precision::kFp8; },
-       {{TargetKind::kMegatronLocal,
-         "target megatron-local (Megatron-Core >= 0.13 with its local layer spec (--pipeline-model-parallel-layout)): "
-         "training.precision = fp8: FP8 GEMMs run in Transformer Engine's modules, which the local layer spec does not "
-         "use; use --target megatron or --precision bf16"},
-        {TargetKind::kDeepSpeed, ds + "training.precision = fp8: DeepSpeed's pipeline engine trains in bf16 (no FP8 "
-                                      "GEMMs); use --precision bf16, or --target megatron"},
-        {TargetKind::kTorchTitan, titan + "training.precision = fp8: torchtitan 0.3.0 turns float8 on in a configuration "
-                                          "function's model converters (Float8LinearConverter), which no argument sets "
-                                          "and the Llama 3 8B and 70B configurations lack; use --precision bf16"}}},
+      {"fp8", "llama3-8b", "h100-80gb", [](TrainingSetup& s) { s.precision = Precision::kFp8; }, fp8_refused},
       {"fp8-weights", "llama3-8b", "h100-80gb",
        [](TrainingSetup& s) {
          s.precision = Precision::kFp8;
          s.fp8_params = true;
        },
-       {{TargetKind::kMegatronLocal,
-         "target megatron-local (Megatron-Core >= 0.13 with its local layer spec (--pipeline-model-parallel-layout)): "
-         "training.precision = fp8: FP8 GEMMs run in Transformer Engine's modules, which the local layer spec does not "
-         "use; use --target megatron or --precision bf16"},
-        {TargetKind::kDeepSpeed, ds + "training.precision = fp8: DeepSpeed's pipeline engine trains in bf16 (no FP8 "
-                                      "GEMMs); use --precision bf16, or --target megatron"},
-        {TargetKind::kTorchTitan, titan + "training.precision = fp8: torchtitan 0.3.0 turns float8 on in a configuration "
-                                          "function's model converters (Float8LinearConverter), which no argument sets "
-                                          "and the Llama 3 8B and 70B configurations lack; use --precision bf16"}}},
+       fp8_refused},
       {"bf16-state", "llama3-8b", "a100-80gb",
        [](TrainingSetup& s) { s.grad_dtype = s.optimizer_dtype = StateDtype::kBf16; },
        {{TargetKind::kDeepSpeed,
