@@ -90,10 +90,8 @@ std::string DescribeSetupExtras(const TrainingSetup& s) {
 double GradBytes(const TrainingSetup& s) { return s.grad_dtype == StateDtype::kBf16 ? 2 : 4; }
 
 // Bytes of a parameter the data-parallel gathers move: 16-bit, or FP8 for the linear layers'
-// weights kept in FP8 (--fp8-param-gather).
-double GatheredBytes(const TrainingSetup& s, bool linear_layers) {
-  return linear_layers && s.precision == Precision::kFp8 && s.fp8_params ? 1 : 2;
-}
+// weights kept in FP8 (--fp8-param-gather; ValidateSetup allows it only with FP8 GEMMs).
+double GatheredBytes(const TrainingSetup& s, bool linear_layers) { return linear_layers && s.fp8_params ? 1 : 2; }
 
 // A layer's parameters on one device, by the group whose ranks shard its training state: the
 // dense ones over data x context parallelism, the routed experts' over expert data parallelism.

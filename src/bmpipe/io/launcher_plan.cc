@@ -617,11 +617,12 @@ void MegatronRecompute(const Flags& flags, const Problem& problem, Plan& plan) {
   const std::vector<std::string> names = modules ? modules->values : std::vector<std::string>{"core_attn"};
   // Megatron's `mlp` recomputes the dense MLP and `moe` the MoE block: on each decoder layer
   // bmpipe's mlp when the module for the layer's kind is named.
-  Recompute want, want_dense_mlp, want_moe;
+  Recompute want;
+  bool dense_mlp = false, moe_block = false;
   for (const std::string& m : names) {
     if (m == "core_attn") want.parts |= kRecomputeCoreAttention;
-    else if (m == "mlp") want_dense_mlp.parts |= kRecomputeMlp;
-    else if (m == "moe") want_moe.parts |= kRecomputeMlp;
+    else if (m == "mlp") dense_mlp = true;
+    else if (m == "moe") moe_block = true;
     else if (m == "layernorm") want.parts |= kRecomputeNorms;
     else if (m == "mla_up_proj") want.parts |= kRecomputeMlaUpProjection;
     else if (m == "moe_act" || m == "shared_experts" || m == "gdn_norm_out" || m == "gdp_in_proj" || m == "gdp_qkv" ||
@@ -639,7 +640,7 @@ void MegatronRecompute(const Flags& flags, const Problem& problem, Plan& plan) {
   const MoeInfo* moe = problem.training && problem.training->moe.enabled() ? &problem.training->moe : nullptr;
   for (LayerIdx l = shape.body_begin; l < shape.body_end; ++l) {
     const bool dense = !moe || std::binary_search(moe->dense_layers.begin(), moe->dense_layers.end(), l - shape.body_begin);
-    const Recompute layer_want{want.parts | (dense ? want_dense_mlp : want_moe).parts};
+    const Recompute layer_want{want.parts | ((dense ? dense_mlp : moe_block) ? unsigned{kRecomputeMlp} : 0u)};
     if (!layer_want.none()) SetLayerOption(problem, plan, l, layer_want, setting);
   }
 }
