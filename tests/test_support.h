@@ -12,7 +12,24 @@
 #include "bmpipe/problem/plan.h"
 #include "bmpipe/problem/problem.h"
 
+// Sanitized builds (ASan + UBSan, TSan) run several times slower than release ones.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define BMPIPE_TEST_SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define BMPIPE_TEST_SANITIZED 1
+#endif
+#endif
+
 namespace bmpipe::testing {
+
+// What scales the fixed allowance (reading, building, simulating) that the time-limit tests grant
+// beyond the limits they set: 3 in a sanitized build, else 1. The limits themselves do not scale.
+#ifdef BMPIPE_TEST_SANITIZED
+inline constexpr double kSlowdown = 3;
+#else
+inline constexpr double kSlowdown = 1;
+#endif
 
 // A pipeline of the given shape whose layers all have one option `none` with these costs.
 Problem UniformProblem(ScheduleKind schedule, int ranks, int chunks, int micro_batches, int num_layers,
