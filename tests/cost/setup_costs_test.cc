@@ -367,18 +367,25 @@ TEST(SetupCosts, OverlappedExpertExchangesCostWhatOutlastsTheLayersCompute) {
   EXPECT_NEAR(time(none) - time(graph(1, 0.05)), compute, 1e-12);
 }
 
-// Each pass of a MoE layer waits moe_host_ms for the host; a dense layer does not.
+// Each pass of a MoE layer waits moe_host_ms for the host, moe_host_graphed_ms with CUDA graphs of
+// its router; a dense layer does not wait.
 TEST(SetupCosts, MoeLayersWaitForTheHost) {
   const ModelSpec m = ModelPreset("qwen3-30b-a3b").value();
-  const TrainingSetup s = MakeSetup(1, 1, 8, 4096);
+  TrainingSetup s = MakeSetup(1, 1, 8, 4096);
   DeviceSpec d = H100();
-  EXPECT_GT(d.efficiency.moe_host_ms, 0);
-  const OptionCost with = EvaluateOption(DecoderLayerGraph(m, d, s, true), "none");
-  const double host = d.efficiency.moe_host_ms * 1e-3;
-  d.efficiency.moe_host_ms = 0;
+  EXPECT_GT(d.efficiency.moe_host_ms, d.efficiency.moe_host_graphed_ms);
+  EXPECT_GT(d.efficiency.moe_host_graphed_ms, 0);
+  const OptionCost eager = EvaluateOption(DecoderLayerGraph(m, d, s, true), "none");
+  s.moe_cuda_graphs = true;
+  const OptionCost graphed = EvaluateOption(DecoderLayerGraph(m, d, s, true), "none");
+  const double saved = (d.efficiency.moe_host_ms - d.efficiency.moe_host_graphed_ms) * 1e-3;
+  EXPECT_NEAR(eager.forward_s - graphed.forward_s, saved, 1e-12);
+  EXPECT_NEAR(eager.backward_s - graphed.backward_s, saved, 1e-12);
+  const double host = d.efficiency.moe_host_graphed_ms * 1e-3;
+  d.efficiency.moe_host_graphed_ms = 0;
   const OptionCost without = EvaluateOption(DecoderLayerGraph(m, d, s, true), "none");
-  EXPECT_NEAR(with.forward_s - without.forward_s, host, 1e-12);
-  EXPECT_NEAR(with.backward_s - without.backward_s, host, 1e-12);
+  EXPECT_NEAR(graphed.forward_s - without.forward_s, host, 1e-12);
+  EXPECT_NEAR(graphed.backward_s - without.backward_s, host, 1e-12);
   const ModelSpec dense = ModelPreset("llama3-8b").value();
   EXPECT_EQ(EvaluateOption(DecoderLayerGraph(dense, H100(), s, false), "none").forward_s,
             EvaluateOption(DecoderLayerGraph(dense, d, s, false), "none").forward_s);

@@ -386,6 +386,46 @@ std::vector<SetupCase> SetupCases() {
                                       "layers; use --ep 1, or --target megatron"},
         {TargetKind::kTorchTitan, titan + "training.expert_parallel = 8: the torchtitan export names only the Llama 3 "
                                           "configurations (dense models); use --ep 1, or --target megatron"}}},
+      {"moe-graphs", "mixtral-8x7b", "h100-80gb",
+       [](TrainingSetup& s) {
+         s.dp = 8;
+         s.ep = 8;
+         s.global_batch_size = 256;
+         s.moe_dispatcher = MoeDispatcher::kFlex;
+         s.moe_cuda_graphs = true;
+       },
+       {{TargetKind::kMegatronLocal,
+         "target megatron-local (Megatron-Core >= 0.13 with its local layer spec (--pipeline-model-parallel-layout)): "
+         "training.moe.cuda_graphs: Megatron captures them with Transformer Engine's make_graphed_callables (\"CUDA "
+         "Graphs are not supported without TE.\"), which the local layer spec's runs go without; use --target "
+         "megatron, or drop --moe-cuda-graphs"},
+        {TargetKind::kDeepSpeed, ds + "training.expert_parallel = 8: the export's PipelineModule has no expert-parallel "
+                                      "layers; use --ep 1, or --target megatron"},
+        {TargetKind::kTorchTitan, titan + "training.expert_parallel = 8: the torchtitan export names only the Llama 3 "
+                                          "configurations (dense models); use --ep 1, or --target megatron"}}},
+      {"moe-graphs-capacity", "mixtral-8x7b", "h100-80gb",
+       [](TrainingSetup& s) {
+         s.dp = 8;
+         s.ep = 8;
+         s.global_batch_size = 256;
+         s.moe_capacity_factor = 1.0;
+         s.moe_cuda_graphs = true;
+       },
+       {{TargetKind::kMegatron,
+         "target megatron (Megatron-Core >= 0.13 with its Transformer Engine layer spec (--pipeline-model-parallel-layout)): "
+         "training.moe.cuda_graphs with training.moe.capacity_factor and the alltoall dispatcher: megatron-core asserts "
+         "\"moe_preprocess cuda graph is not supported when there are DtoH copies and synchronizations in the "
+         "preprocess step\"; use --moe-dispatcher flex, dropless routing (--moe-capacity-factor 0), or drop "
+         "--moe-cuda-graphs"},
+        {TargetKind::kMegatronLocal,
+         "target megatron-local (Megatron-Core >= 0.13 with its local layer spec (--pipeline-model-parallel-layout)): "
+         "training.moe.cuda_graphs: Megatron captures them with Transformer Engine's make_graphed_callables (\"CUDA "
+         "Graphs are not supported without TE.\"), which the local layer spec's runs go without; use --target "
+         "megatron, or drop --moe-cuda-graphs"},
+        {TargetKind::kDeepSpeed, ds + "training.expert_parallel = 8: the export's PipelineModule has no expert-parallel "
+                                      "layers; use --ep 1, or --target megatron"},
+        {TargetKind::kTorchTitan, titan + "training.expert_parallel = 8: the torchtitan export names only the Llama 3 "
+                                          "configurations (dense models); use --ep 1, or --target megatron"}}},
       {"moe-overlap-no-interleaving", "mixtral-8x7b", "h100-80gb",
        [](TrainingSetup& s) {
          s.dp = 8;
@@ -557,6 +597,9 @@ TEST(LauncherPlan, SetupFlagsAreWritten) {
   has(text("moe-flex-overlap", TargetKind::kMegatron),
       "--moe-grouped-gemm\n--moe-token-dispatcher-type flex\n--moe-flex-dispatcher-backend deepep\n"
       "--overlap-moe-expert-parallel-comm\n");
+  has(text("moe-graphs", TargetKind::kMegatron),
+      "--moe-token-dispatcher-type flex\n--moe-flex-dispatcher-backend deepep\n--cuda-graph-impl transformer_engine\n"
+      "--cuda-graph-scope moe_router moe_preprocess\n");
   has(text("cp", TargetKind::kMegatron), "--context-parallel-size 2\n");
   has(text("cp", TargetKind::kTorchTitan), "--parallelism.context_parallel_degree 2\n");
   has(text("fp8", TargetKind::kMegatron),
@@ -613,6 +656,15 @@ TEST(LauncherPlan, SetupMismatchesAreErrors) {
   EXPECT_EQ(error(megatron, moe, "--moe-grouped-gemm", "--moe-grouped-gemm --overlap-moe-expert-parallel-comm"),
             "f: --overlap-moe-expert-parallel-comm given: the problem's run has training.moe.comm_overlap = false; this "
             "configuration is not that run");
+  EXPECT_EQ(error(megatron, moe, "--moe-grouped-gemm", "--moe-grouped-gemm --cuda-graph-impl transformer_engine "
+                  "--cuda-graph-scope moe_preprocess moe_router"),
+            "f: --cuda-graph-impl transformer_engine: the problem's run has training.moe.cuda_graphs = false; this "
+            "configuration is not that run");
+  EXPECT_EQ(error(megatron, moe, "--moe-grouped-gemm", "--moe-grouped-gemm --cuda-graph-impl transformer_engine "
+                  "--cuda-graph-scope attn"),
+            "f: --cuda-graph-impl transformer_engine --cuda-graph-scope attn: bmpipe costs CUDA graphs of the MoE router "
+            "and the dispatch preprocessing only (--cuda-graph-impl transformer_engine --cuda-graph-scope moe_router "
+            "moe_preprocess, training.moe.cuda_graphs); this configuration is not that run");
   EXPECT_EQ(error(megatron, moe, "--moe-grouped-gemm", "--moe-layer-freq \"[0]*2+[1]*30\""),
             "f: --moe-layer-freq: dense decoder layers [0, 1], but the problem's run has training.moe.dense_layers []; "
             "this configuration is not that run");

@@ -467,8 +467,10 @@ LayerGraph DecoderLayerGraph(const ModelSpec& m, const DeviceSpec& d, const Trai
     };
     exchanges(dispatch);
     // The host launches the rest of the layer after the token counts reach it, each pass.
-    g.op(dispatch).forward_comm_s += s.device.efficiency.moe_host_ms * 1e-3;
-    g.op(dispatch).backward_comm_s += s.device.efficiency.moe_host_ms * 1e-3;
+    const Efficiencies& e = s.device.efficiency;
+    const double host_s = (s.setup.moe_cuda_graphs ? e.moe_host_graphed_ms : e.moe_host_ms) * 1e-3;
+    g.op(dispatch).forward_comm_s += host_s;
+    g.op(dispatch).backward_comm_s += host_s;
     const double gather = AllGatherSeconds(routed_bytes * etp, etp, s.etp.bandwidth, s.etp.latency);
     const int routed = Mlp(g, s, "experts.", g.output(dispatch),
                            {static_cast<double>(m.moe.ffn), routed_tokens * etp, etp, {gather, 0}, {gather, 0}, static_cast<double>(etp)});

@@ -83,9 +83,10 @@ Status ValidateNewParallelism(const ModelSpec& model, const DeviceSpec& device, 
                                     "all-to-alls hidden behind another micro-batch's compute",
                                     s.ep_comm_overlap));
   }
-  if (!model.moe.enabled() && (s.moe_dispatcher != MoeDispatcher::kAllToAll || s.ep_comm_overlap > 0)) {
-    return InvalidInput(fmt::format("--moe-dispatcher and --ep-comm-overlap apply to MoE models; '{}' has no routed "
-                                    "experts, so drop them",
+  if (!model.moe.enabled() &&
+      (s.moe_dispatcher != MoeDispatcher::kAllToAll || s.ep_comm_overlap > 0 || s.moe_cuda_graphs)) {
+    return InvalidInput(fmt::format("--moe-dispatcher, --ep-comm-overlap and --moe-cuda-graphs apply to MoE models; "
+                                    "'{}' has no routed experts, so drop them",
                                     model.name));
   }
   if (s.zero < 0 || s.zero > 3) {
@@ -318,6 +319,7 @@ TrainingInfo SetupTrainingInfo(const ModelSpec& model, const TrainingSetup& setu
     training.moe.capacity_factor = setup.moe_capacity_factor;
     training.moe.dispatcher = std::string(MoeDispatcherName(setup.moe_dispatcher));
     training.moe.comm_overlap = setup.ep_comm_overlap > 0 && setup.ep > 1;
+    training.moe.cuda_graphs = setup.moe_cuda_graphs;
   }
   return training;
 }

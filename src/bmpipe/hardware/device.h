@@ -20,10 +20,13 @@ struct Efficiencies {
   double memory = 0.80;     // streaming elementwise kernels, of the HBM bandwidth
   double link = 0.80;       // collectives and p2p, of the link bandwidth
   double fp8_gemm = 0.55;   // FP8 matrix multiplies, of the FP8 peak (scaling and casts included)
-  // Not a fraction: milliseconds (0..1) each pass of a MoE layer waits for the host. Dropless
-  // routing copies the per-expert token counts to the host, which then launches the exchange and
-  // the grouped GEMMs: the device idles while it does.
+  // Not fractions: milliseconds each pass of a MoE layer waits for the host. Dropless routing
+  // copies the per-expert token counts to the host, which then launches the exchange and the
+  // grouped GEMMs: the device idles while it does. moe_host_ms with every kernel launched eagerly
+  // (Megatron's default), moe_host_graphed_ms with the router and the dispatch preprocessing
+  // replayed as CUDA graphs (TrainingSetup::moe_cuda_graphs).
   double moe_host_ms = 0;
+  double moe_host_graphed_ms = 0;
 };
 
 struct DeviceSpec {

@@ -295,6 +295,8 @@ const std::map<std::string, Arity>& MegatronFlags() {
       {"--moe-expert-capacity-factor", Arity::kOne},
       {"--moe-token-dispatcher-type", Arity::kOne},
       {"--moe-flex-dispatcher-backend", Arity::kOne},
+      {"--cuda-graph-impl", Arity::kOne},
+      {"--cuda-graph-scope", Arity::kMany},
       {"--overlap-moe-expert-parallel-comm", Arity::kNone},
   };
   return flags;
@@ -767,6 +769,24 @@ void CheckMegatronMoe(const Flags& flags, const MoeInfo& moe, int layers) {
     Fail(fmt::format("--overlap-moe-expert-parallel-comm {}: the problem's run has training.moe.comm_overlap = {}; "
                      "this configuration is not that run",
                      overlap ? "given" : "not given", moe.comm_overlap ? "true" : "false"));
+  }
+  // CUDA graphs of the router and the dispatch preprocessing, and nothing else graphed.
+  const Flag* impl = flags.Get("--cuda-graph-impl");
+  const Flag* scope = flags.Get("--cuda-graph-scope");
+  const std::string impl_name = impl ? impl->values.front() : std::string("none");
+  std::vector<std::string> scopes = scope ? scope->values : std::vector<std::string>{};
+  std::sort(scopes.begin(), scopes.end());
+  const bool graphs = impl_name != "none";
+  if (graphs && (impl_name != "transformer_engine" || scopes != std::vector<std::string>{"moe_preprocess", "moe_router"})) {
+    Fail(fmt::format("--cuda-graph-impl {} --cuda-graph-scope {}: bmpipe costs CUDA graphs of the MoE router and "
+                     "the dispatch preprocessing only (--cuda-graph-impl transformer_engine --cuda-graph-scope "
+                     "moe_router moe_preprocess, training.moe.cuda_graphs); this configuration is not that run",
+                     impl_name, scope ? fmt::format("{}", fmt::join(scope->values, " ")) : "(not given: full)"));
+  }
+  if (graphs != moe.cuda_graphs) {
+    Fail(fmt::format("--cuda-graph-impl {}: the problem's run has training.moe.cuda_graphs = {}; this configuration "
+                     "is not that run",
+                     impl ? impl_name : "(not given: none)", moe.cuda_graphs ? "true" : "false"));
   }
 }
 

@@ -75,6 +75,7 @@ Json ProblemToJson(const Problem& problem, const std::string& description) {
       if (t->moe.capacity_factor > 0) moe["capacity_factor"] = t->moe.capacity_factor;
       if (t->moe.dispatcher != "alltoall") moe["dispatcher"] = t->moe.dispatcher;
       if (t->moe.comm_overlap) moe["comm_overlap"] = true;
+      if (t->moe.cuda_graphs) moe["cuda_graphs"] = true;
       training["moe"] = std::move(moe);
     }
     out["training"] = std::move(training);

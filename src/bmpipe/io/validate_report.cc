@@ -34,6 +34,7 @@ std::string Switches(const TrainingSetup& s) {
   if (s.offload_optimizer) out += ", optimizer offload";
   if (s.moe_dispatcher == MoeDispatcher::kFlex) out += ", flex dispatcher";
   if (s.ep_comm_overlap > 0) out += fmt::format(", EP overlap {:g}", s.ep_comm_overlap);
+  if (s.moe_cuda_graphs) out += ", MoE CUDA graphs";
   return out;
 }
 
@@ -221,6 +222,7 @@ Json ValidationToJson(const RunTable& table, const Validation& v) {
                       {"offload_optimizer", s.offload_optimizer},
                       {"moe_dispatcher", MoeDispatcherName(s.moe_dispatcher)},
                       {"ep_comm_overlap", s.ep_comm_overlap},
+                      {"moe_cuda_graphs", s.moe_cuda_graphs},
                       {"dp_overlap", s.dp_overlap}}},
                     {"megatron", o.flags},
                     {"fits_memory", o.fits},

@@ -86,6 +86,7 @@ struct MoeInfo {
   double capacity_factor = 0;     // 0: dropless; else each expert takes at most this x its even share
   std::string dispatcher = "alltoall";  // or "flex" (DeepEP): a token once to each node holding its experts
   bool comm_overlap = false;            // dispatch and combine overlapped with another micro-batch's compute
+  bool cuda_graphs = false;             // the router and the dispatch preprocessing run as CUDA graphs
   bool enabled() const { return experts > 0; }
 };
 

@@ -81,7 +81,7 @@ void ReadLayerEntry(const JsonCursor& c, int entry, TimeNs default_p2p, std::vec
 
 MoeInfo ReadMoe(const JsonCursor& c) {
   c.ExpectKeys({"experts", "top_k", "expert_ffn", "shared_expert_ffn", "dense_layers", "capacity_factor", "dispatcher",
-                "comm_overlap"});
+                "comm_overlap", "cuda_graphs"});
   constexpr std::int64_t kMost = std::int64_t{1} << 24;
   MoeInfo moe;
   moe.experts = static_cast<int>(c.Required("experts", "routed experts per MoE layer").Integer(1, kMost, "give the routed experts"));
@@ -110,6 +110,7 @@ MoeInfo ReadMoe(const JsonCursor& c) {
     if (moe.dispatcher != "alltoall" && moe.dispatcher != "flex") d->Fail("use alltoall or flex");
   }
   if (auto o = c.Optional("comm_overlap")) moe.comm_overlap = o->Bool();
+  if (auto g = c.Optional("cuda_graphs")) moe.cuda_graphs = g->Bool();
   return moe;
 }
 

@@ -174,6 +174,17 @@ Status TargetRunsSetup(TargetKind kind, const TrainingInfo& t, const Pipeline* p
                                   "--ep-comm-overlap 0",
                                   pipeline->ranks));
       }
+      if (t.moe.cuda_graphs && local) {
+        return refuse("training.moe.cuda_graphs: Megatron captures them with Transformer Engine's "
+                      "make_graphed_callables (\"CUDA Graphs are not supported without TE.\"), which the local layer "
+                      "spec's runs go without; use --target megatron, or drop --moe-cuda-graphs");
+      }
+      if (t.moe.cuda_graphs && t.moe.capacity_factor > 0 && t.moe.dispatcher == "alltoall") {
+        return refuse("training.moe.cuda_graphs with training.moe.capacity_factor and the alltoall dispatcher: "
+                      "megatron-core asserts \"moe_preprocess cuda graph is not supported when there are DtoH copies "
+                      "and synchronizations in the preprocess step\"; use --moe-dispatcher flex, dropless routing "
+                      "(--moe-capacity-factor 0), or drop --moe-cuda-graphs");
+      }
       if (t.moe.comm_overlap && t.expert_parallel < 2) {
         return refuse("training.moe.comm_overlap with expert_parallel = 1: Megatron overlaps the MoE all-to-alls only "
                       "with expert parallelism (\"overlap_moe_expert_parallel_comm is only supported with expert model "
@@ -362,15 +373,20 @@ Status ForEachTargetSetting(const Problem& problem, TargetKind kind, const std::
         if (s && more) offer(*s);
       };
       add(Uniform(problem, shape, Recompute{}, megatron ? "no recomputation" : "activation_checkpoint mode none"));
-      // Selective: every non-empty set of the modules the spec honours.
+      // With CUDA graphs of the MoE router, megatron-core asserts "moe recompute is not supported
+      // with moe_router CUDA graph", and "full recompute is only supported with full iteration CUDA
+      // graph"; it refuses full recomputation with the MoE all-to-all overlap too.
+      const bool graphs = megatron && problem.training && problem.training->moe.cuda_graphs;
+      const bool full_allowed = !(megatron && problem.training && problem.training->moe.comm_overlap) && !graphs;
+      // Selective: every non-empty set of the modules the spec honours (the mlp module is
+      // exported as Megatron's moe module on MoE layers).
       const unsigned modules = target.modules;
       for (unsigned set = 1; set <= modules; ++set) {
         if ((set & ~modules) != 0) continue;
+        if (graphs && (set & kRecomputeMlp) != 0) continue;
         add(Uniform(problem, shape, Recompute{set},
                     "--recompute-granularity selective --recompute-modules " + ModuleNames(problem, set, kind)));
       }
-      // Megatron refuses full recomputation with the MoE all-to-all overlap.
-      const bool full_allowed = !(megatron && problem.training && problem.training->moe.comm_overlap);
       if (full_allowed) {
         add(Uniform(problem, shape, Recompute{kRecomputeLayer},
                     megatron ? "--recompute-granularity full --recompute-method uniform --recompute-num-layers 1"

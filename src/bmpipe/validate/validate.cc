@@ -24,13 +24,15 @@ double Efficiencies::*MemberOf(const std::string& name) {
   if (name == "memory") return &Efficiencies::memory;
   if (name == "fp8_gemm") return &Efficiencies::fp8_gemm;
   if (name == "moe_host_ms") return &Efficiencies::moe_host_ms;
+  if (name == "moe_host_graphed_ms") return &Efficiencies::moe_host_graphed_ms;
   return &Efficiencies::link;
 }
 
 double& EfficiencyOf(Efficiencies& e, const std::string& name) { return e.*MemberOf(name); }
 
 const std::vector<std::string>& EfficiencyNames() {
-  static const std::vector<std::string> names = {"gemm", "attention", "memory", "link", "fp8_gemm", "moe_host_ms"};
+  static const std::vector<std::string> names = {"gemm", "attention", "memory", "link", "fp8_gemm", "moe_host_ms",
+                                                 "moe_host_graphed_ms"};
   return names;
 }
 
@@ -171,7 +173,7 @@ PublishedRun ReadRun(const JsonCursor& c) {
                 "mbs", "gbs", "seq", "recompute", "sequence_parallel", "flash_attention", "distributed_optimizer",
                 "zero", "precision", "fp8_params", "grad_dtype", "optimizer_dtype", "tp_comm_overlap", "dp_overlap",
                 "offload_optimizer", "moe_capacity_factor", "moe_imbalance", "moe_dispatcher", "ep_comm_overlap",
-                "measured"});
+                "moe_cuda_graphs", "measured"});
   PublishedRun run;
   run.id = c.Required("id", "a short unique name for the run").String();
   run.source = c.Required("source", "the citation: paper and table, or repository and file").String();
@@ -210,6 +212,7 @@ PublishedRun ReadRun(const JsonCursor& c) {
   s.moe_imbalance = ReadNumber(c, "moe_imbalance", 1, 1e3, 1);
   s.moe_dispatcher = ReadWord(c, "moe_dispatcher", MoeDispatcher::kAllToAll, ParseMoeDispatcher, "alltoall or flex");
   s.ep_comm_overlap = ReadNumber(c, "ep_comm_overlap", 0, 1, 0);
+  s.moe_cuda_graphs = ReadFlag(c, "moe_cuda_graphs");
   const JsonCursor recompute =
       c.Required("recompute", "none, selective, full, or the parts every decoder layer recomputes (e.g. norm+mlp_act)");
   const std::string option = recompute.String();
@@ -354,9 +357,14 @@ Result<double> Loss(const std::vector<const PublishedRun*>& runs, const DeviceSp
   return loss;
 }
 
+// The range a fitted value is searched in: (0, 1] for an efficiency, (0, 10] for the host waits
+// in milliseconds.
+double FitScale(const std::string& name) { return name.size() > 3 && name.substr(name.size() - 3) == "_ms" ? 10 : 1; }
+
 // A joint grid search over the fitted efficiencies (at most two; the roofline's max() makes the
-// loss kinked, where coordinate descent stalls): every combination of [0.10, 1.00] by 0.01, then
-// of the best +- 0.01 by 0.001. Ties keep the first combination scanned.
+// loss kinked, where coordinate descent stalls): every combination of [0.10, 1.00] x scale by
+// 0.01 x scale, then of the best +- 0.01 x scale by 0.001 x scale (FitScale). Ties keep the first
+// combination scanned.
 Result<Efficiencies> Fit(const std::vector<const PublishedRun*>& runs, DeviceSpec device,
                          const std::vector<std::string>& fit) {
   auto grid = [&](const std::vector<std::pair<int, int>>& ranges, double unit) -> Status {
@@ -367,8 +375,9 @@ Result<Efficiencies> Fit(const std::vector<const PublishedRun*>& runs, DeviceSpe
     while (true) {
       bool valid = true;
       for (std::size_t i = 0; i < fit.size(); ++i) {
-        const double value = k[i] * unit;
-        valid = valid && value > 0 && value <= 1;
+        const double scale = FitScale(fit[i]);
+        const double value = k[i] * unit * scale;
+        valid = valid && value > 0 && value <= scale;
         EfficiencyOf(device.efficiency, fit[i]) = value;
       }
       if (valid) {
@@ -391,7 +400,7 @@ Result<Efficiencies> Fit(const std::vector<const PublishedRun*>& runs, DeviceSpe
   if (!s.ok()) return s.error();
   std::vector<std::pair<int, int>> fine;
   for (const std::string& name : fit) {
-    const int center = static_cast<int>(std::lround(EfficiencyOf(device.efficiency, name) * 1000));
+    const int center = static_cast<int>(std::lround(EfficiencyOf(device.efficiency, name) / FitScale(name) * 1000));
     fine.push_back({center - 10, center + 10});
   }
   s = grid(fine, 0.001);
