@@ -23,7 +23,7 @@ declare -A cases=(
   [llama3-405b-pp16]="--model llama3-405b --device h100-80gb --tp 8 --pp 16 --dp 128 --gbs 2048 --seq 8192 --sequence-parallel --flash-attn --distributed-optimizer"
   # the training setups beyond TP x PP x DP (docs/targets.md, "Training setups")
   [mixtral-8x7b-ep8]="--model mixtral-8x7b --device h100-80gb --tp 2 --pp 4 --dp 8 --ep 8 --gbs 256 --seq 4096 --sequence-parallel --flash-attn --distributed-optimizer --moe-capacity-factor 1.25"
-  [mixtral-8x7b-ep8-flex]="--model mixtral-8x7b --device h100-80gb --tp 2 --pp 4 --vpp 2 --dp 8 --ep 8 --gbs 256 --seq 4096 --sequence-parallel --flash-attn --distributed-optimizer --moe-dispatcher flex --ep-comm-overlap 0.8"
+  [mixtral-8x7b-ep8-flex]="--model mixtral-8x7b --device h100-80gb --tp 2 --pp 4 --vpp 2 --dp 8 --ep 8 --gbs 256 --seq 4096 --sequence-parallel --flash-attn --distributed-optimizer --moe-dispatcher flex --ep-comm-overlap 0.8 --moe-cuda-graphs"
   [llama3-70b-cp2]="--model llama3-70b --device h100-80gb --tp 8 --pp 4 --dp 4 --cp 2 --gbs 256 --seq 16384 --sequence-parallel --flash-attn --distributed-optimizer"
   [llama3-70b-fp8]="--model llama3-70b --device h100-80gb --tp 8 --pp 4 --dp 8 --gbs 256 --seq 8192 --sequence-parallel --flash-attn --distributed-optimizer --precision fp8 --fp8-params --tp-comm-overlap 0.8"
   [llama3-70b-bf16-state]="--model llama3-70b --device h100-80gb --tp 8 --pp 4 --dp 8 --gbs 256 --seq 8192 --sequence-parallel --flash-attn --distributed-optimizer --grad-dtype bf16 --optimizer-dtype bf16 --offload optimizer"

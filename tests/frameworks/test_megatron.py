@@ -56,10 +56,12 @@ LM_FLAGS = {
     "--data-parallel-sharding-strategy": dict(default="no_shard",
                                               choices=["no_shard", "optim", "optim_grads", "optim_grads_params"]),
     "--ckpt-format": dict(type=str),
+    # _add_transformer_engine_args: the scopes are a list (TransformerConfig's field is a Union).
+    "--cuda-graph-scope": dict(nargs="+", type=str, default=[]),
 }
 # TransformerConfig fields Megatron-LM's ArgumentGroupFactory leaves out (the LM flags above stand
 # for them).
-EXCLUDED_FIELDS = {"num_moe_experts", "moe_layer_freq"}
+EXCLUDED_FIELDS = {"num_moe_experts", "moe_layer_freq", "cuda_graph_scope"}
 
 
 def moe_freq_type(x):
@@ -302,7 +304,7 @@ def test_megatron_args(case):
                           num_moe_experts=None, moe_ffn_hidden_size=None, moe_shared_expert_intermediate_size=None,
                           moe_layer_freq=1, moe_grouped_gemm=False, moe_expert_capacity_factor=None, fp8=None,
                           tp_comm_overlap=False, overlap_moe_expert_parallel_comm=False,
-                          moe_token_dispatcher_type="alltoall")
+                          moe_token_dispatcher_type="alltoall", cuda_graph_impl="none", cuda_graph_scope=[])
     (built,) = run_ranks(_build_blocks, 1, small, P, V, local)
     done = {}
     for (p, v), layers in built.items():
@@ -372,6 +374,14 @@ def _check_setup(args, cfg, tr, layers):
         assert dispatcher != "flex" or cfg.moe_flex_dispatcher_backend == "deepep", "--moe-flex-dispatcher-backend"
         assert cfg.overlap_moe_expert_parallel_comm == bool(moe.get("comm_overlap", False)), \
             "--overlap-moe-expert-parallel-comm"
+        # TransformerConfig.__post_init__ turned the scope names into CudaGraphScope members.
+        graphs = bool(moe.get("cuda_graphs", False))
+        assert (cfg.cuda_graph_impl == "transformer_engine") == graphs, "--cuda-graph-impl transformer_engine"
+        if graphs:
+            assert sorted(s.name for s in cfg.cuda_graph_scope) == ["moe_preprocess", "moe_router"], \
+                "--cuda-graph-scope moe_router moe_preprocess"
+        else:
+            assert cfg.cuda_graph_impl == "none", "--cuda-graph-impl"
     else:
         assert cfg.num_moe_experts is None, "--num-experts for a dense model"
 

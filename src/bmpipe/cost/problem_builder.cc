@@ -84,6 +84,7 @@ std::string DescribeSetupExtras(const TrainingSetup& s) {
   if (s.tp_comm_overlap > 0) out += fmt::format(", tp comm overlap {:g}", s.tp_comm_overlap);
   if (s.moe_dispatcher != MoeDispatcher::kAllToAll) out += fmt::format(", {} dispatcher", MoeDispatcherName(s.moe_dispatcher));
   if (s.ep_comm_overlap > 0) out += fmt::format(", ep comm overlap {:g}", s.ep_comm_overlap);
+  if (s.moe_cuda_graphs) out += ", MoE CUDA graphs";
   return out;
 }
 
