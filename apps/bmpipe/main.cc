@@ -833,6 +833,10 @@ void AddSetupOptions(CLI::App& cmd, TrainingSetup& setup, SetupWords& words, Wra
                     "With --precision fp8: the linear layers' weights kept in FP8 (1 byte and a 1-byte transpose "
                     "instead of 16-bit weights and Transformer Engine's FP8 caches; the parameter all-gathers move "
                     "FP8): Megatron's --fp8-param-gather, which needs the distributed optimizer"));
+  wrap(cmd.add_flag("--no-fp8-transpose-cache", setup.no_fp8_transpose_cache,
+                    "With --precision fp8: the FP8 weights' transposes are not kept across micro-batches (a byte per "
+                    "linear-layer parameter less, a transpose in every backward): Megatron's "
+                    "--disable-parameter-transpose-cache"));
   wrap(cmd.add_option("--tp-comm-overlap", setup.tp_comm_overlap,
                       "Fraction of the tensor-parallel collectives hidden behind GEMMs (0..1; Megatron's default "
                       "is 0, --tp-comm-overlap with userbuffers hides most)")

@@ -303,6 +303,39 @@ TEST(SetupCosts, Fp8WeightsReplaceTheCaches) {
   EXPECT_NE(refused.error().message.find("add --distributed-optimizer"), std::string::npos) << refused.error().message;
 }
 
+// Without the transpose cache (--no-fp8-transpose-cache) an FP8 weight takes a byte less, with or
+// without FP8 weights, and each backward transposes it again; refused without FP8 and with ZeRO-3.
+TEST(SetupCosts, Fp8TransposeCacheOff) {
+  const ModelSpec m = ModelPreset("llama3-8b").value();
+  const double parameters = static_cast<double>(CountParameters(m).dense_layer);
+  TrainingSetup s = MakeSetup(1, 1, 8, 4096);
+  s.distributed_optimizer = true;
+  s.precision = Precision::kFp8;
+  for (const bool weights : {false, true}) {
+    s.fp8_params = weights;
+    s.no_fp8_transpose_cache = false;
+    const Problem cached = Build("llama3-8b", s).value();
+    const double cached_backward = Op(DecoderLayerGraph(m, H100(), s, false), "fc1").backward_bytes;
+    s.no_fp8_transpose_cache = true;
+    const Problem uncached = Build("llama3-8b", s).value();
+    EXPECT_NEAR(static_cast<double>(cached.layers[1].static_bytes - uncached.layers[1].static_bytes), parameters, 2);
+    EXPECT_EQ(cached.layers[0].static_bytes, uncached.layers[0].static_bytes);  // the embedding is not FP8
+    const LayerGraph g = DecoderLayerGraph(m, H100(), s, false);
+    EXPECT_NEAR(Op(g, "fc1").backward_bytes - cached_backward, 2.0 * m.hidden * 2 * m.ffn, 1);
+    EXPECT_TRUE(uncached.training->no_fp8_transpose_cache);
+  }
+  s.zero = 3;
+  Result<Problem> refused = Build("llama3-8b", s);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.error().message.find("use --zero 2 or less"), std::string::npos) << refused.error().message;
+  s.zero = 0;
+  s.fp8_params = false;
+  s.precision = Precision::kBf16;
+  refused = Build("llama3-8b", s);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.error().message.find("add --precision fp8"), std::string::npos) << refused.error().message;
+}
+
 // A fully overlapped tensor-parallel collective costs nothing on the critical path.
 TEST(SetupCosts, TensorParallelOverlapHidesTheCollectives) {
   const ModelSpec m = ModelPreset("llama3-8b").value();

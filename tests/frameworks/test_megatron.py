@@ -351,6 +351,8 @@ def _check_setup(args, cfg, tr, layers):
     fp8 = tr.get("precision", "bf16") == "fp8"
     assert (cfg.fp8 == "hybrid") == fp8 and (not fp8 or cfg.fp8_recipe == "delayed"), "--fp8-format hybrid, delayed recipe"
     assert cfg.tp_comm_overlap == bool(tr.get("tp_comm_overlap", False)), "--tp-comm-overlap"
+    assert cfg.disable_parameter_transpose_cache == bool(tr.get("no_fp8_transpose_cache", False)), \
+        "--disable-parameter-transpose-cache"
     fp8_weights = bool(args.get("fp8_param_gather"))
     assert fp8_weights == bool(tr.get("fp8_params", False)), "--fp8-param-gather"
     if fp8_weights:

@@ -470,6 +470,13 @@ std::vector<SetupCase> SetupCases() {
          s.fp8_params = true;
        },
        fp8_refused},
+      {"fp8-no-transpose-cache", "llama3-8b", "h100-80gb",
+       [](TrainingSetup& s) {
+         s.precision = Precision::kFp8;
+         s.fp8_params = true;
+         s.no_fp8_transpose_cache = true;
+       },
+       fp8_refused},
       {"bf16-state", "llama3-8b", "a100-80gb",
        [](TrainingSetup& s) { s.grad_dtype = s.optimizer_dtype = StateDtype::kBf16; },
        {{TargetKind::kDeepSpeed,
@@ -605,6 +612,8 @@ TEST(LauncherPlan, SetupFlagsAreWritten) {
   has(text("fp8", TargetKind::kMegatron),
       "--bf16\n--fp8-format hybrid\n--fp8-recipe delayed\n--fp8-amax-history-len 1024\n--fp8-amax-compute-algo max\n");
   has(text("fp8-weights", TargetKind::kMegatron), "--fp8-amax-compute-algo max\n--fp8-param-gather\n");
+  has(text("fp8-no-transpose-cache", TargetKind::kMegatron),
+      "--fp8-param-gather\n--disable-parameter-transpose-cache\n");
   has(text("bf16-state", TargetKind::kMegatron),
       "--use-precision-aware-optimizer\n--main-grads-dtype bf16\n--exp-avg-dtype bf16\n--exp-avg-sq-dtype bf16\n");
   has(text("bf16-grads", TargetKind::kDeepSpeed), "\"data_types\": {\"grad_accum_dtype\": \"bf16\"}");

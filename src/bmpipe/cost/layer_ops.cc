@@ -172,6 +172,9 @@ class GraphBuilder {
              const std::vector<Out>& outputs, std::vector<int> saved, double flops, double weight_bytes) {
     const int i = Gemm(name, std::move(groups), std::move(inputs), outputs, std::move(saved), flops, weight_bytes);
     graph_.ops[i].fp8 = shape_.fp8;
+    // Without the transpose cache the backward transposes the FP8 weight again: a byte read and a
+    // byte written per element, the 16-bit weight's bytes.
+    if (shape_.fp8 && shape_.setup.no_fp8_transpose_cache) graph_.ops[i].backward_bytes += weight_bytes;
     return i;
   }
 

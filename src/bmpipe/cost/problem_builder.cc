@@ -77,6 +77,7 @@ std::string DescribeSetupExtras(const TrainingSetup& s) {
   if (s.etp > 0 && s.etp != s.tp) out += fmt::format(", etp {}", s.etp);
   if (s.precision != Precision::kBf16) out += fmt::format(", {}", PrecisionName(s.precision));
   if (s.fp8_params) out += " weights";
+  if (s.no_fp8_transpose_cache) out += ", no fp8 transpose cache";
   if (s.grad_dtype != StateDtype::kFp32) out += fmt::format(", {} gradients", StateDtypeName(s.grad_dtype));
   if (s.optimizer_dtype != StateDtype::kFp32) out += fmt::format(", {} optimizer moments", StateDtypeName(s.optimizer_dtype));
   if (s.zero > 1) out += fmt::format(", zero-{}", s.zero);
@@ -220,8 +221,10 @@ Layer MakeLayer(const std::string& name, const LayerGraph& graph, const std::vec
                  parameters.expert * BytesPerParameter(s, ExpertDataParallel(s));
   // Transformer Engine caches each FP8 weight and its transpose across micro-batches, beside the
   // 16-bit weight; weights kept in FP8 (--fp8-param-gather) replace the 16-bit copy and keep their
-  // transpose: the 2 bytes a 16-bit weight takes.
-  if (linear_layers && s.precision == Precision::kFp8 && !s.fp8_params) state += 2 * parameters.total();
+  // transpose: the 2 bytes a 16-bit weight takes. Without the transpose cache, a byte less.
+  if (linear_layers && s.precision == Precision::kFp8) {
+    state += ((s.fp8_params ? 0 : 2) - (s.no_fp8_transpose_cache ? 1 : 0)) * parameters.total();
+  }
   layer.static_bytes = convert.RoundBytes(state, "the " + name + "'s static memory");
   layer.update_ns = convert.Ns(UpdateSeconds(parameters, d, s, links, linear_layers), "the " + name + "'s update time");
   layer.p2p_ns = p2p_ns;

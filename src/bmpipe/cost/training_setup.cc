@@ -103,6 +103,14 @@ Status ValidateNewParallelism(const ModelSpec& model, const DeviceSpec& device, 
     return InvalidInput("--fp8-params keeps the weights in FP8, which needs FP8 GEMMs; add --precision fp8 or drop "
                         "--fp8-params");
   }
+  if (s.no_fp8_transpose_cache && s.precision != Precision::kFp8) {
+    return InvalidInput("--no-fp8-transpose-cache drops the transposes of FP8 weights, which needs FP8 GEMMs; add "
+                        "--precision fp8 or drop --no-fp8-transpose-cache");
+  }
+  if (s.no_fp8_transpose_cache && ZeroStage(s) >= 3) {
+    return InvalidInput("--no-fp8-transpose-cache with --zero 3: Megatron-FSDP keeps or drops the FP8 transposes by its "
+                        "own setting, which bmpipe does not cost; use --zero 2 or less, or drop --no-fp8-transpose-cache");
+  }
   if (s.fp8_params && ZeroStage(s) < 1) {
     return InvalidInput("--fp8-params: Megatron gathers FP8 weights only from the distributed optimizer or FSDP "
                         "(--fp8-param-gather asserts it); add --distributed-optimizer (--zero 1) or --zero 2/3");
@@ -303,6 +311,7 @@ TrainingInfo SetupTrainingInfo(const ModelSpec& model, const TrainingSetup& setu
   training.zero_stage = ZeroStage(setup);
   training.precision = std::string(PrecisionName(setup.precision));
   training.fp8_params = setup.fp8_params;
+  training.no_fp8_transpose_cache = setup.no_fp8_transpose_cache;
   training.grad_dtype = std::string(StateDtypeName(setup.grad_dtype));
   training.optimizer_dtype = std::string(StateDtypeName(setup.optimizer_dtype));
   // An overlap of collectives a run does not have (TP 1, EP 1) is not part of it.

@@ -56,6 +56,10 @@ struct TrainingSetup {
   // 16-bit weights and Transformer Engine's FP8 caches (Megatron's --fp8-param-gather; the
   // parameter all-gathers move FP8).
   bool fp8_params = false;
+  // FP8 only: the FP8 weights' transposes are not cached across micro-batches (Megatron's
+  // --disable-parameter-transpose-cache): a byte less per linear parameter, a transpose in every
+  // backward.
+  bool no_fp8_transpose_cache = false;
   StateDtype grad_dtype = StateDtype::kFp32;       // the main gradients the optimizer reads
   StateDtype optimizer_dtype = StateDtype::kFp32;  // Adam's two moments (master weights stay fp32)
   double tp_comm_overlap = 0;  // fraction of the tensor-parallel collectives hidden behind GEMMs

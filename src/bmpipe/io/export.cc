@@ -75,6 +75,7 @@ Result<std::string> MegatronRunFlags(const Problem& problem, int layers) {
     // Transformer Engine's delayed scaling, as the cost model's FP8 GEMMs assume.
     out += "--fp8-format hybrid\n--fp8-recipe delayed\n--fp8-amax-history-len 1024\n--fp8-amax-compute-algo max\n";
     if (t.fp8_params) out += "--fp8-param-gather\n";
+    if (t.no_fp8_transpose_cache) out += "--disable-parameter-transpose-cache\n";
   }
   if (t.distributed_optimizer) out += "--use-distributed-optimizer\n";
   if (ZeroStage(t) >= 2) {

@@ -277,6 +277,7 @@ const std::map<std::string, Arity>& MegatronFlags() {
       {"--expert-tensor-parallel-size", Arity::kOne},
       {"--fp8-format", Arity::kOne},
       {"--fp8-param-gather", Arity::kNone},
+      {"--disable-parameter-transpose-cache", Arity::kNone},
       {"--use-megatron-fsdp", Arity::kNone},
       {"--use-custom-fsdp", Arity::kNone},
       {"--data-parallel-sharding-strategy", Arity::kOne},
@@ -668,6 +669,7 @@ void CheckMegatronTraining(const Flags& flags, const TrainingInfo& t) {
              "training.expert_tensor_parallel (0: tensor_parallel)", kMaxRanks);
   CheckSwitch(flags, "--fp8-format", t.precision == "fp8", "training.precision = fp8");
   CheckSwitch(flags, "--fp8-param-gather", t.fp8_params, "training.fp8_params");
+  CheckSwitch(flags, "--disable-parameter-transpose-cache", t.no_fp8_transpose_cache, "training.no_fp8_transpose_cache");
   CheckSwitch(flags, "--tp-comm-overlap", t.tp_comm_overlap, "training.tp_comm_overlap");
   CheckSwitch(flags, "--optimizer-cpu-offload", t.offload_optimizer, "training.offload_optimizer");
   if (flags.Get("--cpu-offloading")) {

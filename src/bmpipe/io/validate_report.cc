@@ -29,6 +29,7 @@ std::string Switches(const TrainingSetup& s) {
   if (ZeroStage(s) == 1) out += ", dist. opt.";
   if (ZeroStage(s) >= 2) out += fmt::format(", ZeRO-{}", ZeroStage(s));
   if (s.precision == Precision::kFp8) out += s.fp8_params ? ", FP8 weights" : ", FP8";
+  if (s.no_fp8_transpose_cache) out += ", no FP8 transpose cache";
   if (s.grad_dtype == StateDtype::kBf16) out += ", bf16 grads";
   if (s.optimizer_dtype == StateDtype::kBf16) out += ", bf16 moments";
   if (s.offload_optimizer) out += ", optimizer offload";
@@ -216,6 +217,7 @@ Json ValidationToJson(const RunTable& table, const Validation& v) {
                       {"zero", ZeroStage(s)},
                       {"precision", PrecisionName(s.precision)},
                       {"fp8_params", s.fp8_params},
+                      {"no_fp8_transpose_cache", s.no_fp8_transpose_cache},
                       {"grad_dtype", StateDtypeName(s.grad_dtype)},
                       {"optimizer_dtype", StateDtypeName(s.optimizer_dtype)},
                       {"tp_comm_overlap", s.tp_comm_overlap},

@@ -342,8 +342,10 @@ TrainingSetup SetupOf(const SearchOptions& options, const SearchConfig& c) {
   s.ep = c.ep;
   s.etp = c.etp;
   s.precision = c.precision;
-  // FP8 weights where the configuration runs FP8 GEMMs from a distributed optimizer.
+  // FP8 weights where the configuration runs FP8 GEMMs from a distributed optimizer, and their
+  // transposes dropped where it runs FP8 GEMMs without Megatron-FSDP.
   s.fp8_params = options.base.fp8_params && c.precision == Precision::kFp8 && c.zero >= 1;
+  s.no_fp8_transpose_cache = options.base.no_fp8_transpose_cache && c.precision == Precision::kFp8 && c.zero <= 2;
   s.gpipe = false;
   s.devices = options.devices;
   return s;

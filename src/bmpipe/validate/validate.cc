@@ -171,7 +171,7 @@ std::vector<Measurement> ReadMeasured(const JsonCursor& m, const ModelSpec& mode
 PublishedRun ReadRun(const JsonCursor& c) {
   c.ExpectKeys({"id", "source", "states", "assumes", "model", "device", "tp", "pp", "dp", "vpp", "cp", "ep", "etp",
                 "mbs", "gbs", "seq", "recompute", "sequence_parallel", "flash_attention", "distributed_optimizer",
-                "zero", "precision", "fp8_params", "grad_dtype", "optimizer_dtype", "tp_comm_overlap", "dp_overlap",
+                "zero", "precision", "fp8_params", "no_fp8_transpose_cache", "grad_dtype", "optimizer_dtype", "tp_comm_overlap", "dp_overlap",
                 "offload_optimizer", "moe_capacity_factor", "moe_imbalance", "moe_dispatcher", "ep_comm_overlap",
                 "moe_cuda_graphs", "measured"});
   PublishedRun run;
@@ -203,6 +203,7 @@ PublishedRun ReadRun(const JsonCursor& c) {
   if (auto z = c.Optional("zero")) s.zero = static_cast<int>(z->Integer(0, 3, "the ZeRO stage"));
   s.precision = ReadWord(c, "precision", Precision::kBf16, ParsePrecision, "bf16 or fp8");
   s.fp8_params = ReadFlag(c, "fp8_params");
+  s.no_fp8_transpose_cache = ReadFlag(c, "no_fp8_transpose_cache");
   s.grad_dtype = ReadWord(c, "grad_dtype", StateDtype::kFp32, ParseStateDtype, "fp32 or bf16");
   s.optimizer_dtype = ReadWord(c, "optimizer_dtype", StateDtype::kFp32, ParseStateDtype, "fp32 or bf16");
   s.tp_comm_overlap = ReadNumber(c, "tp_comm_overlap", 0, 1, 0);
