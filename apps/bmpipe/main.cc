@@ -124,6 +124,7 @@ Status ApplySetupWords(const SetupWords& w, TrainingSetup& setup) {
   setup.moe_dispatcher = ParseMoeDispatcher(w.moe_dispatcher).value_or(MoeDispatcher::kAllToAll);
   for (const std::string& what : w.offload) {
     if (what == "optimizer") setup.offload_optimizer = true;
+    if (what == "optimizer-moments") setup.offload_optimizer = setup.offload_keeps_master = true;
     if (what == "activations") {
       // Offloading is offered beside every recomputation option that keeps anything.
       std::vector<std::string> with = setup.recompute;
@@ -843,9 +844,11 @@ void AddSetupOptions(CLI::App& cmd, TrainingSetup& setup, SetupWords& words, Wra
            ->capture_default_str());
   wrap(cmd.add_option("--offload", words.offload,
                       "What goes to host memory (comma-separated): activations (offered per layer beside "
-                      "recomputation), optimizer (state and step on the CPU)")
+                      "recomputation), optimizer (state and step on the CPU), optimizer-moments (Adam's moments "
+                      "and the step on the CPU, the fp32 master weights kept on the device: Megatron's offload without "
+                      "the precision-aware optimizer)")
            ->delimiter(',')
-           ->check(CLI::IsMember({"activations", "optimizer"})));
+           ->check(CLI::IsMember({"activations", "optimizer", "optimizer-moments"})));
   wrap(cmd.add_option("--memory-headroom-gb", words.headroom_gb,
                       "Memory every rank must leave free beyond the reserve, in GB")
            ->capture_default_str());

@@ -72,6 +72,12 @@ TEST(SetupCosts, BytesPerParameterFollowTheStageAndTheDtypes) {
   EXPECT_DOUBLE_EQ(BytesPerParameter(s), 2 + 2 + 8.0 / 4);
   s.offload_optimizer = true;
   EXPECT_DOUBLE_EQ(BytesPerParameter(s), 2 + 2);
+  EXPECT_DOUBLE_EQ(HostBytesPerParameter(s, 4), (4 + 4 + 2) / 4.0);
+  // Megatron's offload without the precision-aware optimizer keeps the fp32 master weights on the
+  // device; the host holds the same state.
+  s.offload_keeps_master = true;
+  EXPECT_DOUBLE_EQ(BytesPerParameter(s), 2 + 2 + 4.0 / 4);
+  EXPECT_DOUBLE_EQ(HostBytesPerParameter(s, 4), (4 + 4 + 2) / 4.0);
   // Context-parallel ranks share the state too: the data-parallel group is dp x cp.
   TrainingSetup c = MakeSetup(1, 1, 2, 4096);
   c.cp = 2;

@@ -509,6 +509,23 @@ std::vector<SetupCase> SetupCases() {
        {{TargetKind::kTorchTitan, titan + "training.offload_optimizer: torchtitan's CPU offload moves parameters and "
                                           "gradients to the host too (FSDP's CPUOffloadPolicy), not the optimizer "
                                           "alone; drop optimizer from --offload"}}},
+      {"offload-moments", "llama3-8b", "a100-80gb",
+       [](TrainingSetup& s) { s.offload_optimizer = s.offload_keeps_master = true; },
+       {{TargetKind::kMegatron,
+         "target megatron (Megatron-Core >= 0.13 with its Transformer Engine layer spec (--pipeline-model-parallel-layout)): "
+         "training.offload_keeps_master: Megatron-LM takes --optimizer-cpu-offload only with "
+         "--use-precision-aware-optimizer, whose offload moves the fp32 master weights to the host too; use --offload "
+         "optimizer"},
+        {TargetKind::kMegatronLocal,
+         "target megatron-local (Megatron-Core >= 0.13 with its local layer spec (--pipeline-model-parallel-layout)): "
+         "training.offload_keeps_master: Megatron-LM takes --optimizer-cpu-offload only with "
+         "--use-precision-aware-optimizer, whose offload moves the fp32 master weights to the host too; use --offload "
+         "optimizer"},
+        {TargetKind::kDeepSpeed, ds + "training.offload_keeps_master: DeepSpeed's offload_optimizer moves the fp32 master "
+                                      "weights to the host with the moments; use --offload optimizer"},
+        {TargetKind::kTorchTitan, titan + "training.offload_optimizer: torchtitan's CPU offload moves parameters and "
+                                          "gradients to the host too (FSDP's CPUOffloadPolicy), not the optimizer "
+                                          "alone; drop optimizer from --offload"}}},
       {"tp-overlap", "llama3-8b", "h100-80gb", [](TrainingSetup& s) { s.tp_comm_overlap = 0.8; },
        {{TargetKind::kMegatronLocal,
          "target megatron-local (Megatron-Core >= 0.13 with its local layer spec (--pipeline-model-parallel-layout)): "

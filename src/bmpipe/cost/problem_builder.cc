@@ -81,7 +81,7 @@ std::string DescribeSetupExtras(const TrainingSetup& s) {
   if (s.grad_dtype != StateDtype::kFp32) out += fmt::format(", {} gradients", StateDtypeName(s.grad_dtype));
   if (s.optimizer_dtype != StateDtype::kFp32) out += fmt::format(", {} optimizer moments", StateDtypeName(s.optimizer_dtype));
   if (s.zero > 1) out += fmt::format(", zero-{}", s.zero);
-  if (s.offload_optimizer) out += ", optimizer offloaded";
+  if (s.offload_optimizer) out += s.offload_keeps_master ? ", optimizer moments offloaded" : ", optimizer offloaded";
   if (s.tp_comm_overlap > 0) out += fmt::format(", tp comm overlap {:g}", s.tp_comm_overlap);
   if (s.moe_dispatcher != MoeDispatcher::kAllToAll) out += fmt::format(", {} dispatcher", MoeDispatcherName(s.moe_dispatcher));
   if (s.ep_comm_overlap > 0) out += fmt::format(", ep comm overlap {:g}", s.ep_comm_overlap);
@@ -151,8 +151,9 @@ double UpdateSeconds(const LayerParameters& p, const DeviceSpec& d, const Traini
   const double updated = dense_updated + expert_updated;
   double step = updated * 30 / (d.memory_bandwidth_bytes_per_s * d.efficiency.memory);
   if (s.offload_optimizer) {
-    // ZeRO-Offload: gradients to the host, the step on its CPU, 16-bit parameters back.
-    step = updated * (grad + 2) / (d.host_bandwidth_bytes_per_s * d.efficiency.link) +
+    // ZeRO-Offload: gradients to the host, the step on its CPU, 16-bit parameters back (the fp32
+    // master weights when they stay on the device).
+    step = updated * (grad + (s.offload_keeps_master ? 4 : 2)) / (d.host_bandwidth_bytes_per_s * d.efficiency.link) +
            updated / kHostAdamParametersPerSecond;
   }
   return (1 - s.dp_overlap) * sync + step;
@@ -284,7 +285,8 @@ double BytesPerParameter(const TrainingSetup& s, int shards) {
   const double weight = 2, grad = GradBytes(s);
   // fp32 master weights and Adam's two moments.
   const double optimizer = 4 + 2 * (s.optimizer_dtype == StateDtype::kBf16 ? 2 : 4);
-  const double on_device = s.offload_optimizer ? 0 : optimizer;
+  // Offloaded, the optimizer leaves nothing on the device, or the fp32 master weights.
+  const double on_device = s.offload_optimizer ? (s.offload_keeps_master ? 4 : 0) : optimizer;
   return (zero >= 3 ? weight / shards : weight) + (zero >= 2 ? grad / shards : grad) +
          (zero >= 1 ? on_device / shards : on_device);
 }

@@ -118,6 +118,10 @@ Status ValidateNewParallelism(const ModelSpec& model, const DeviceSpec& device, 
   if (!(s.tp_comm_overlap >= 0 && s.tp_comm_overlap <= 1)) {
     return InvalidInput(fmt::format("--tp-comm-overlap {} must be a fraction in [0, 1]", s.tp_comm_overlap));
   }
+  if (s.offload_keeps_master && !s.offload_optimizer) {
+    return InvalidInput("the master weights stay on the device only in an offloaded optimizer; use --offload "
+                        "optimizer-moments (or drop the setting)");
+  }
   bool offload_activations = false;
   for (const std::string& option : s.recompute) {
     Result<Recompute> parsed = ParseRecompute(option);
@@ -317,6 +321,7 @@ TrainingInfo SetupTrainingInfo(const ModelSpec& model, const TrainingSetup& setu
   // An overlap of collectives a run does not have (TP 1, EP 1) is not part of it.
   training.tp_comm_overlap = setup.tp_comm_overlap > 0 && setup.tp > 1;
   training.offload_optimizer = setup.offload_optimizer;
+  training.offload_keeps_master = setup.offload_keeps_master;
   if (model.moe.enabled()) {
     training.moe.experts = model.moe.experts;
     training.moe.top_k = model.moe.top_k;

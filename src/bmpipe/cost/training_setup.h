@@ -64,6 +64,10 @@ struct TrainingSetup {
   StateDtype optimizer_dtype = StateDtype::kFp32;  // Adam's two moments (master weights stay fp32)
   double tp_comm_overlap = 0;  // fraction of the tensor-parallel collectives hidden behind GEMMs
   bool offload_optimizer = false;  // optimizer state and step on the host (ZeRO-Offload)
+  // With offload_optimizer: the fp32 master weights stay on the device too (the host steps a copy
+  // and sends it back), only Adam's moments leave it: Megatron's optimizer offload without the
+  // precision-aware optimizer (--offload optimizer-moments).
+  bool offload_keeps_master = false;
   // MoE routing: 0 = dropless; else each expert takes at most capacity x its even share of tokens.
   double moe_capacity_factor = 0;
   // Dropless: the busiest expert's tokens over the even share (the critical path of the grouped GEMM).

@@ -66,6 +66,7 @@ Json ProblemToJson(const Problem& problem, const std::string& description) {
     if (t->optimizer_dtype != "fp32") training["optimizer_dtype"] = t->optimizer_dtype;
     if (t->tp_comm_overlap) training["tp_comm_overlap"] = true;
     if (t->offload_optimizer) training["offload_optimizer"] = true;
+    if (t->offload_keeps_master) training["offload_keeps_master"] = true;
     if (t->moe.enabled()) {
       Json moe = Json::object();
       moe["experts"] = t->moe.experts;

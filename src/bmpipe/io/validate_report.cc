@@ -32,7 +32,7 @@ std::string Switches(const TrainingSetup& s) {
   if (s.no_fp8_transpose_cache) out += ", no FP8 transpose cache";
   if (s.grad_dtype == StateDtype::kBf16) out += ", bf16 grads";
   if (s.optimizer_dtype == StateDtype::kBf16) out += ", bf16 moments";
-  if (s.offload_optimizer) out += ", optimizer offload";
+  if (s.offload_optimizer) out += s.offload_keeps_master ? ", moments offload" : ", optimizer offload";
   if (s.moe_dispatcher == MoeDispatcher::kFlex) out += ", flex dispatcher";
   if (s.ep_comm_overlap > 0) out += fmt::format(", EP overlap {:g}", s.ep_comm_overlap);
   if (s.moe_cuda_graphs) out += ", MoE CUDA graphs";
@@ -222,6 +222,7 @@ Json ValidationToJson(const RunTable& table, const Validation& v) {
                       {"optimizer_dtype", StateDtypeName(s.optimizer_dtype)},
                       {"tp_comm_overlap", s.tp_comm_overlap},
                       {"offload_optimizer", s.offload_optimizer},
+                      {"offload_keeps_master", s.offload_keeps_master},
                       {"moe_dispatcher", MoeDispatcherName(s.moe_dispatcher)},
                       {"ep_comm_overlap", s.ep_comm_overlap},
                       {"moe_cuda_graphs", s.moe_cuda_graphs},

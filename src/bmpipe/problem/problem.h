@@ -115,6 +115,7 @@ struct TrainingInfo {
   std::string grad_dtype = "fp32", optimizer_dtype = "fp32";
   bool tp_comm_overlap = false;    // tensor-parallel collectives overlapped with GEMMs
   bool offload_optimizer = false;  // optimizer state and step on the host
+  bool offload_keeps_master = false;  // the fp32 master weights stay on the device (only the moments leave)
   MoeInfo moe;                     // written only for a model with MoE layers
 };
 

@@ -118,7 +118,7 @@ TrainingInfo ReadTraining(const JsonCursor& c) {
   c.ExpectKeys({"model", "tensor_parallel", "data_parallel", "micro_batch_size", "global_batch_size", "seq_length",
                 "sequence_parallel", "distributed_optimizer", "flash_attention", "overlap_grad_reduce",
                 "context_parallel", "expert_parallel", "expert_tensor_parallel", "zero_stage", "precision", "grad_dtype",
-                "optimizer_dtype", "tp_comm_overlap", "offload_optimizer", "fp8_params", "no_fp8_transpose_cache", "moe"});
+                "optimizer_dtype", "tp_comm_overlap", "offload_optimizer", "offload_keeps_master", "fp8_params", "no_fp8_transpose_cache", "moe"});
   TrainingInfo t;
   constexpr std::int64_t kMost = std::int64_t{1} << 24;
   if (auto m = c.Optional("model")) t.model = m->String();
@@ -141,6 +141,7 @@ TrainingInfo ReadTraining(const JsonCursor& c) {
   flag("overlap_grad_reduce", t.overlap_grad_reduce);
   flag("tp_comm_overlap", t.tp_comm_overlap);
   flag("offload_optimizer", t.offload_optimizer);
+  flag("offload_keeps_master", t.offload_keeps_master);
   flag("fp8_params", t.fp8_params);
   flag("no_fp8_transpose_cache", t.no_fp8_transpose_cache);
   size("context_parallel", t.context_parallel, "give the context-parallel size");

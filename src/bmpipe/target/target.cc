@@ -174,6 +174,11 @@ Status TargetRunsSetup(TargetKind kind, const TrainingInfo& t, const Pipeline* p
                                   "--ep-comm-overlap 0",
                                   pipeline->ranks));
       }
+      if (t.offload_keeps_master) {
+        return refuse("training.offload_keeps_master: Megatron-LM takes --optimizer-cpu-offload only with "
+                      "--use-precision-aware-optimizer, whose offload moves the fp32 master weights to the host too; "
+                      "use --offload optimizer");
+      }
       if (t.moe.cuda_graphs && local) {
         return refuse("training.moe.cuda_graphs: Megatron captures them with Transformer Engine's "
                       "make_graphed_callables (\"CUDA Graphs are not supported without TE.\"), which the local layer "
@@ -250,6 +255,10 @@ Status TargetRunsSetup(TargetKind kind, const TrainingInfo& t, const Pipeline* p
         return refuse("training.grad_dtype = fp32 with zero_stage 0: without ZeRO, DeepSpeed's bf16 pipeline accumulates "
                       "gradients in bf16 only (bf16 parameters with data_types.grad_accum_dtype fp32 is an unsupported "
                       "mix); add --distributed-optimizer (--zero 1), or --grad-dtype bf16");
+      }
+      if (t.offload_keeps_master) {
+        return refuse("training.offload_keeps_master: DeepSpeed's offload_optimizer moves the fp32 master weights to "
+                      "the host with the moments; use --offload optimizer");
       }
       if (t.offload_optimizer && ZeroStage(t) < 1) {
         return refuse("training.offload_optimizer: DeepSpeed offloads the optimizer only under ZeRO "

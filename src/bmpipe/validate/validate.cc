@@ -172,7 +172,7 @@ PublishedRun ReadRun(const JsonCursor& c) {
   c.ExpectKeys({"id", "source", "states", "assumes", "model", "device", "tp", "pp", "dp", "vpp", "cp", "ep", "etp",
                 "mbs", "gbs", "seq", "recompute", "sequence_parallel", "flash_attention", "distributed_optimizer",
                 "zero", "precision", "fp8_params", "no_fp8_transpose_cache", "grad_dtype", "optimizer_dtype", "tp_comm_overlap", "dp_overlap",
-                "offload_optimizer", "moe_capacity_factor", "moe_imbalance", "moe_dispatcher", "ep_comm_overlap",
+                "offload_optimizer", "offload_keeps_master", "moe_capacity_factor", "moe_imbalance", "moe_dispatcher", "ep_comm_overlap",
                 "moe_cuda_graphs", "measured"});
   PublishedRun run;
   run.id = c.Required("id", "a short unique name for the run").String();
@@ -209,6 +209,7 @@ PublishedRun ReadRun(const JsonCursor& c) {
   s.tp_comm_overlap = ReadNumber(c, "tp_comm_overlap", 0, 1, 0);
   s.dp_overlap = ReadNumber(c, "dp_overlap", 0, 1, 0);
   s.offload_optimizer = ReadFlag(c, "offload_optimizer");
+  s.offload_keeps_master = ReadFlag(c, "offload_keeps_master");
   s.moe_capacity_factor = ReadNumber(c, "moe_capacity_factor", 0, 1e3, 0);
   s.moe_imbalance = ReadNumber(c, "moe_imbalance", 1, 1e3, 1);
   s.moe_dispatcher = ReadWord(c, "moe_dispatcher", MoeDispatcher::kAllToAll, ParseMoeDispatcher, "alltoall or flex");
