@@ -29,7 +29,7 @@ DeviceSpec H100() { return DevicePreset("h100-80gb").value(); }
 // The H100 without the host's wait in MoE layers: the exchanges alone on the dispatch.
 DeviceSpec H100WithoutHostWait() {
   DeviceSpec d = H100();
-  d.efficiency.moe_host_ms = 0;
+  d.efficiency.moe_host_ms = d.efficiency.moe_host_expert_ms = 0;
   return d;
 }
 
@@ -342,6 +342,24 @@ TEST(SetupCosts, Fp8TransposeCacheOff) {
   EXPECT_NE(refused.error().message.find("add --precision fp8"), std::string::npos) << refused.error().message;
 }
 
+// Each pass of a decoder layer with FP8 GEMMs waits fp8_host_ms for the host; a bf16 layer does not.
+TEST(SetupCosts, Fp8LayersWaitForTheHost) {
+  const ModelSpec m = ModelPreset("llama3-8b").value();
+  TrainingSetup s = MakeSetup(1, 1, 8, 4096);
+  s.precision = Precision::kFp8;
+  DeviceSpec d = H100();
+  EXPECT_GT(d.efficiency.fp8_host_ms, 0);
+  const OptionCost waits = EvaluateOption(DecoderLayerGraph(m, d, s, false), "none");
+  const double host = d.efficiency.fp8_host_ms * 1e-3;
+  d.efficiency.fp8_host_ms = 0;
+  const OptionCost without = EvaluateOption(DecoderLayerGraph(m, d, s, false), "none");
+  EXPECT_NEAR(waits.forward_s - without.forward_s, host, 1e-12);
+  EXPECT_NEAR(waits.backward_s - without.backward_s, host, 1e-12);
+  s.precision = Precision::kBf16;
+  EXPECT_EQ(EvaluateOption(DecoderLayerGraph(m, H100(), s, false), "none").forward_s,
+            EvaluateOption(DecoderLayerGraph(m, d, s, false), "none").forward_s);
+}
+
 // A fully overlapped tensor-parallel collective costs nothing on the critical path.
 TEST(SetupCosts, TensorParallelOverlapHidesTheCollectives) {
   const ModelSpec m = ModelPreset("llama3-8b").value();
@@ -406,18 +424,20 @@ TEST(SetupCosts, OverlappedExpertExchangesCostWhatOutlastsTheLayersCompute) {
   EXPECT_NEAR(time(none) - time(graph(1, 0.05)), compute, 1e-12);
 }
 
-// Each pass of a MoE layer waits moe_host_ms for the host, moe_host_graphed_ms with CUDA graphs of
-// its router; a dense layer does not wait.
+// Each pass of a MoE layer waits moe_host_ms plus moe_host_expert_ms per local expert for the host,
+// moe_host_graphed_ms with CUDA graphs of its router; a dense layer does not wait.
 TEST(SetupCosts, MoeLayersWaitForTheHost) {
   const ModelSpec m = ModelPreset("qwen3-30b-a3b").value();
   TrainingSetup s = MakeSetup(1, 1, 8, 4096);
+  s.ep = 8;
   DeviceSpec d = H100();
-  EXPECT_GT(d.efficiency.moe_host_ms, d.efficiency.moe_host_graphed_ms);
+  EXPECT_GT(d.efficiency.moe_host_expert_ms, 0);
   EXPECT_GT(d.efficiency.moe_host_graphed_ms, 0);
+  const double eager_ms = d.efficiency.moe_host_ms + d.efficiency.moe_host_expert_ms * m.moe.experts / 8;
   const OptionCost eager = EvaluateOption(DecoderLayerGraph(m, d, s, true), "none");
   s.moe_cuda_graphs = true;
   const OptionCost graphed = EvaluateOption(DecoderLayerGraph(m, d, s, true), "none");
-  const double saved = (d.efficiency.moe_host_ms - d.efficiency.moe_host_graphed_ms) * 1e-3;
+  const double saved = (eager_ms - d.efficiency.moe_host_graphed_ms) * 1e-3;
   EXPECT_NEAR(eager.forward_s - graphed.forward_s, saved, 1e-12);
   EXPECT_NEAR(eager.backward_s - graphed.backward_s, saved, 1e-12);
   const double host = d.efficiency.moe_host_graphed_ms * 1e-3;

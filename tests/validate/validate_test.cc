@@ -95,6 +95,8 @@ TEST(Validate, PresetsCarryTheFittedEfficiencies) {
     EXPECT_NEAR(preset.fp8_gemm, after.fp8_gemm, 1e-9) << device;
     EXPECT_NEAR(preset.moe_host_ms, after.moe_host_ms, 1e-9) << device;
     EXPECT_NEAR(preset.moe_host_graphed_ms, after.moe_host_graphed_ms, 1e-9) << device;
+    EXPECT_NEAR(preset.moe_host_expert_ms, after.moe_host_expert_ms, 1e-9) << device;
+    EXPECT_NEAR(preset.fp8_host_ms, after.fp8_host_ms, 1e-9) << device;
   }
 }
 

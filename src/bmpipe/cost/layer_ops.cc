@@ -128,6 +128,7 @@ class GraphBuilder {
     return index;
   }
   LayerOp& op(int i) { return graph_.ops[i]; }
+  int ops() const { return static_cast<int>(graph_.ops.size()); }
   // The collectives op `i` runs around its forward and its backward.
   void Collectives(int i, Comm forward, Comm backward) {
     LayerOp& o = graph_.ops[i];
@@ -471,7 +472,9 @@ LayerGraph DecoderLayerGraph(const ModelSpec& m, const DeviceSpec& d, const Trai
     exchanges(dispatch);
     // The host launches the rest of the layer after the token counts reach it, each pass.
     const Efficiencies& e = s.device.efficiency;
-    const double host_s = (s.setup.moe_cuda_graphs ? e.moe_host_graphed_ms : e.moe_host_ms) * 1e-3;
+    const double local_experts = experts / s.setup.ep;
+    const double host_s =
+        (s.setup.moe_cuda_graphs ? e.moe_host_graphed_ms : e.moe_host_ms + e.moe_host_expert_ms * local_experts) * 1e-3;
     g.op(dispatch).forward_comm_s += host_s;
     g.op(dispatch).backward_comm_s += host_s;
     const double gather = AllGatherSeconds(routed_bytes * etp, etp, s.etp.bandwidth, s.etp.latency);
@@ -489,6 +492,13 @@ LayerGraph DecoderLayerGraph(const ModelSpec& m, const DeviceSpec& d, const Trai
   if (m.post_norms) out = Norm(g, s, "post_mlp_norm", mlp, out);
   if (m.dropout) out = Dropout(g, "mlp_dropout", mlp, out, s.tokens * m.hidden / s.sp);
   Residual(g, s, "residual2", mlp, h1, out);
+  // An FP8 layer's pass waits for the host: Transformer Engine's scaling bookkeeping and the
+  // quantization kernels it launches beside the layer's FP8 GEMMs.
+  if (s.fp8) {
+    LayerOp& last = g.op(g.ops() - 1);
+    last.forward_comm_s += d.efficiency.fp8_host_ms * 1e-3;
+    last.backward_comm_s += d.efficiency.fp8_host_ms * 1e-3;
+  }
   return g.Finish();
 }
 

@@ -48,16 +48,18 @@ std::vector<DeviceSpec> Presets() {
   };
   // Efficiencies fitted by `bmpipe validate` on its calibration runs (docs/fidelity.md): A100 on
   // Korthikanti et al.'s per-layer times of GPT-22B; H100's GEMMs on Llama 3 405B's 8192-GPU run,
-  // its FP8 GEMMs and attention on a Llama 3 70B FP8 run and a 128K-token context-parallel run;
-  // B200's and GB200's FP8 GEMMs on one dense run each; the host time of a MoE layer pass, with and
-  // without CUDA graphs of its router, on two Qwen3-30B expert-parallel runs on H100, which
-  // Blackwell keeps (no MoE run calibrates the A100). tests/validate keeps these equal to the fit.
+  // its attention on a 128K-token context-parallel run, its FP8 GEMMs and the host wait of an FP8
+  // layer on two Llama 3 70B FP8 runs of one layout at 8192 and 4096 tokens;
+  // B200's and GB200's FP8 GEMMs on one dense run each; the host time of a MoE layer pass with CUDA
+  // graphs of its router on a Qwen3-30B expert-parallel run, and without (a fixed part and one per
+  // local expert) on that run in FP8 and a GPT-OSS-120B run, all on H100, which Blackwell keeps (no
+  // MoE run calibrates the A100). tests/validate keeps these equal to the fit.
   // H200, H800 and the 96 GB H100 are the H100's chip.
   const Efficiencies ampere{0.681, 0.50, 0.984, 0.80};
-  const Efficiencies hopper{0.577, 0.394, 0.984, 0.80, 0.543, 2.270, 0.920};
+  const Efficiencies hopper{0.577, 0.394, 0.984, 0.80, 0.640, 0.100, 0.210, 0.920, 0.730};
   Efficiencies b200 = hopper, gb200 = hopper;
-  b200.fp8_gemm = 0.437;
-  gb200.fp8_gemm = 0.367;
+  b200.fp8_gemm = 0.512;
+  gb200.fp8_gemm = 0.497;
   //                       BF16  FP8   memory           HBM   intra  inter  host  host memory
   add("a100-40gb",  {312,  0,    40960 * kMiB,  1.555, 300,  25,   32,   128});
   presets.back().efficiency = ampere;
@@ -166,7 +168,8 @@ DeviceSpec ReadDeviceTree(const Json& doc) {
   }
   if (auto v = root.Optional("host_memory_bytes")) d.host_memory_bytes = v->ByteCount();
   if (auto e = root.Optional("efficiency")) {
-    e->ExpectKeys({"gemm", "attention", "memory", "link", "fp8_gemm", "moe_host_ms", "moe_host_graphed_ms"});
+    e->ExpectKeys({"gemm", "attention", "memory", "link", "fp8_gemm", "moe_host_ms", "moe_host_expert_ms",
+                   "moe_host_graphed_ms", "fp8_host_ms"});
     if (auto v = e->Optional("gemm")) d.efficiency.gemm = ReadFraction(*v);
     if (auto v = e->Optional("attention")) d.efficiency.attention = ReadFraction(*v);
     if (auto v = e->Optional("memory")) d.efficiency.memory = ReadFraction(*v);
@@ -174,6 +177,14 @@ DeviceSpec ReadDeviceTree(const Json& doc) {
     if (auto v = e->Optional("fp8_gemm")) d.efficiency.fp8_gemm = ReadFraction(*v);
     if (auto v = e->Optional("moe_host_ms")) {
       d.efficiency.moe_host_ms = ReadRate(*v, 0, 100, "give the milliseconds a MoE layer pass waits for the host, e.g. 2.3");
+    }
+    if (auto v = e->Optional("moe_host_expert_ms")) {
+      d.efficiency.moe_host_expert_ms = ReadRate(
+          *v, 0, 100, "give the milliseconds a MoE layer pass waits for the host per expert on the rank, e.g. 0.2");
+    }
+    if (auto v = e->Optional("fp8_host_ms")) {
+      d.efficiency.fp8_host_ms =
+          ReadRate(*v, 0, 100, "give the milliseconds an FP8 linear layer's pass waits for the host, e.g. 0.1");
     }
     if (auto v = e->Optional("moe_host_graphed_ms")) {
       d.efficiency.moe_host_graphed_ms = ReadRate(

@@ -22,11 +22,17 @@ struct Efficiencies {
   double fp8_gemm = 0.55;   // FP8 matrix multiplies, of the FP8 peak (scaling and casts included)
   // Not fractions: milliseconds each pass of a MoE layer waits for the host. Dropless routing
   // copies the per-expert token counts to the host, which then launches the exchange and the
-  // grouped GEMMs: the device idles while it does. moe_host_ms with every kernel launched eagerly
-  // (Megatron's default), moe_host_graphed_ms with the router and the dispatch preprocessing
-  // replayed as CUDA graphs (TrainingSetup::moe_cuda_graphs).
+  // grouped GEMMs: the device idles while it does. With every kernel launched eagerly (Megatron's
+  // default) that is moe_host_ms plus moe_host_expert_ms for each expert on the rank (the grouped
+  // GEMMs are launched expert by expert from the counts); with the router and the dispatch
+  // preprocessing replayed as CUDA graphs (TrainingSetup::moe_cuda_graphs), whose counts stay on
+  // the device, moe_host_graphed_ms.
   double moe_host_ms = 0;
+  double moe_host_expert_ms = 0;
   double moe_host_graphed_ms = 0;
+  // Milliseconds each pass of a decoder layer with FP8 GEMMs waits for the host: Transformer
+  // Engine's scaling bookkeeping and the quantization kernels it launches beside them.
+  double fp8_host_ms = 0;
 };
 
 struct DeviceSpec {

@@ -25,6 +25,8 @@ double Efficiencies::*MemberOf(const std::string& name) {
   if (name == "fp8_gemm") return &Efficiencies::fp8_gemm;
   if (name == "moe_host_ms") return &Efficiencies::moe_host_ms;
   if (name == "moe_host_graphed_ms") return &Efficiencies::moe_host_graphed_ms;
+  if (name == "fp8_host_ms") return &Efficiencies::fp8_host_ms;
+  if (name == "moe_host_expert_ms") return &Efficiencies::moe_host_expert_ms;
   return &Efficiencies::link;
 }
 
@@ -32,7 +34,7 @@ double& EfficiencyOf(Efficiencies& e, const std::string& name) { return e.*Membe
 
 const std::vector<std::string>& EfficiencyNames() {
   static const std::vector<std::string> names = {"gemm", "attention", "memory", "link", "fp8_gemm", "moe_host_ms",
-                                                 "moe_host_graphed_ms"};
+                                                 "moe_host_expert_ms", "moe_host_graphed_ms", "fp8_host_ms"};
   return names;
 }
 
@@ -360,13 +362,13 @@ Result<double> Loss(const std::vector<const PublishedRun*>& runs, const DeviceSp
 }
 
 // The range a fitted value is searched in: (0, 1] for an efficiency, (0, 10] for the host waits
-// in milliseconds.
+// in milliseconds (the grid's steps scale with it).
 double FitScale(const std::string& name) { return name.size() > 3 && name.substr(name.size() - 3) == "_ms" ? 10 : 1; }
 
 // A joint grid search over the fitted efficiencies (at most two; the roofline's max() makes the
-// loss kinked, where coordinate descent stalls): every combination of [0.10, 1.00] x scale by
-// 0.01 x scale, then of the best +- 0.01 x scale by 0.001 x scale (FitScale). Ties keep the first
-// combination scanned.
+// loss kinked, where coordinate descent stalls): every combination of [0.10, 1.00] by 0.01 for an
+// efficiency, [0.1, 10] ms by 0.1 ms for a host wait (FitScale), then of the best +- one step by a
+// tenth of it. Ties keep the first combination scanned.
 Result<Efficiencies> Fit(const std::vector<const PublishedRun*>& runs, DeviceSpec device,
                          const std::vector<std::string>& fit) {
   auto grid = [&](const std::vector<std::pair<int, int>>& ranges, double unit) -> Status {
@@ -397,7 +399,9 @@ Result<Efficiencies> Fit(const std::vector<const PublishedRun*>& runs, DeviceSpe
     device.efficiency = best;
     return {};
   };
-  std::vector<std::pair<int, int>> coarse(fit.size(), {10, 100});
+  // Efficiencies from 0.10, host waits from 0.1 ms.
+  std::vector<std::pair<int, int>> coarse;
+  for (const std::string& name : fit) coarse.push_back({FitScale(name) > 1 ? 1 : 10, 100});
   Status s = grid(coarse, 0.01);
   if (!s.ok()) return s.error();
   std::vector<std::pair<int, int>> fine;
