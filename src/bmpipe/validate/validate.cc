@@ -512,7 +512,11 @@ Result<Validation> Validate(const RunTable& table) {
     if (!o.ok()) return InvalidInput(fmt::format("{}: run '{}': {}", table.source, run.id, o.error().message));
     RunOutcome& out = o.value();
     out.calibration = calibration_ids.count(run.id) > 0;
-    if (!out.fits) v.not_fitting.push_back(run.id);
+    // A run timed by single layers ran those layers, not necessarily the whole model.
+    const bool whole_run = std::any_of(run.measured.begin(), run.measured.end(), [](const Measurement& m) {
+      return m.quantity == Quantity::kIterationTime || m.quantity == Quantity::kPeakMemory;
+    });
+    if (!out.fits && whole_run) v.not_fitting.push_back(run.id);
     const std::vector<std::string> kinds = RunKinds(run);
     if (!out.calibration) {
       for (const std::string& kind : kinds) ++by_kind[kind].runs;

@@ -114,7 +114,9 @@ struct Validation {
   std::vector<RunOutcome> outcomes;  // in table order; they point into the table, which must outlive them
   ErrorSummary held_out_time, held_out_memory, calibration;
   std::vector<KindSummary> held_out_by_kind;  // in AllRunKinds() order, kinds without runs left out
-  std::vector<std::string> not_fitting;       // runs (they all ran) that the model predicts do not fit
+  // Runs (they all ran) that the model predicts do not fit; of those timed by single layers, none
+  // (the whole model need not have run).
+  std::vector<std::string> not_fitting;
 };
 
 // Fits each calibration group, then predicts every run. Deterministic.
