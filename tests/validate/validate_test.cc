@@ -70,6 +70,29 @@ TEST(Validate, HeldOutErrorsMeetTheTargets) {
   }
 }
 
+// Megatron's --cpu-offloading-num-layers N: the first N decoder layers run the offload option, the
+// rest none.
+TEST(Validate, OffloadLayersOffloadTheFirstLayers) {
+  const Result<RunTable> table = TableFrom(
+      "calibration: []\nruns:\n  - {id: r, source: test, states: test, model: llama3-8b, device: h100-80gb, tp: 1, "
+      "pp: 1, dp: 8, mbs: 1, gbs: 8, seq: 4096, recompute: none, flash_attention: true, distributed_optimizer: true, "
+      "offload_layers: 4, measured: {iteration_time_s: 1}}\n");
+  ASSERT_TRUE(table.ok()) << table.error().message;
+  EXPECT_EQ(RunKinds(table.value().runs[0]), std::vector<std::string>{"sharded"});
+  const Result<Validation> v = Validate(table.value());
+  ASSERT_TRUE(v.ok()) << v.error().message;
+  EXPECT_NE(v.value().outcomes[0].flags.find("the first 4 decoder layers' activations offloaded"), std::string::npos)
+      << v.value().outcomes[0].flags;
+  // Megatron refuses the offload with pipeline parallelism.
+  const Result<RunTable> refused = TableFrom(
+      "calibration: []\nruns:\n  - {id: r, source: test, states: test, model: llama3-8b, device: h100-80gb, tp: 1, "
+      "pp: 2, dp: 4, mbs: 1, gbs: 8, seq: 4096, recompute: none, flash_attention: true, distributed_optimizer: true, "
+      "offload_layers: 4, measured: {iteration_time_s: 1}}\n");
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.error().message.find("refuses recomputation and pipeline parallelism"), std::string::npos)
+      << refused.error().message;
+}
+
 // A run timed by single layers ran those layers: the whole model's fit is not held against it.
 TEST(Validate, OnlyWholeRunsAreJudgedForFit) {
   const Validation& v = BundledValidation();
@@ -252,6 +275,8 @@ TEST(Validate, FrontierKeysRejectBadValues) {
   EXPECT_NE(error("tp_comm_overlap: 2").find("between 0 and 1"), std::string::npos) << error("tp_comm_overlap: 2");
   EXPECT_NE(error("recompute: everything").find("recompute"), std::string::npos) << error("recompute: everything");
   EXPECT_NE(error("ep: 2").find("--ep"), std::string::npos) << error("ep: 2");  // a dense model
+  EXPECT_EQ(error("offload_layers: 4"), "accepted");
+  EXPECT_NE(error("offload_layers: 40").find("offload_layers"), std::string::npos) << error("offload_layers: 40");
 }
 
 TEST(Validate, EveryFrontierKindHasHeldOutRuns) {

@@ -183,6 +183,7 @@ Status KeepOffloadWithinHost(const std::vector<LayerKind>& kinds, const ModelSpe
     if (least_static == 0 || k.layer->static_bytes < least_static) least_static = k.layer->static_bytes;
   }
   if (least_static > 0) layers = std::min<long>(layers, (d.memory_bytes - reserved) / least_static);
+  if (s.offload_layers > 0) layers = std::min<long>(layers, s.offload_layers);
   layers = std::max<long>(layers, 1);
   for (const LayerKind& k : kinds) {
     std::vector<LayerOption> kept;

@@ -68,6 +68,11 @@ struct TrainingSetup {
   // and sends it back), only Adam's moments leave it: Megatron's optimizer offload without the
   // precision-aware optimizer (--offload optimizer-moments).
   bool offload_keeps_master = false;
+  // At most this many decoder layers of a rank keep their activations in host memory (0: no
+  // limit): what the host-memory restriction assumes. Only `validate` sets it, for a run of
+  // Megatron's --cpu-offloading-num-layers, whose plan offloads exactly the first that many; the
+  // planner does not count the layers it offloads.
+  int offload_layers = 0;
   // MoE routing: 0 = dropless; else each expert takes at most capacity x its even share of tokens.
   double moe_capacity_factor = 0;
   // Dropless: the busiest expert's tokens over the even share (the critical path of the grouped GEMM).

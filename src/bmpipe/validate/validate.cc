@@ -175,7 +175,7 @@ PublishedRun ReadRun(const JsonCursor& c) {
                 "mbs", "gbs", "seq", "recompute", "sequence_parallel", "flash_attention", "distributed_optimizer",
                 "zero", "precision", "fp8_params", "no_fp8_transpose_cache", "grad_dtype", "optimizer_dtype", "tp_comm_overlap", "dp_overlap",
                 "offload_optimizer", "offload_keeps_master", "moe_capacity_factor", "moe_imbalance", "moe_dispatcher", "ep_comm_overlap",
-                "moe_cuda_graphs", "measured"});
+                "moe_cuda_graphs", "offload_layers", "measured"});
   PublishedRun run;
   run.id = c.Required("id", "a short unique name for the run").String();
   run.source = c.Required("source", "the citation: paper and table, or repository and file").String();
@@ -229,6 +229,15 @@ PublishedRun ReadRun(const JsonCursor& c) {
   // Parts other than Megatron's settings: the one option every decoder layer runs.
   run.recompute = global.value_or(GlobalRecompute::kNone);
   s.recompute = {option};
+  if (auto n = c.Optional("offload_layers")) {
+    run.offload_layers = static_cast<int>(n->Integer(1, run.model.layers, "decoder layers whose activations are offloaded"));
+    if (option != "none" || s.pp != 1) {
+      n->Fail("Megatron's --cpu-offloading refuses recomputation and pipeline parallelism; give it with recompute none "
+              "and pp 1");
+    }
+    s.offload_layers = run.offload_layers;
+    s.recompute.push_back("offload");
+  }
   const Status valid = ValidateSetup(run.model, run.device, s);
   if (!valid.ok()) c.FailAt(valid.error().message);
   run.measured = ReadMeasured(c.Required("measured", "what the source measured"), run.model, run.device, s);
@@ -318,6 +327,23 @@ Result<RunOutcome> Predict(const PublishedRun& run, const DeviceSpec& device) {
   const Problem& pb = problem.value();
   Result<MegatronLaunch> launch = MegatronDefaultPlan(pb, run.recompute);
   if (!launch.ok()) return launch.error();
+  if (run.offload_layers > 0) {
+    // The first decoder layers offload (the embedding is layer 0).
+    int offloaded = 0;
+    for (LayerIdx l = 1; l < pb.num_layers() && offloaded < run.offload_layers; ++l) {
+      const std::vector<LayerOption>& options = pb.layers[l].options;
+      for (OptionIdx o = 0; o < static_cast<OptionIdx>(options.size()); ++o) {
+        if (options[o].name == "offload") {
+          launch.value().plan.option[l] = o;
+          ++offloaded;
+        }
+      }
+    }
+    if (offloaded < run.offload_layers) {
+      return InvalidInput(fmt::format("offload_layers {}: only {} decoder layers can offload", run.offload_layers, offloaded));
+    }
+    launch.value().flags += fmt::format(", the first {} decoder layers' activations offloaded", offloaded);
+  }
   Result<SimResult> sim = SimulatePlan(pb, launch.value().plan);
   if (!sim.ok()) return sim.error();
   RunOutcome out;
@@ -441,7 +467,7 @@ std::vector<std::string> RunKinds(const PublishedRun& run) {
   if (s.cp > 1) kinds.push_back("cp");
   if (s.precision == Precision::kFp8) kinds.push_back("fp8");
   if (ZeroStage(s) >= 2 || s.grad_dtype != StateDtype::kFp32 || s.optimizer_dtype != StateDtype::kFp32 ||
-      s.offload_optimizer) {
+      s.offload_optimizer || run.offload_layers > 0) {
     kinds.push_back("sharded");
   }
   if (kinds.empty()) kinds.push_back("dense");

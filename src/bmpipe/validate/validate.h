@@ -49,6 +49,9 @@ struct PublishedRun {
   DeviceSpec device;  // the preset, efficiencies replaced by the calibration
   TrainingSetup setup;  // setup.recompute holds the one global option
   GlobalRecompute recompute = GlobalRecompute::kNone;
+  // Megatron's --cpu-offloading-num-layers: the first that many decoder layers keep their
+  // activations in host memory (setup.recompute then also holds that option).
+  int offload_layers = 0;
   std::vector<Measurement> measured;
 };
 
