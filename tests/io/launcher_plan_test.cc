@@ -350,6 +350,23 @@ std::vector<SetupCase> SetupCases() {
   const std::string ds = "target deepspeed (DeepSpeed >= 0.14 (a PipelineModule subclass with the plan's parts and "
                          "checkpointed layers)): ";
   const std::string titan = "target torchtitan (torchtitan >= 0.2 (module_fqns_per_model_part, schedule CSV)): ";
+  // What refuses expert parallelism (every MoE case), beside `more`.
+  auto ep_refused = [&](int ep, std::map<TargetKind, std::string> more = {}) {
+    more[TargetKind::kDeepSpeed] =
+        ds + fmt::format("training.expert_parallel = {}: the export's PipelineModule has no expert-parallel layers; "
+                         "use --ep 1, or --target megatron",
+                         ep);
+    more[TargetKind::kTorchTitan] =
+        titan + fmt::format("training.expert_parallel = {}: the torchtitan export names only the Llama 3 "
+                            "configurations (dense models); use --ep 1, or --target megatron",
+                            ep);
+    return more;
+  };
+  const std::string graphs_local =
+      "target megatron-local (Megatron-Core >= 0.13 with its local layer spec (--pipeline-model-parallel-layout)): "
+      "training.moe.cuda_graphs: Megatron captures them with Transformer Engine's make_graphed_callables (\"CUDA "
+      "Graphs are not supported without TE.\"), which the local layer spec's runs go without; use --target "
+      "megatron, or drop --moe-cuda-graphs";
   // What refuses FP8 GEMMs, with or without FP8 weights.
   const std::map<TargetKind, std::string> fp8_refused = {
       {TargetKind::kMegatronLocal,
@@ -369,10 +386,7 @@ std::vector<SetupCase> SetupCases() {
          s.global_batch_size = 256;
          s.moe_capacity_factor = 1.25;
        },
-       {{TargetKind::kDeepSpeed, ds + "training.expert_parallel = 8: the export's PipelineModule has no expert-parallel "
-                                      "layers; use --ep 1, or --target megatron"},
-        {TargetKind::kTorchTitan, titan + "training.expert_parallel = 8: the torchtitan export names only the Llama 3 "
-                                          "configurations (dense models); use --ep 1, or --target megatron"}}},
+       ep_refused(8)},
       {"moe-flex-overlap", "mixtral-8x7b", "h100-80gb",
        [](TrainingSetup& s) {
          s.dp = 8;
@@ -382,10 +396,7 @@ std::vector<SetupCase> SetupCases() {
          s.moe_dispatcher = MoeDispatcher::kFlex;
          s.ep_comm_overlap = 0.8;
        },
-       {{TargetKind::kDeepSpeed, ds + "training.expert_parallel = 8: the export's PipelineModule has no expert-parallel "
-                                      "layers; use --ep 1, or --target megatron"},
-        {TargetKind::kTorchTitan, titan + "training.expert_parallel = 8: the torchtitan export names only the Llama 3 "
-                                          "configurations (dense models); use --ep 1, or --target megatron"}}},
+       ep_refused(8)},
       {"moe-graphs", "mixtral-8x7b", "h100-80gb",
        [](TrainingSetup& s) {
          s.dp = 8;
@@ -394,15 +405,7 @@ std::vector<SetupCase> SetupCases() {
          s.moe_dispatcher = MoeDispatcher::kFlex;
          s.moe_cuda_graphs = true;
        },
-       {{TargetKind::kMegatronLocal,
-         "target megatron-local (Megatron-Core >= 0.13 with its local layer spec (--pipeline-model-parallel-layout)): "
-         "training.moe.cuda_graphs: Megatron captures them with Transformer Engine's make_graphed_callables (\"CUDA "
-         "Graphs are not supported without TE.\"), which the local layer spec's runs go without; use --target "
-         "megatron, or drop --moe-cuda-graphs"},
-        {TargetKind::kDeepSpeed, ds + "training.expert_parallel = 8: the export's PipelineModule has no expert-parallel "
-                                      "layers; use --ep 1, or --target megatron"},
-        {TargetKind::kTorchTitan, titan + "training.expert_parallel = 8: the torchtitan export names only the Llama 3 "
-                                          "configurations (dense models); use --ep 1, or --target megatron"}}},
+       ep_refused(8, {{TargetKind::kMegatronLocal, graphs_local}})},
       {"moe-graphs-capacity", "mixtral-8x7b", "h100-80gb",
        [](TrainingSetup& s) {
          s.dp = 8;
@@ -411,21 +414,13 @@ std::vector<SetupCase> SetupCases() {
          s.moe_capacity_factor = 1.0;
          s.moe_cuda_graphs = true;
        },
-       {{TargetKind::kMegatron,
+       ep_refused(8, {{TargetKind::kMegatron,
          "target megatron (Megatron-Core >= 0.13 with its Transformer Engine layer spec (--pipeline-model-parallel-layout)): "
          "training.moe.cuda_graphs with training.moe.capacity_factor and the alltoall dispatcher: megatron-core asserts "
          "\"moe_preprocess cuda graph is not supported when there are DtoH copies and synchronizations in the "
          "preprocess step\"; use --moe-dispatcher flex, dropless routing (--moe-capacity-factor 0), or drop "
          "--moe-cuda-graphs"},
-        {TargetKind::kMegatronLocal,
-         "target megatron-local (Megatron-Core >= 0.13 with its local layer spec (--pipeline-model-parallel-layout)): "
-         "training.moe.cuda_graphs: Megatron captures them with Transformer Engine's make_graphed_callables (\"CUDA "
-         "Graphs are not supported without TE.\"), which the local layer spec's runs go without; use --target "
-         "megatron, or drop --moe-cuda-graphs"},
-        {TargetKind::kDeepSpeed, ds + "training.expert_parallel = 8: the export's PipelineModule has no expert-parallel "
-                                      "layers; use --ep 1, or --target megatron"},
-        {TargetKind::kTorchTitan, titan + "training.expert_parallel = 8: the torchtitan export names only the Llama 3 "
-                                          "configurations (dense models); use --ep 1, or --target megatron"}}},
+        {TargetKind::kMegatronLocal, graphs_local}})},
       {"moe-overlap-no-interleaving", "mixtral-8x7b", "h100-80gb",
        [](TrainingSetup& s) {
          s.dp = 8;
@@ -433,7 +428,7 @@ std::vector<SetupCase> SetupCases() {
          s.global_batch_size = 256;
          s.ep_comm_overlap = 0.5;
        },
-       {{TargetKind::kMegatron,
+       ep_refused(8, {{TargetKind::kMegatron,
          "target megatron (Megatron-Core >= 0.13 with its Transformer Engine layer spec (--pipeline-model-parallel-layout)): "
          "training.moe.comm_overlap with 4 pipeline ranks and no interleaving: Megatron overlaps the MoE all-to-alls "
          "across pipeline ranks only in the interleaved schedule (virtual_pipeline_model_parallel_size must be set); "
@@ -442,20 +437,13 @@ std::vector<SetupCase> SetupCases() {
          "target megatron-local (Megatron-Core >= 0.13 with its local layer spec (--pipeline-model-parallel-layout)): "
          "training.moe.comm_overlap with 4 pipeline ranks and no interleaving: Megatron overlaps the MoE all-to-alls "
          "across pipeline ranks only in the interleaved schedule (virtual_pipeline_model_parallel_size must be set); "
-         "use --vpp > 1 or --ep-comm-overlap 0"},
-        {TargetKind::kDeepSpeed, ds + "training.expert_parallel = 8: the export's PipelineModule has no expert-parallel "
-                                      "layers; use --ep 1, or --target megatron"},
-        {TargetKind::kTorchTitan, titan + "training.expert_parallel = 8: the torchtitan export names only the Llama 3 "
-                                          "configurations (dense models); use --ep 1, or --target megatron"}}},
+         "use --vpp > 1 or --ep-comm-overlap 0"}})},
       {"moe-dense-first", "deepseek-v3", "h100-80gb",
        [](TrainingSetup& s) {
          s.ep = 4;
          s.etp = 1;
        },
-       {{TargetKind::kDeepSpeed, ds + "training.expert_parallel = 4: the export's PipelineModule has no expert-parallel "
-                                      "layers; use --ep 1, or --target megatron"},
-        {TargetKind::kTorchTitan, titan + "training.expert_parallel = 4: the torchtitan export names only the Llama 3 "
-                                          "configurations (dense models); use --ep 1, or --target megatron"}}},
+       ep_refused(4)},
       {"cp", "llama3-8b", "a100-80gb", [](TrainingSetup& s) { s.cp = 2, s.seq = 8192, s.flash_attention = true; },
        {{TargetKind::kMegatronLocal,
          "target megatron-local (Megatron-Core >= 0.13 with its local layer spec (--pipeline-model-parallel-layout)): "
