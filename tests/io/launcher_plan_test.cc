@@ -362,6 +362,14 @@ std::vector<SetupCase> SetupCases() {
                             ep);
     return more;
   };
+  const std::string megatron =
+      "target megatron (Megatron-Core >= 0.13 with its Transformer Engine layer spec (--pipeline-model-parallel-layout)): ";
+  const std::string local =
+      "target megatron-local (Megatron-Core >= 0.13 with its local layer spec (--pipeline-model-parallel-layout)): ";
+  const std::string keeps_master =
+      "training.offload_keeps_master: Megatron-LM takes --optimizer-cpu-offload only with "
+      "--use-precision-aware-optimizer, whose offload moves the fp32 master weights to the host too; use --offload "
+      "optimizer";
   const std::string graphs_local =
       "target megatron-local (Megatron-Core >= 0.13 with its local layer spec (--pipeline-model-parallel-layout)): "
       "training.moe.cuda_graphs: Megatron captures them with Transformer Engine's make_graphed_callables (\"CUDA "
@@ -499,16 +507,7 @@ std::vector<SetupCase> SetupCases() {
                                           "alone; drop optimizer from --offload"}}},
       {"offload-moments", "llama3-8b", "a100-80gb",
        [](TrainingSetup& s) { s.offload_optimizer = s.offload_keeps_master = true; },
-       {{TargetKind::kMegatron,
-         "target megatron (Megatron-Core >= 0.13 with its Transformer Engine layer spec (--pipeline-model-parallel-layout)): "
-         "training.offload_keeps_master: Megatron-LM takes --optimizer-cpu-offload only with "
-         "--use-precision-aware-optimizer, whose offload moves the fp32 master weights to the host too; use --offload "
-         "optimizer"},
-        {TargetKind::kMegatronLocal,
-         "target megatron-local (Megatron-Core >= 0.13 with its local layer spec (--pipeline-model-parallel-layout)): "
-         "training.offload_keeps_master: Megatron-LM takes --optimizer-cpu-offload only with "
-         "--use-precision-aware-optimizer, whose offload moves the fp32 master weights to the host too; use --offload "
-         "optimizer"},
+       {{TargetKind::kMegatron, megatron + keeps_master}, {TargetKind::kMegatronLocal, local + keeps_master},
         {TargetKind::kDeepSpeed, ds + "training.offload_keeps_master: DeepSpeed's offload_optimizer moves the fp32 master "
                                       "weights to the host with the moments; use --offload optimizer"},
         {TargetKind::kTorchTitan, titan + "training.offload_optimizer: torchtitan's CPU offload moves parameters and "
