@@ -822,7 +822,8 @@ void AddSetupOptions(CLI::App& cmd, TrainingSetup& setup, SetupWords& words, Wra
   wrap(cmd.add_flag("--moe-cuda-graphs", setup.moe_cuda_graphs,
                     "The MoE router and the dispatch preprocessing replayed as CUDA graphs (Megatron's "
                     "--cuda-graph-impl transformer_engine --cuda-graph-scope moe_router moe_preprocess): each MoE "
-                    "layer pass waits the device's moe_host_graphed_ms for the host instead of moe_host_ms"));
+                    "layer pass waits the device's moe_host_graphed_ms for the host instead of moe_host_ms plus "
+                    "moe_host_expert_ms per expert on the rank"));
   wrap(cmd.add_option("--grad-dtype", words.grad_dtype, "Main gradients: fp32 or bf16")
            ->check(CLI::IsMember({"fp32", "bf16"}))
            ->capture_default_str());

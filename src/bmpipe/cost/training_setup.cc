@@ -108,8 +108,9 @@ Status ValidateNewParallelism(const ModelSpec& model, const DeviceSpec& device, 
                         "--precision fp8 or drop --no-fp8-transpose-cache");
   }
   if (s.no_fp8_transpose_cache && ZeroStage(s) >= 3) {
-    return InvalidInput("--no-fp8-transpose-cache with --zero 3: Megatron-FSDP keeps or drops the FP8 transposes by its "
-                        "own setting, which bmpipe does not cost; use --zero 2 or less, or drop --no-fp8-transpose-cache");
+    return InvalidInput("--no-fp8-transpose-cache with --zero 3: Megatron-FSDP keeps or drops the FP8 transposes by "
+                        "its own setting, which bmpipe does not cost; use --zero 2 or less, or drop "
+                        "--no-fp8-transpose-cache");
   }
   if (s.fp8_params && ZeroStage(s) < 1) {
     return InvalidInput("--fp8-params: Megatron gathers FP8 weights only from the distributed optimizer or FSDP "

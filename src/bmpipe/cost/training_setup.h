@@ -83,7 +83,7 @@ struct TrainingSetup {
   double ep_comm_overlap = 0;
   // The router and the dispatch preprocessing of every MoE layer replayed as CUDA graphs
   // (Transformer Engine graphs of scopes moe_router and moe_preprocess): the host waits
-  // moe_host_graphed_ms a pass instead of moe_host_ms.
+  // moe_host_graphed_ms a pass instead of moe_host_ms plus moe_host_expert_ms per local expert.
   bool moe_cuda_graphs = false;
   Bytes headroom_bytes = 0;  // memory every rank must leave free beyond the reserve (--memory-headroom-gb)
   bool gpipe = false;                  // GPipe instead of (interleaved) 1F1B

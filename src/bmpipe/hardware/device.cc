@@ -176,7 +176,8 @@ DeviceSpec ReadDeviceTree(const Json& doc) {
     if (auto v = e->Optional("link")) d.efficiency.link = ReadFraction(*v);
     if (auto v = e->Optional("fp8_gemm")) d.efficiency.fp8_gemm = ReadFraction(*v);
     if (auto v = e->Optional("moe_host_ms")) {
-      d.efficiency.moe_host_ms = ReadRate(*v, 0, 100, "give the milliseconds a MoE layer pass waits for the host, e.g. 2.3");
+      d.efficiency.moe_host_ms =
+          ReadRate(*v, 0, 100, "give the milliseconds an eager MoE layer pass waits for the host, e.g. 0.1");
     }
     if (auto v = e->Optional("moe_host_expert_ms")) {
       d.efficiency.moe_host_expert_ms = ReadRate(
@@ -184,7 +185,7 @@ DeviceSpec ReadDeviceTree(const Json& doc) {
     }
     if (auto v = e->Optional("fp8_host_ms")) {
       d.efficiency.fp8_host_ms =
-          ReadRate(*v, 0, 100, "give the milliseconds an FP8 linear layer's pass waits for the host, e.g. 0.1");
+          ReadRate(*v, 0, 100, "give the milliseconds an FP8 decoder layer's pass waits for the host, e.g. 0.7");
     }
     if (auto v = e->Optional("moe_host_graphed_ms")) {
       d.efficiency.moe_host_graphed_ms = ReadRate(

@@ -669,7 +669,8 @@ void CheckMegatronTraining(const Flags& flags, const TrainingInfo& t) {
              "training.expert_tensor_parallel (0: tensor_parallel)", kMaxRanks);
   CheckSwitch(flags, "--fp8-format", t.precision == "fp8", "training.precision = fp8");
   CheckSwitch(flags, "--fp8-param-gather", t.fp8_params, "training.fp8_params");
-  CheckSwitch(flags, "--disable-parameter-transpose-cache", t.no_fp8_transpose_cache, "training.no_fp8_transpose_cache");
+  CheckSwitch(flags, "--disable-parameter-transpose-cache", t.no_fp8_transpose_cache,
+              "training.no_fp8_transpose_cache");
   CheckSwitch(flags, "--tp-comm-overlap", t.tp_comm_overlap, "training.tp_comm_overlap");
   CheckSwitch(flags, "--optimizer-cpu-offload", t.offload_optimizer, "training.offload_optimizer");
   if (flags.Get("--cpu-offloading")) {
@@ -779,7 +780,8 @@ void CheckMegatronMoe(const Flags& flags, const MoeInfo& moe, int layers) {
   std::vector<std::string> scopes = scope ? scope->values : std::vector<std::string>{};
   std::sort(scopes.begin(), scopes.end());
   const bool graphs = impl_name != "none";
-  if (graphs && (impl_name != "transformer_engine" || scopes != std::vector<std::string>{"moe_preprocess", "moe_router"})) {
+  const std::vector<std::string> moe_scopes = {"moe_preprocess", "moe_router"};
+  if (graphs && (impl_name != "transformer_engine" || scopes != moe_scopes)) {
     Fail(fmt::format("--cuda-graph-impl {} --cuda-graph-scope {}: bmpipe costs CUDA graphs of the MoE router and "
                      "the dispatch preprocessing only (--cuda-graph-impl transformer_engine --cuda-graph-scope "
                      "moe_router moe_preprocess, training.moe.cuda_graphs); this configuration is not that run",

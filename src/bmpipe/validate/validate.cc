@@ -173,9 +173,9 @@ std::vector<Measurement> ReadMeasured(const JsonCursor& m, const ModelSpec& mode
 PublishedRun ReadRun(const JsonCursor& c) {
   c.ExpectKeys({"id", "source", "states", "assumes", "model", "device", "tp", "pp", "dp", "vpp", "cp", "ep", "etp",
                 "mbs", "gbs", "seq", "recompute", "sequence_parallel", "flash_attention", "distributed_optimizer",
-                "zero", "precision", "fp8_params", "no_fp8_transpose_cache", "grad_dtype", "optimizer_dtype", "tp_comm_overlap", "dp_overlap",
-                "offload_optimizer", "offload_keeps_master", "moe_capacity_factor", "moe_imbalance", "moe_dispatcher", "ep_comm_overlap",
-                "moe_cuda_graphs", "offload_layers", "measured"});
+                "zero", "precision", "fp8_params", "no_fp8_transpose_cache", "grad_dtype", "optimizer_dtype",
+                "tp_comm_overlap", "dp_overlap", "offload_optimizer", "offload_keeps_master", "moe_capacity_factor",
+                "moe_imbalance", "moe_dispatcher", "ep_comm_overlap", "moe_cuda_graphs", "offload_layers", "measured"});
   PublishedRun run;
   run.id = c.Required("id", "a short unique name for the run").String();
   run.source = c.Required("source", "the citation: paper and table, or repository and file").String();
@@ -230,7 +230,8 @@ PublishedRun ReadRun(const JsonCursor& c) {
   run.recompute = global.value_or(GlobalRecompute::kNone);
   s.recompute = {option};
   if (auto n = c.Optional("offload_layers")) {
-    run.offload_layers = static_cast<int>(n->Integer(1, run.model.layers, "decoder layers whose activations are offloaded"));
+    run.offload_layers =
+        static_cast<int>(n->Integer(1, run.model.layers, "the decoder layers whose activations are offloaded"));
     if (option != "none" || s.pp != 1) {
       n->Fail("Megatron's --cpu-offloading refuses recomputation and pipeline parallelism; give it with recompute none "
               "and pp 1");
@@ -340,7 +341,9 @@ Result<RunOutcome> Predict(const PublishedRun& run, const DeviceSpec& device) {
       }
     }
     if (offloaded < run.offload_layers) {
-      return InvalidInput(fmt::format("offload_layers {}: only {} decoder layers can offload", run.offload_layers, offloaded));
+      return InvalidInput(fmt::format("offload_layers {}: only {} decoder layers have the offload option (the host "
+                                      "memory holds no more)",
+                                      run.offload_layers, offloaded));
     }
     launch.value().flags += fmt::format(", the first {} decoder layers' activations offloaded", offloaded);
   }
