@@ -370,17 +370,19 @@ std::vector<SetupCase> SetupCases() {
       "training.offload_keeps_master: Megatron-LM takes --optimizer-cpu-offload only with "
       "--use-precision-aware-optimizer, whose offload moves the fp32 master weights to the host too; use --offload "
       "optimizer";
+  const std::string interleaving_only =
+      "training.moe.comm_overlap with 4 pipeline ranks and no interleaving: Megatron overlaps the MoE all-to-alls "
+      "across pipeline ranks only in the interleaved schedule (virtual_pipeline_model_parallel_size must be set); "
+      "use --vpp > 1 or --ep-comm-overlap 0";
   const std::string graphs_local =
-      "target megatron-local (Megatron-Core >= 0.13 with its local layer spec (--pipeline-model-parallel-layout)): "
-      "training.moe.cuda_graphs: Megatron captures them with Transformer Engine's make_graphed_callables (\"CUDA "
-      "Graphs are not supported without TE.\"), which the local layer spec's runs go without; use --target "
-      "megatron, or drop --moe-cuda-graphs";
+      local + "training.moe.cuda_graphs: Megatron captures them with Transformer Engine's make_graphed_callables "
+              "(\"CUDA Graphs are not supported without TE.\"), which the local layer spec's runs go without; use "
+              "--target megatron, or drop --moe-cuda-graphs";
   // What refuses FP8 GEMMs, with or without FP8 weights.
   const std::map<TargetKind, std::string> fp8_refused = {
       {TargetKind::kMegatronLocal,
-       "target megatron-local (Megatron-Core >= 0.13 with its local layer spec (--pipeline-model-parallel-layout)): "
-       "training.precision = fp8: FP8 GEMMs run in Transformer Engine's modules, which the local layer spec does not "
-       "use; use --target megatron or --precision bf16"},
+       local + "training.precision = fp8: FP8 GEMMs run in Transformer Engine's modules, which the local layer spec "
+               "does not use; use --target megatron or --precision bf16"},
       {TargetKind::kDeepSpeed, ds + "training.precision = fp8: DeepSpeed's pipeline engine trains in bf16 (no FP8 "
                                     "GEMMs); use --precision bf16, or --target megatron"},
       {TargetKind::kTorchTitan, titan + "training.precision = fp8: torchtitan 0.3.0 turns float8 on in a configuration "
@@ -423,11 +425,10 @@ std::vector<SetupCase> SetupCases() {
          s.moe_cuda_graphs = true;
        },
        ep_refused(8, {{TargetKind::kMegatron,
-         "target megatron (Megatron-Core >= 0.13 with its Transformer Engine layer spec (--pipeline-model-parallel-layout)): "
-         "training.moe.cuda_graphs with training.moe.capacity_factor and the alltoall dispatcher: megatron-core asserts "
-         "\"moe_preprocess cuda graph is not supported when there are DtoH copies and synchronizations in the "
-         "preprocess step\"; use --moe-dispatcher flex, dropless routing (--moe-capacity-factor 0), or drop "
-         "--moe-cuda-graphs"},
+         megatron + "training.moe.cuda_graphs with training.moe.capacity_factor and the alltoall dispatcher: "
+                    "megatron-core asserts \"moe_preprocess cuda graph is not supported when there are DtoH copies and "
+                    "synchronizations in the preprocess step\"; use --moe-dispatcher flex, dropless routing "
+                    "(--moe-capacity-factor 0), or drop --moe-cuda-graphs"},
         {TargetKind::kMegatronLocal, graphs_local}})},
       {"moe-overlap-no-interleaving", "mixtral-8x7b", "h100-80gb",
        [](TrainingSetup& s) {
@@ -436,16 +437,8 @@ std::vector<SetupCase> SetupCases() {
          s.global_batch_size = 256;
          s.ep_comm_overlap = 0.5;
        },
-       ep_refused(8, {{TargetKind::kMegatron,
-         "target megatron (Megatron-Core >= 0.13 with its Transformer Engine layer spec (--pipeline-model-parallel-layout)): "
-         "training.moe.comm_overlap with 4 pipeline ranks and no interleaving: Megatron overlaps the MoE all-to-alls "
-         "across pipeline ranks only in the interleaved schedule (virtual_pipeline_model_parallel_size must be set); "
-         "use --vpp > 1 or --ep-comm-overlap 0"},
-        {TargetKind::kMegatronLocal,
-         "target megatron-local (Megatron-Core >= 0.13 with its local layer spec (--pipeline-model-parallel-layout)): "
-         "training.moe.comm_overlap with 4 pipeline ranks and no interleaving: Megatron overlaps the MoE all-to-alls "
-         "across pipeline ranks only in the interleaved schedule (virtual_pipeline_model_parallel_size must be set); "
-         "use --vpp > 1 or --ep-comm-overlap 0"}})},
+       ep_refused(8, {{TargetKind::kMegatron, megatron + interleaving_only},
+                      {TargetKind::kMegatronLocal, local + interleaving_only}})},
       {"moe-dense-first", "deepseek-v3", "h100-80gb",
        [](TrainingSetup& s) {
          s.ep = 4;
@@ -454,9 +447,8 @@ std::vector<SetupCase> SetupCases() {
        ep_refused(4)},
       {"cp", "llama3-8b", "a100-80gb", [](TrainingSetup& s) { s.cp = 2, s.seq = 8192, s.flash_attention = true; },
        {{TargetKind::kMegatronLocal,
-         "target megatron-local (Megatron-Core >= 0.13 with its local layer spec (--pipeline-model-parallel-layout)): "
-         "training.context_parallel = 2: the local layer spec's attention asserts \"Context parallelism is only "
-         "supported by TEDotProductAttention!\"; use --target megatron or --cp 1"},
+         local + "training.context_parallel = 2: the local layer spec's attention asserts \"Context parallelism is "
+                 "only supported by TEDotProductAttention!\"; use --target megatron or --cp 1"},
         {TargetKind::kDeepSpeed, ds + "training.context_parallel = 2: DeepSpeed's pipeline engine splits no sequence "
                                       "(its Ulysses sequence parallelism is not part of PipelineModule); use --cp 1"}}},
       {"fp8", "llama3-8b", "h100-80gb", [](TrainingSetup& s) { s.precision = Precision::kFp8; }, fp8_refused},
@@ -515,9 +507,8 @@ std::vector<SetupCase> SetupCases() {
                                           "alone; drop optimizer from --offload"}}},
       {"tp-overlap", "llama3-8b", "h100-80gb", [](TrainingSetup& s) { s.tp_comm_overlap = 0.8; },
        {{TargetKind::kMegatronLocal,
-         "target megatron-local (Megatron-Core >= 0.13 with its local layer spec (--pipeline-model-parallel-layout)): "
-         "training.tp_comm_overlap: the overlap runs in Transformer Engine's modules, which the local layer spec does "
-         "not use; use --target megatron or --tp-comm-overlap 0"},
+         local + "training.tp_comm_overlap: the overlap runs in Transformer Engine's modules, which the local layer "
+                 "spec does not use; use --target megatron or --tp-comm-overlap 0"},
         {TargetKind::kDeepSpeed, ds + "training.tp_comm_overlap: DeepSpeed does not overlap tensor-parallel collectives "
                                       "with GEMMs; use --tp-comm-overlap 0"},
         {TargetKind::kTorchTitan, titan + "training.tp_comm_overlap: torchtitan overlaps tensor-parallel collectives only "
