@@ -48,8 +48,11 @@ void JsonCursor::ExpectObject() const {
 }
 
 void JsonCursor::ExpectKeys(std::initializer_list<std::string_view> allowed) const {
+  ExpectKeys(std::vector<std::string>(allowed.begin(), allowed.end()));
+}
+
+void JsonCursor::ExpectKeys(const std::vector<std::string>& names) const {
   ExpectObject();
-  std::vector<std::string> names(allowed.begin(), allowed.end());
   for (const auto& item : value_->items()) {
     if (std::find(names.begin(), names.end(), item.key()) != names.end()) continue;
     std::string known;

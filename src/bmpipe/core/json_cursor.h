@@ -29,6 +29,7 @@ class JsonCursor {
 
   // Objects. Keys() fails unless this is an object whose keys are all in `allowed`.
   void ExpectKeys(std::initializer_list<std::string_view> allowed) const;
+  void ExpectKeys(const std::vector<std::string>& allowed) const;
   bool Has(std::string_view key) const;
   JsonCursor Required(std::string_view key, std::string_view what_it_is) const;
   std::optional<JsonCursor> Optional(std::string_view key) const;

@@ -168,34 +168,38 @@ DeviceSpec ReadDeviceTree(const Json& doc) {
   }
   if (auto v = root.Optional("host_memory_bytes")) d.host_memory_bytes = v->ByteCount();
   if (auto e = root.Optional("efficiency")) {
-    e->ExpectKeys({"gemm", "attention", "memory", "link", "fp8_gemm", "moe_host_ms", "moe_host_expert_ms",
-                   "moe_host_graphed_ms", "fp8_host_ms"});
-    if (auto v = e->Optional("gemm")) d.efficiency.gemm = ReadFraction(*v);
-    if (auto v = e->Optional("attention")) d.efficiency.attention = ReadFraction(*v);
-    if (auto v = e->Optional("memory")) d.efficiency.memory = ReadFraction(*v);
-    if (auto v = e->Optional("link")) d.efficiency.link = ReadFraction(*v);
-    if (auto v = e->Optional("fp8_gemm")) d.efficiency.fp8_gemm = ReadFraction(*v);
-    if (auto v = e->Optional("moe_host_ms")) {
-      d.efficiency.moe_host_ms =
-          ReadRate(*v, 0, 100, "give the milliseconds an eager MoE layer pass waits for the host, e.g. 0.1");
-    }
-    if (auto v = e->Optional("moe_host_expert_ms")) {
-      d.efficiency.moe_host_expert_ms = ReadRate(
-          *v, 0, 100, "give the milliseconds a MoE layer pass waits for the host per expert on the rank, e.g. 0.2");
-    }
-    if (auto v = e->Optional("fp8_host_ms")) {
-      d.efficiency.fp8_host_ms =
-          ReadRate(*v, 0, 100, "give the milliseconds an FP8 decoder layer's pass waits for the host, e.g. 0.7");
-    }
-    if (auto v = e->Optional("moe_host_graphed_ms")) {
-      d.efficiency.moe_host_graphed_ms = ReadRate(
-          *v, 0, 100, "give the milliseconds a MoE layer pass waits for the host with its router graphed, e.g. 0.9");
+    std::vector<std::string> names;
+    for (const EfficiencyField& f : EfficiencyFields()) names.push_back(f.name);
+    e->ExpectKeys(names);
+    for (const EfficiencyField& f : EfficiencyFields()) {
+      if (auto v = e->Optional(f.name)) {
+        d.efficiency.*f.member = f.milliseconds ? ReadRate(*v, 0, 100, f.fix.c_str()) : ReadFraction(*v);
+      }
     }
   }
   return d;
 }
 
 }  // namespace
+
+const std::vector<EfficiencyField>& EfficiencyFields() {
+  static const std::vector<EfficiencyField> fields = {
+      {"gemm", &Efficiencies::gemm, false, ""},
+      {"attention", &Efficiencies::attention, false, ""},
+      {"memory", &Efficiencies::memory, false, ""},
+      {"link", &Efficiencies::link, false, ""},
+      {"fp8_gemm", &Efficiencies::fp8_gemm, false, ""},
+      {"moe_host_ms", &Efficiencies::moe_host_ms, true,
+       "give the milliseconds an eager MoE layer pass waits for the host, e.g. 0.1"},
+      {"moe_host_expert_ms", &Efficiencies::moe_host_expert_ms, true,
+       "give the milliseconds a MoE layer pass waits for the host per expert on the rank, e.g. 0.2"},
+      {"moe_host_graphed_ms", &Efficiencies::moe_host_graphed_ms, true,
+       "give the milliseconds a MoE layer pass waits for the host with its router graphed, e.g. 0.9"},
+      {"fp8_host_ms", &Efficiencies::fp8_host_ms, true,
+       "give the milliseconds an FP8 decoder layer's pass waits for the host, e.g. 0.7"},
+  };
+  return fields;
+}
 
 std::vector<std::string> DevicePresetNames() {
   std::vector<std::string> names;

@@ -11,7 +11,7 @@
 
 namespace bmpipe {
 
-// Achievable fractions of the peaks (0 < e <= 1), and the host time of a MoE layer. These
+// Achievable fractions of the peaks (0 < e <= 1), and the host waits of MoE and FP8 layers. These
 // defaults are uncalibrated guesses; the presets carry values fitted on published measurements
 // (docs/fidelity.md).
 struct Efficiencies {
@@ -34,6 +34,16 @@ struct Efficiencies {
   // Engine's scaling bookkeeping and the quantization kernels it launches beside them.
   double fp8_host_ms = 0;
 };
+
+// Every field of Efficiencies by its name in device files and calibration tables: a fraction of a
+// peak, or a host wait in milliseconds, with what a wait out of range should be.
+struct EfficiencyField {
+  std::string name;
+  double Efficiencies::*member;
+  bool milliseconds;
+  std::string fix;  // a host wait's message when out of range
+};
+const std::vector<EfficiencyField>& EfficiencyFields();
 
 struct DeviceSpec {
   std::string name;

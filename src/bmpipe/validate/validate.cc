@@ -17,24 +17,20 @@ namespace {
 
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 
-// The member of Efficiencies named `name` (one of EfficiencyNames()).
-double Efficiencies::*MemberOf(const std::string& name) {
-  if (name == "gemm") return &Efficiencies::gemm;
-  if (name == "attention") return &Efficiencies::attention;
-  if (name == "memory") return &Efficiencies::memory;
-  if (name == "fp8_gemm") return &Efficiencies::fp8_gemm;
-  if (name == "moe_host_ms") return &Efficiencies::moe_host_ms;
-  if (name == "moe_host_graphed_ms") return &Efficiencies::moe_host_graphed_ms;
-  if (name == "fp8_host_ms") return &Efficiencies::fp8_host_ms;
-  if (name == "moe_host_expert_ms") return &Efficiencies::moe_host_expert_ms;
-  return &Efficiencies::link;
+// The field of Efficiencies named `name` (one of EfficiencyNames()).
+const EfficiencyField& FieldOf(const std::string& name) {
+  const std::vector<EfficiencyField>& fields = EfficiencyFields();
+  return *std::find_if(fields.begin(), fields.end(), [&](const EfficiencyField& f) { return f.name == name; });
 }
 
-double& EfficiencyOf(Efficiencies& e, const std::string& name) { return e.*MemberOf(name); }
+double& EfficiencyOf(Efficiencies& e, const std::string& name) { return e.*FieldOf(name).member; }
 
 const std::vector<std::string>& EfficiencyNames() {
-  static const std::vector<std::string> names = {"gemm", "attention", "memory", "link", "fp8_gemm", "moe_host_ms",
-                                                 "moe_host_expert_ms", "moe_host_graphed_ms", "fp8_host_ms"};
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> out;
+    for (const EfficiencyField& f : EfficiencyFields()) out.push_back(f.name);
+    return out;
+  }();
   return names;
 }
 
@@ -392,7 +388,7 @@ Result<double> Loss(const std::vector<const PublishedRun*>& runs, const DeviceSp
 
 // The range a fitted value is searched in: (0, 1] for an efficiency, (0, 10] for the host waits
 // in milliseconds (the grid's steps scale with it).
-double FitScale(const std::string& name) { return name.size() > 3 && name.substr(name.size() - 3) == "_ms" ? 10 : 1; }
+double FitScale(const std::string& name) { return FieldOf(name).milliseconds ? 10 : 1; }
 
 // A joint grid search over the fitted efficiencies (at most two; the roofline's max() makes the
 // loss kinked, where coordinate descent stalls): every combination of [0.10, 1.00] by 0.01 for an
@@ -456,7 +452,7 @@ void Summarize(ErrorSummary& s, double error, const std::string& id) {
 
 }  // namespace
 
-double EfficiencyOf(const Efficiencies& e, const std::string& name) { return e.*MemberOf(name); }
+double EfficiencyOf(const Efficiencies& e, const std::string& name) { return e.*FieldOf(name).member; }
 
 const std::vector<std::string>& AllRunKinds() {
   static const std::vector<std::string> kinds = {"dense", "moe", "cp", "fp8", "sharded"};
