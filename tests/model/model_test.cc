@@ -36,7 +36,7 @@ TEST(ModelPreset, NamesInAFixedOrderAndEveryPresetIsValid) {
       "llama2-7b",    "llama2-70b",      "llama3-8b",     "llama3-70b",   "llama3-405b",     "llama3.1-8b",
       "llama3.1-70b", "llama3.1-405b",   "gpt3-175b",     "gpt-22b",      "gpt-175b",        "gpt-530b",
       "gpt-1t",       "mixtral-8x7b",    "mixtral-8x22b", "deepseek-v3",  "qwen3-235b-a22b", "qwen3-30b-a3b",
-      "gpt-oss-120b", "llama4-scout",    "gemma3-27b",    "nemotron-4-340b", "gpt-neox-20b"};
+      "gpt-oss-120b", "llama4-scout",    "gemma3-27b",    "nemotron-4-15b", "nemotron-4-340b", "gpt-neox-20b"};
   EXPECT_EQ(ModelPresetNames(), expected);
   for (const std::string& name : expected) {
     ModelSpec m = Preset(name);
@@ -167,6 +167,10 @@ TEST(CountParameters, NewerPresetsMatchPublishedTotals) {
            Published{"gpt-oss-120b", 116'829'149'760, 116.83e9, 0.0001},
            Published{"llama4-scout", 107'769'861'120, 109e9, 0.015},  // the card counts the vision encoder
            Published{"gemma3-27b", 27'009'346'304, 27e9, 0.001},
+           // 32 layers: attention 6144 x 14336, squared-ReLU MLP 2 x 6144 x 24576, two LayerNorms with
+           // biases; untied 256000 x 6144 embedding and head. The report: 3.2B embedding and 12.5B
+           // non-embedding parameters.
+           Published{"nemotron-4-15b", 15'628'775'424, 15.7e9, 0.005},
            // 96 layers: attention 18432 x 39936, squared-ReLU MLP 2 x 18432 x 73728, two LayerNorms
            // with biases; untied 256000 x 18432 embedding and head: 341B.
            Published{"nemotron-4-340b", 341'029'195'776, 341e9, 0.001},

@@ -56,10 +56,10 @@ std::vector<DeviceSpec> Presets() {
   // MoE run calibrates the A100). tests/validate keeps these equal to the fit.
   // H200, H800 and the 96 GB H100 are the H100's chip.
   const Efficiencies ampere{0.681, 0.50, 0.984, 0.80};
-  const Efficiencies hopper{0.577, 0.394, 0.984, 0.80, 0.640, 0.100, 0.210, 0.920, 0.730};
+  const Efficiencies hopper{0.549, 0.394, 0.984, 0.80, 0.649, 0.010, 0.210, 0.860, 0.730};
   Efficiencies b200 = hopper, gb200 = hopper;
   b200.fp8_gemm = 0.512;
-  gb200.fp8_gemm = 0.497;
+  gb200.fp8_gemm = 0.500;
   //                       BF16  FP8   memory           HBM   intra  inter  host  host memory
   add("a100-40gb",  {312,  0,    40960 * kMiB,  1.555, 300,  25,   32,   128});
   presets.back().efficiency = ampere;

@@ -67,6 +67,38 @@ void ForEachRow(const Validation& v, Row row) {
   }
 }
 
+
+// After a prediction: `mark` where the model predicts the run does not fit; for another
+// framework's run, that Megatron's execution of it would not.
+std::string FitMark(const RunOutcome& o, const char* mark) {
+  if (o.fits) return "";
+  return o.run->framework.empty() ? mark : " (not in Megatron)";
+}
+
+// Which runs the model predicts do not fit, though they ran; and, apart, what Megatron's execution
+// of other frameworks' runs would need, which is no verdict on those runs.
+std::string FitParagraph(const Validation& v) {
+  std::string out = "\n";
+  if (!v.other_frameworks_not_fitting.empty()) {
+    std::vector<std::string> runs;
+    for (std::size_t i : v.other_frameworks_not_fitting) {
+      const RunOutcome& o = v.outcomes[i];
+      runs.push_back(fmt::format("{} ({}: {:.1f} GB on the fullest rank, of {:.1f} GB)", o.run->id, o.run->framework,
+                                 static_cast<double>(o.peak_bytes) / 1e9,
+                                 static_cast<double>(o.run->device.memory_bytes) / 1e9));
+    }
+    out += fmt::format(
+        "Runs of other frameworks are compared for time only: their own schedule and memory management ran them, so "
+        "their fit is not judged. Megatron's execution of their layout would not fit: {}.\n",
+        fmt::join(runs, "; "));
+  }
+  const char* every = v.other_frameworks_not_fitting.empty() ? "Every run" : "Every other run";
+  out += v.not_fitting.empty()
+             ? fmt::format("{} is predicted to fit in memory (each of them ran).\n", every)
+             : fmt::format("Predicted not to fit, though each of them ran: {}.\n", fmt::join(v.not_fitting, ", "));
+  return out;
+}
+
 }  // namespace
 
 std::string FormatValidation(const RunTable& table, const Validation& v) {
@@ -89,7 +121,7 @@ std::string FormatValidation(const RunTable& table, const Validation& v) {
                        o.run->device.name, Layout(o.run->setup), QuantityName(m.quantity), m.stated, stated_width,
                        Value(m.quantity, m.value), Value(m.quantity, predicted),
                        Percent(RelativeError(predicted, m.value)), o.calibration ? "calibration" : "held out",
-                       o.fits ? "" : " (does not fit by the model)");
+                       FitMark(o, " (does not fit by the model)"));
   });
   out += "\n";
   out += "Held-out time:    " + SummaryLine(v.held_out_time) + "\n";
@@ -100,9 +132,7 @@ std::string FormatValidation(const RunTable& table, const Validation& v) {
     out += fmt::format("  {:<8} {:>3} run{}  time: {}\n", k.kind, k.runs, k.runs == 1 ? " " : "s", SummaryLine(k.time));
     out += fmt::format("  {:<8}              memory: {}\n", "", SummaryLine(k.memory));
   }
-  out += v.not_fitting.empty()
-             ? "\nEvery run is predicted to fit in memory (each of them ran).\n"
-             : fmt::format("\nPredicted not to fit, though each of them ran: {}\n", fmt::join(v.not_fitting, ", "));
+  out += FitParagraph(v);
   out += "\nEvery run's source, what it states and what is assumed: bmpipe validate --json, or the table file.\n";
   return out;
 }
@@ -135,16 +165,14 @@ std::string ValidationMarkdown(const RunTable& table, const Validation& v) {
   for (const KindSummary& k : v.held_out_by_kind) {
     out += fmt::format("| {} | {} | {} | {} |\n", k.kind, k.runs, cells(k.time), cells(k.memory));
   }
-  out += v.not_fitting.empty()
-             ? "\nEvery run is predicted to fit in memory (each of them ran).\n"
-             : fmt::format("\nPredicted not to fit, though each of them ran: {}.\n", fmt::join(v.not_fitting, ", "));
+  out += FitParagraph(v);
   out += "\n| run | kind | device | layout | setup | quantity | as stated | measured | predicted | error | role |\n";
   out += "|---|---|---|---|---|---|---|---|---|---|---|\n";
   ForEachRow(v, [&](const RunOutcome& o, const Measurement& m, double predicted) {
     const TrainingSetup& s = o.run->setup;
     out += fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} | {}{} | {} | {} |\n", o.run->id, KindsOf(*o.run),
                        o.run->device.name, Layout(s), Switches(s), QuantityName(m.quantity), m.stated,
-                       Value(m.quantity, m.value), Value(m.quantity, predicted), o.fits ? "" : " (does not fit)",
+                       Value(m.quantity, m.value), Value(m.quantity, predicted), FitMark(o, " (does not fit)"),
                        Percent(RelativeError(predicted, m.value)), o.calibration ? "calibration" : "held out");
   });
   return out;
@@ -178,6 +206,9 @@ Json ValidationToJson(const RunTable& table, const Validation& v) {
   }
   out["held_out_by_kind"] = std::move(kinds);
   out["not_fitting"] = v.not_fitting;
+  Json others = Json::array();
+  for (std::size_t i : v.other_frameworks_not_fitting) others.push_back(v.outcomes[i].run->id);
+  out["other_frameworks_not_fitting"] = std::move(others);
   Json runs = Json::array();
   for (const RunOutcome& o : v.outcomes) {
     const PublishedRun& r = *o.run;
@@ -197,6 +228,7 @@ Json ValidationToJson(const RunTable& table, const Validation& v) {
                     {"source", r.source},
                     {"states", r.states},
                     {"assumes", r.assumes},
+                    {"framework", r.framework.empty() ? "megatron" : r.framework},
                     {"model", r.model_json},
                     {"device", r.device.name},
                     {"setup",

@@ -144,11 +144,12 @@ ModelSpec Gemma3_27b() {
   return m;
 }
 
-// Nemotron-4 340B (NVIDIA, arXiv 2406.11704, Table 1 and the Megatron checkpoint's
-// model_config.yaml): 96 layers of width 18432, 96 query heads and 8 key-value heads, a squared-ReLU
-// MLP of 73728 (not gated), LayerNorm, no biases, vocab 256000, untied.
-ModelSpec Nemotron4_340b() {
-  ModelSpec m = Decoder("nemotron-4-340b", "nemotron", 96, 18432, 96, 8, 73728, 256000);
+// Nemotron-4 (NVIDIA): a squared-ReLU MLP of 4h (not gated), LayerNorm, no biases, 8 key-value
+// heads, vocab 256000, untied. 15B: arXiv 2402.16819, Table 1 (32 layers of width 6144, 48 query
+// heads) and NeMo's launcher configuration of the model (FFN 24576). 340B: arXiv 2406.11704, Table 1
+// and the Megatron checkpoint's model_config.yaml (96 layers of width 18432, 96 query heads, FFN 73728).
+ModelSpec Nemotron4(const std::string& name, int layers, int hidden, int heads) {
+  ModelSpec m = Decoder(name, "nemotron", layers, hidden, heads, 8, 4 * hidden, 256000);
   m.mlp = MlpKind::kSquaredRelu;
   m.norm = NormKind::kLayerNorm;
   return m;
@@ -193,7 +194,8 @@ std::vector<ModelSpec> AllPresets() {
       GptOss120b(),
       Llama4Scout(),
       Gemma3_27b(),
-      Nemotron4_340b(),
+      Nemotron4("nemotron-4-15b", 32, 6144, 48),
+      Nemotron4("nemotron-4-340b", 96, 18432, 96),
       GptNeox20b(),
   };
 }

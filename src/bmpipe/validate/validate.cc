@@ -171,12 +171,14 @@ PublishedRun ReadRun(const JsonCursor& c) {
                 "mbs", "gbs", "seq", "recompute", "sequence_parallel", "flash_attention", "distributed_optimizer",
                 "zero", "precision", "fp8_params", "no_fp8_transpose_cache", "grad_dtype", "optimizer_dtype",
                 "tp_comm_overlap", "dp_overlap", "offload_optimizer", "offload_keeps_master", "moe_capacity_factor",
-                "moe_imbalance", "moe_dispatcher", "ep_comm_overlap", "moe_cuda_graphs", "offload_layers", "measured"});
+                "moe_imbalance", "moe_dispatcher", "ep_comm_overlap", "moe_cuda_graphs", "offload_layers", "framework",
+                "measured"});
   PublishedRun run;
   run.id = c.Required("id", "a short unique name for the run").String();
   run.source = c.Required("source", "the citation: paper and table, or repository and file").String();
   run.states = c.Required("states", "what the source says about the configuration").String();
   if (auto a = c.Optional("assumes")) run.assumes = a->String();
+  if (auto f = c.Optional("framework")) run.framework = f->String();
   const JsonCursor model = c.Required("model", "a model preset or an inline Hugging Face config");
   run.model = ReadModel(model, run.model_name);
   run.model_json = model.json();
@@ -349,8 +351,7 @@ Result<RunOutcome> Predict(const PublishedRun& run, const DeviceSpec& device) {
   out.run = &run;
   out.flags = launch.value().flags;
   out.fits = sim.value().fits;
-  Bytes peak = 0;
-  for (const RankResult& r : sim.value().ranks) peak = std::max(peak, r.peak_memory_bytes);
+  for (const RankResult& r : sim.value().ranks) out.peak_bytes = std::max(out.peak_bytes, r.peak_memory_bytes);
   // The first decoder layer: the embedding is layer 0.
   const LayerOption& layer = pb.layers[1].options[launch.value().plan.option[1]];
   for (const Measurement& m : run.measured) {
@@ -365,7 +366,7 @@ Result<RunOutcome> Predict(const PublishedRun& run, const DeviceSpec& device) {
         out.predicted.push_back(ToSeconds(sim.value().iteration_ns));
         break;
       case Quantity::kPeakMemory:
-        out.predicted.push_back(static_cast<double>(peak - pb.reserved_bytes));
+        out.predicted.push_back(static_cast<double>(out.peak_bytes - pb.reserved_bytes));
         break;
     }
   }
@@ -541,7 +542,7 @@ Result<Validation> Validate(const RunTable& table) {
     const bool whole_run = std::any_of(run.measured.begin(), run.measured.end(), [](const Measurement& m) {
       return m.quantity == Quantity::kIterationTime || m.quantity == Quantity::kPeakMemory;
     });
-    if (!out.fits && whole_run) v.not_fitting.push_back(run.id);
+    if (!out.fits && whole_run && run.framework.empty()) v.not_fitting.push_back(run.id);
     const std::vector<std::string> kinds = RunKinds(run);
     if (!out.calibration) {
       for (const std::string& kind : kinds) ++by_kind[kind].runs;
@@ -557,6 +558,9 @@ Result<Validation> Validate(const RunTable& table) {
       for (const std::string& kind : kinds) Summarize(time ? by_kind[kind].time : by_kind[kind].memory, e, run.id);
     }
     v.outcomes.push_back(std::move(out));
+  }
+  for (std::size_t i = 0; i < v.outcomes.size(); ++i) {
+    if (!v.outcomes[i].fits && !v.outcomes[i].run->framework.empty()) v.other_frameworks_not_fitting.push_back(i);
   }
   for (const std::string& kind : AllRunKinds()) {
     auto it = by_kind.find(kind);

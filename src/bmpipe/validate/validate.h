@@ -43,6 +43,10 @@ struct PublishedRun {
   std::string source;   // citation
   std::string states;   // what the source says about the configuration
   std::string assumes;  // what is filled in, and why
+  // Empty for runs of Megatron-LM, Megatron-Core, NeMo or Megatron-Bridge, whose execution
+  // `validate` simulates; else the framework that ran it, whose own schedule and memory
+  // management Megatron's plan does not reproduce: its time is compared, its fit is not judged.
+  std::string framework;
   std::string model_name;  // the preset's name, or "inline <model_type> config"
   Json model_json;         // the table's `model` value: the name or the inline config
   ModelSpec model;
@@ -82,6 +86,7 @@ struct RunOutcome {
   bool calibration = false;
   std::string flags;  // Megatron's split and recomputation
   bool fits = true;   // the plan fits in memory, with the default reserve
+  Bytes peak_bytes = 0;  // the fullest rank's peak, the reserve included
   std::vector<double> predicted;  // parallel to run->measured
 };
 
@@ -118,8 +123,10 @@ struct Validation {
   ErrorSummary held_out_time, held_out_memory, calibration;
   std::vector<KindSummary> held_out_by_kind;  // in AllRunKinds() order, kinds without runs left out
   // Runs (they all ran) that the model predicts do not fit; of those timed by single layers, none
-  // (the whole model need not have run).
+  // (the whole model need not have run), and of other frameworks' runs, none: those are in
+  // `other_frameworks_not_fitting`, since Megatron's execution of their layout is not theirs.
   std::vector<std::string> not_fitting;
+  std::vector<std::size_t> other_frameworks_not_fitting;  // indices into `outcomes`
 };
 
 // Fits each calibration group, then predicts every run. Deterministic.
