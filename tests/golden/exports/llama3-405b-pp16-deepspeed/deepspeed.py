@@ -1,4 +1,4 @@
-# bmpipe plan for llama3-405b on h100-80gb: tp 8 pp 16 dp 128 vpp 1, micro-batch 1 x 8192 tokens, global batch 2048, sequence parallel, flash attention, distributed optimizer: 16 ranks x 1 chunk, 16 micro-batches; simulated iteration 11.055 s
+# bmpipe plan for llama3-405b on h100-80gb: tp 8 pp 16 dp 128 vpp 1, micro-batch 1 x 8192 tokens, global batch 2048, sequence parallel, flash attention, distributed optimizer: 16 ranks x 1 chunk, 16 micro-batches; simulated iteration 11.487 s
 # A DeepSpeed pipeline launch of this plan, as a Python module. Needs DeepSpeed >= 0.19.8 (the
 # PipelineModule construction path it hooks was checked against that version). Save it beside the
 # training script under a name other than deepspeed.py (e.g. bmpipe_plan.py), then:

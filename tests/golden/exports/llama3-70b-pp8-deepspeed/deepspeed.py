@@ -1,4 +1,4 @@
-# bmpipe plan for llama3-70b on h100-80gb: tp 8 pp 8 dp 8 vpp 1, micro-batch 1 x 8192 tokens, global batch 512, sequence parallel, flash attention, distributed optimizer: 8 ranks x 1 chunk, 64 micro-batches; simulated iteration 10.589 s
+# bmpipe plan for llama3-70b on h100-80gb: tp 8 pp 8 dp 8 vpp 1, micro-batch 1 x 8192 tokens, global batch 512, sequence parallel, flash attention, distributed optimizer: 8 ranks x 1 chunk, 64 micro-batches; simulated iteration 10.950 s
 # A DeepSpeed pipeline launch of this plan, as a Python module. Needs DeepSpeed >= 0.19.8 (the
 # PipelineModule construction path it hooks was checked against that version). Save it beside the
 # training script under a name other than deepspeed.py (e.g. bmpipe_plan.py), then:
