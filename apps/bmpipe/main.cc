@@ -902,7 +902,7 @@ void AddModelOptions(CLI::App& cmd, ModelArgs& m, CLI::Option* problem_opt) {
   AddParallelOptions(cmd, m.setup, m.words, needs_model);
   AddSetupOptions(cmd, m.setup, m.words, needs_model);
   needs_model(cmd.add_option("--dump-problem", m.dump_problem,
-                             "Write the problem the cost model built (DESIGN.md §4.1) to this file, to re-run with "
+                             "Write the problem the cost model built (docs/file-formats.md) to this file, to re-run with "
                              "--problem, share or edit"));
 }
 
@@ -919,14 +919,14 @@ int Main(int argc, char** argv) {
   SimulateArgs sim;
   CLI::App* simulate = app.add_subcommand(
       "simulate",
-      "Simulate a plan on a problem (DESIGN.md §2) and print a per-stage and per-rank report: iteration time, bubble "
+      "Simulate a plan on a problem (docs/semantics.md) and print a per-stage and per-rank report: iteration time, bubble "
       "breakdown, memory per rank over its capacity. The problem comes from --problem FILE, or from --model, --device "
       "and a training setup (the analytic cost model), where the plan is Megatron-LM's for that configuration unless "
       "--plan is given: the way to check a row of `bmpipe validate` by hand.");
   CLI::Option* sim_problem =
-      simulate->add_option("--problem", sim.problem, "Problem file (JSON or YAML, DESIGN.md §4.1)");
+      simulate->add_option("--problem", sim.problem, "Problem file (JSON or YAML, docs/file-formats.md)");
   simulate->add_option("--plan", sim.plan,
-                       "Plan file: plan JSON or YAML (DESIGN.md §4.2), or a launcher configuration (a MindFormers YAML, "
+                       "Plan file: plan JSON or YAML (docs/file-formats.md), or a launcher configuration (a MindFormers YAML, "
                        "Megatron-LM arguments, the DeepSpeed module or torchtitan arguments bmpipe exports), detected "
                        "from the content");
   simulate->add_option("--plan-format", sim.plan_format,
@@ -969,8 +969,8 @@ int Main(int argc, char** argv) {
       "with every rank within memory, prove it optimal (or report the gap), and print the plan. The problem comes from "
       "--problem FILE, from --model/--device and a training setup (the analytic cost model), or from --sapp (the "
       "MindFormers pipeline-balance tool's input); with none of them, the built-in example (that tool's demo).");
-  CLI::Option* problem_opt = plan_cmd->add_option("--problem", plan.problem, "Problem file (JSON or YAML, DESIGN.md §4.1)");
-  plan_cmd->add_option("--out", plan.out, "Also write the plan JSON (DESIGN.md §4.2, with metrics) to this file");
+  CLI::Option* problem_opt = plan_cmd->add_option("--problem", plan.problem, "Problem file (JSON or YAML, docs/file-formats.md)");
+  plan_cmd->add_option("--out", plan.out, "Also write the plan JSON (docs/file-formats.md, with metrics) to this file");
   plan_cmd->add_flag("--json", plan.json, "Print the plan JSON instead of the report");
   CLI::Option* sapp = plan_cmd->add_option(
       "--sapp", plan.sapp,
@@ -1034,7 +1034,7 @@ int Main(int argc, char** argv) {
       "simulator, and print one row per planner: iteration time, speed-up over Megatron's best, bubble breakdown, "
       "peak memory per rank, memory use, planning time. Without --problem or --model, compares on the built-in "
       "example.");
-  CLI::Option* cmp_problem = compare->add_option("--problem", cmp.problem, "Problem file (JSON or YAML, DESIGN.md §4.1)");
+  CLI::Option* cmp_problem = compare->add_option("--problem", cmp.problem, "Problem file (JSON or YAML, docs/file-formats.md)");
   compare->add_option("--time-limit", cmp.time_limit_s,
                       "Seconds for bmpipe's search, and for each baseline that runs CBC (the MindFormers tool at most 90)")
       ->check(CLI::PositiveNumber)
@@ -1135,7 +1135,7 @@ int Main(int argc, char** argv) {
   AddSetupOptions(*search, srch.options.base, srch.words, [](CLI::Option* o) { return o; });
   search->add_flag("--json", srch.json, "Print the search as JSON (statistics, ranking, every configuration's verdict)");
   search->add_option("--out", srch.out, "Also write the search JSON to this file");
-  search->add_option("--plan-out", srch.plan_out, "Write the best configuration's plan JSON (DESIGN.md §4.2) here");
+  search->add_option("--plan-out", srch.plan_out, "Write the best configuration's plan JSON (docs/file-formats.md) here");
   search->add_option("--export", srch.export_format,
                      "Export of the best plan printed after the report: megatron, mindformers, deepspeed, torchtitan, "
                      "csv, or none; when given, the default --target is its framework")

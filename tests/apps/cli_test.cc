@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <set>
@@ -35,6 +36,43 @@ TEST(Cli, HelpExplainsTheCommands) {
   testing::CommandResult sub = RunBmpipe("simulate --help");
   EXPECT_EQ(sub.exit_code, 0);
   EXPECT_NE(sub.out.find("--problem"), std::string::npos);
+}
+
+// The project owns its specification (docs/semantics.md, docs/file-formats.md): no help text,
+// source, script or doc points at the design brief or other files outside the repository.
+TEST(Cli, NothingPointsOutsideTheRepository) {
+  // Built from parts, so that this file does not match itself.
+  const std::vector<std::string> needles = {std::string("DESIGN") + ".md", std::string("DESIGN") + " \u00a7",
+                                            std::string("../") + "shared"};
+  auto check = [&](const std::string& where, const std::string& text) {
+    for (const std::string& n : needles) EXPECT_EQ(text.find(n), std::string::npos) << where << " mentions " << n;
+  };
+  for (const char* command : {"", "plan", "simulate", "compare", "export", "search", "validate"}) {
+    const testing::CommandResult r = RunBmpipe(std::string(command) + " --help");
+    EXPECT_EQ(r.exit_code, 0) << command;
+    check(fmt::format("bmpipe {} --help", command), r.out);
+  }
+  namespace fs = std::filesystem;
+  const std::set<std::string> text = {".cc", ".h", ".md", ".py", ".sh", ".txt", ".yaml", ".yml", ".json", ".in", ".toml", ".cfg"};
+  int files = 0;
+  for (const char* top : {"README.md", "src", "apps", "docs", "scripts", "tests", "bench", "fuzz", "examples", "data",
+                          "python", ".ci"}) {
+    const fs::path root = testing::SourcePath(top);
+    if (!fs::exists(root)) continue;
+    auto visit = [&](const fs::path& f) {
+      if (!text.count(f.extension().string()) && f.filename() != "CMakeLists.txt" && f.filename() != "run") return;
+      check(f.string(), testing::ReadFile(f.string()));
+      ++files;
+    };
+    if (fs::is_regular_file(root)) {
+      visit(root);
+      continue;
+    }
+    for (const fs::directory_entry& e : fs::recursive_directory_iterator(root)) {
+      if (e.is_regular_file()) visit(e.path());
+    }
+  }
+  EXPECT_GT(files, 100);
 }
 
 TEST(Cli, NoCommandOrUnknownOptionIsAUsageError) {

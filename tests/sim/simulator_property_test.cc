@@ -1,5 +1,5 @@
 // Seeded random problems and plans: the simulator's answer is checked against the definition
-// of DESIGN §2 op by op.
+// of docs/semantics.md op by op.
 #include <algorithm>
 #include <random>
 

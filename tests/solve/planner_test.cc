@@ -167,7 +167,7 @@ TEST(Planner, RankLoadBoundKeepsLayersWhole) {
   EXPECT_GE(r.iteration_ns, 24);
 }
 
-// DESIGN §3 and issue 3: the optimum of the tool's demo under DESIGN §2 is 54.81 s.
+// Issue 3: the optimum of the tool's demo under docs/semantics.md is 54.81 s (CBC's proof).
 TEST(Planner, ProvesTheMindFormersDemoOptimum) {
   Problem problem = LoadProblem(testing::SourcePath("examples/mindformers-demo/problem.yaml")).value();
   const PlannerResult r = Plan(problem, PlannerKind::kBranchAndBound);

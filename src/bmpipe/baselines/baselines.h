@@ -1,5 +1,5 @@
 // The planners users would otherwise pick, each re-implemented faithfully and producing a Plan for
-// the same Problem, so that one simulator (DESIGN §2) judges them all against bmpipe:
+// the same Problem, so that one simulator (docs/semantics.md) judges them all against bmpipe:
 //  - megatron: the best stock Megatron-LM configuration for the layer spec: any split its
 //    --pipeline-model-parallel-layout expresses (even, uneven, interleaved, stages holding only the
 //    embedding or the loss) with any of its global recomputation settings (none; selective with

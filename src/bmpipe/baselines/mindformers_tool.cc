@@ -1,6 +1,5 @@
 // The MindFormers pipeline-balance tool's ILP (toolkit/pipeline_balance/sapp/sapp_solver.py, at
-// its default optimization level -O 1; ../shared/reference/mindformers-pipeline-balance-tool.md
-// §3). Integer x[r][v][s]: decoder layers with recompute type r (here: the decoder's options) in
+// its default optimization level -O 1; docs/baselines.md). Integer x[r][v][s]: decoder layers with recompute type r (here: the decoder's options) in
 // chunk v of stage s. Head h (the embedding) sits in chunk 0 of stage 0, tail t (the head) in
 // chunk V-1 of stage P-1; HT(s, vf, vb) adds their forward and backward where they sit.
 //   C1  sum x = L;   C2  sum_r x[r][v][s] >= 1

@@ -1,4 +1,4 @@
-// The analytic cost model's output: a Problem (DESIGN §4.1) for a model, a device and a training
+// The analytic cost model's output: a Problem (docs/file-formats.md, "Problem") for a model, a device and a training
 // setup. Layers: the embedding, every decoder layer (options from setup.recompute), and the head
 // (final norm, LM head, loss, and DeepSeek-V3's multi-token-prediction modules), each with
 //  - times from its op graph (layer_ops.h) on the device;

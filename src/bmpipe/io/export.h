@@ -1,4 +1,4 @@
-// A plan written for the launcher that runs it (../shared/FACTS.md, "Where plans go"):
+// A plan written for the launcher that runs it (docs/exports.md, docs/targets.md):
 //  - megatron: a file of Megatron-LM arguments, one per line: the training run's parallel sizes,
 //    batch, sequence parallelism, optimizer sharding and overlap (from the problem's `training`),
 //    --pipeline-model-parallel-layout (chunk-major, E / t / L; none for a single stage) and the

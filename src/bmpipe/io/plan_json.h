@@ -1,4 +1,4 @@
-// The plan file, DESIGN.md §4.2: written with the simulator's metrics, read back for `simulate`
+// The plan file (docs/file-formats.md, "Plan"): written with the simulator's metrics, read back for `simulate`
 // and the exporters. Metrics in a file being read are ignored: the simulator recomputes them.
 #pragma once
 

@@ -1,4 +1,4 @@
-// The explicit problem file (DESIGN §4.1), written: what `bmpipe plan --dump-problem` saves so a
+// The explicit problem file (docs/file-formats.md, "Problem"), written: what `bmpipe plan --dump-problem` saves so a
 // case built by the cost model can be re-run, shared or edited by hand. Runs of identical
 // consecutive layers become one entry with `repeat`; reading the file back gives the same
 // Problem (times are whole nanoseconds, written as seconds that round back to them).

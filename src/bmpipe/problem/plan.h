@@ -1,5 +1,5 @@
 // A plan: a contiguous partition of the layers into p*v stages and one option per layer, plus
-// the per-stage and per-rank costs that follow from it (DESIGN.md §2).
+// the per-stage and per-rank costs that follow from it (docs/semantics.md).
 #pragma once
 
 #include <optional>

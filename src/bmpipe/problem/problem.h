@@ -1,7 +1,7 @@
 // The planner's input, independent of where the costs came from (a profile, the analytic cost
 // model, the MindFormers tool's files): an ordered sequence of layers, each with its static
 // memory and one or more recomputation options, the pipeline shape and the device memory.
-// Semantics: DESIGN.md §2. File format: DESIGN.md §4.1 (read by problem_reader.h).
+// Semantics: docs/semantics.md. File format: docs/file-formats.md, "Problem" (read by problem_reader.h).
 #pragma once
 
 #include <cstdint>

@@ -1,4 +1,4 @@
-// Reading the explicit problem (profile) format, DESIGN.md §4.1, from JSON or YAML.
+// Reading the explicit problem (profile) format (docs/file-formats.md, "Problem"), from JSON or YAML.
 #pragma once
 
 #include <string>

@@ -1,5 +1,5 @@
-// The MindFormers pipeline-balance tool's inputs (toolkit/pipeline_balance; ../shared/reference/
-// mindformers-pipeline-balance-tool.md §1-2), read into a Problem so that a user of that tool
+// The MindFormers pipeline-balance tool's inputs (MindFormers' toolkit/pipeline_balance: its
+// README and sapp/ sources; docs/exports.md), read into a Problem so that a user of that tool
 // can switch in one step:
 //  - its init YAML: pipeline_config (pipeline_num, num_layer, offset), recompute_config
 //    (recompute, select_recompute, select_comm_recompute counts of the dry run), time_config

@@ -1,4 +1,4 @@
-// Per-rank op orders of the pipeline schedules, exactly as DESIGN.md §2 defines them. A schedule
+// Per-rank op orders of the pipeline schedules, exactly as docs/semantics.md defines them. A schedule
 // is data: the simulator is generic and runs any order it is given.
 #pragma once
 
@@ -22,7 +22,7 @@ struct Schedule {
   std::vector<std::vector<Op>> rank_ops;  // rank_ops[r]: the ops rank r runs, in order
 };
 
-// The op an op waits for (DESIGN §2): F(s,j) waits for F(s-1,j); B(S-1,j) for F(S-1,j); B(s,j)
+// The op an op waits for (docs/semantics.md): F(s,j) waits for F(s-1,j); B(S-1,j) for F(S-1,j); B(s,j)
 // for B(s+1,j). p2p time applies when the two stages sit on different ranks; it is the p2p time
 // of the output of stage `boundary` (the upstream one of the two).
 struct Dependency {

@@ -1,4 +1,4 @@
-// Exact simulation of a schedule, DESIGN.md §2: every op starts as soon as its rank is free and
+// Exact simulation of a schedule (docs/semantics.md): every op starts as soon as its rank is free and
 // its dependency has ended (plus the p2p time when the two stages sit on different ranks); time
 // is in integer nanoseconds, so the result is exact and deterministic.
 #pragma once
@@ -36,7 +36,7 @@ struct RankResult {
   int max_in_flight = 0;      // most (stage, micro-batch) activations held at once
 };
 
-// Bubble ratio as DESIGN §2 defines it, and the loss relative to useful compute broken down as
+// Bubble ratio as docs/semantics.md defines it, and the loss relative to useful compute broken down as
 // the MindFormers tool prints it: real = ideal + imbalance + recompute, where
 //   useful    W = sum over ranks of (busy - recompute),
 //   real      = (p * iteration - W) / W,

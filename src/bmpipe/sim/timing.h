@@ -1,4 +1,4 @@
-// Longest-path timing of a schedule (DESIGN.md §2), generic over the time type: integer
+// Longest-path timing of a schedule (docs/semantics.md), generic over the time type: integer
 // nanoseconds for the simulator, double for the planner, which times fractional LP durations
 // to find the path whose constraint its relaxation violates most.
 #pragma once

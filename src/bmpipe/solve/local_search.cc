@@ -122,7 +122,7 @@ PlanBuilder::Score PlanBuilder::Evaluate(const CandidatePlan& plan) const {
   for (RankIdx r = 0; r < problem_.pipeline.ranks; ++r) score.excess += RankExcess(plan, r);
   // Plans over capacity are compared by their excess alone: no need to time them.
   if (score.excess > 0) return score;
-  // The simulator's timing (DESIGN §2) from the candidates' costs, which equal ComputeStageCost's.
+  // The simulator's timing (docs/semantics.md) from the candidates' costs, which equal ComputeStageCost's.
   Durations<TimeNs> d;
   d.rank_update.assign(problem_.pipeline.ranks, 0);
   for (std::size_t s = 0; s < plan.choice.size(); ++s) {

@@ -1,5 +1,5 @@
 // The planner: the contiguous partition of the layers into p*v stages and one option per layer
-// that minimize the simulated iteration time (DESIGN.md §2) with every rank within memory.
+// that minimize the simulated iteration time (docs/semantics.md) with every rank within memory.
 #pragma once
 
 #include <string>
