@@ -53,7 +53,8 @@ TEST(Cli, NothingPointsOutsideTheRepository) {
     check(fmt::format("bmpipe {} --help", command), r.out);
   }
   namespace fs = std::filesystem;
-  const std::set<std::string> text = {".cc", ".h", ".md", ".py", ".sh", ".txt", ".yaml", ".yml", ".json", ".in", ".toml", ".cfg"};
+  const std::set<std::string> text = {".cc",  ".h",    ".md",   ".py", ".sh",   ".txt",
+                                      ".yaml", ".yml", ".json", ".in", ".toml", ".cfg"};
   int files = 0;
   for (const char* top : {"README.md", "src", "apps", "docs", "scripts", "tests", "bench", "fuzz", "examples", "data",
                           "python", ".ci"}) {

@@ -1,7 +1,8 @@
 // The MindFormers pipeline-balance tool's ILP (toolkit/pipeline_balance/sapp/sapp_solver.py, at
-// its default optimization level -O 1; docs/baselines.md). Integer x[r][v][s]: decoder layers with recompute type r (here: the decoder's options) in
-// chunk v of stage s. Head h (the embedding) sits in chunk 0 of stage 0, tail t (the head) in
-// chunk V-1 of stage P-1; HT(s, vf, vb) adds their forward and backward where they sit.
+// its default optimization level -O 1; docs/baselines.md). Integer x[r][v][s]: decoder layers
+// with recompute type r (here: the decoder's options) in chunk v of stage s. Head h (the
+// embedding) sits in chunk 0 of stage 0, tail t (the head) in chunk V-1 of stage P-1; HT(s, vf,
+// vb) adds their forward and backward where they sit.
 //   C1  sum x = L;   C2  sum_r x[r][v][s] >= 1
 //   C4  V = 1 or M != P:  Tmax >= F[vf][s] + B[vb][s] + HT(s, vf, vb) for all s, vf, vb
 //       V > 1 and M = P:  Tmax >= B[v][s] (+ h's backward at v = s = 0) for v < V-1;

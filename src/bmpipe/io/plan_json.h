@@ -23,7 +23,7 @@ Result<PlanDocument> ReadPlan(const Json& doc, const Problem& problem, const std
 // Also reads a MindFormers configuration's pipeline lists (offset, recompute counts; export.h).
 Result<PlanDocument> LoadPlan(const std::string& path, const Problem& problem);
 
-// The §4.2 fields plus metrics: per-stage costs, per-rank memory and time, bubble.
+// The plan file's fields plus metrics: per-stage costs, per-rank memory and time, bubble.
 Json PlanToJson(const Problem& problem, const Plan& plan, const SimResult& sim, const SolverInfo& solver);
 
 // PlanToJson, dumped with two-space indentation and a final newline.

@@ -134,7 +134,7 @@ struct Problem {
   int num_layers() const { return static_cast<int>(layers.size()); }
 };
 
-// Checks the pipeline shape against the number of layers. Messages name the §4.1 keys.
+// Checks the pipeline shape against the number of layers. Messages name the problem file's keys.
 Status ValidatePipeline(const Pipeline& pipeline, int num_layers);
 
 // Whether two layers cost the same: static bytes, update and p2p time, and every option (names
