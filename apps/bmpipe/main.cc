@@ -158,6 +158,14 @@ Status SetReservedBytes(double gb, TrainingSetup& setup) {
   return {};
 }
 
+// A problem file, its deprecation notes (old key names) printed to stderr.
+Result<Problem> LoadProblemFile(const std::string& path) {
+  std::vector<std::string> notes;
+  Result<Problem> problem = LoadProblem(path, &notes);
+  for (const std::string& n : notes) std::cerr << "bmpipe: note: " << n << "\n";
+  return problem;
+}
+
 struct SimulateArgs {
   std::string problem;
   ModelArgs model;
@@ -188,7 +196,7 @@ int RunSimulate(const SimulateArgs& args) {
   }
   OutputFiles files;
   Result<Problem> problem =
-      args.model.model.empty() ? LoadProblem(args.problem) : BuildModelProblem(args.model, origin, files, {});
+      args.model.model.empty() ? LoadProblemFile(args.problem) : BuildModelProblem(args.model, origin, files, {});
   if (!problem.ok()) return Fail(problem.error());
   const Problem& pb = problem.value();
   if (origin.empty()) origin.push_back({"problem", args.problem + (pb.name.empty() ? "" : " (" + pb.name + ")")});
@@ -269,7 +277,7 @@ struct PlanArgs {
 Result<Problem> LoadProblemOrExample(const std::string& path, std::string& shown) {
   if (!path.empty()) {
     shown = path;
-    return LoadProblem(path);
+    return LoadProblemFile(path);
   }
   shown = BuiltinExampleName();
   Result<Json> doc = ParseDocument(BuiltinExampleText(), "problem.yaml");
@@ -507,7 +515,7 @@ struct ExportArgs {
 };
 
 int RunExport(const ExportArgs& args) {
-  Result<Problem> problem = LoadProblem(args.problem);
+  Result<Problem> problem = LoadProblemFile(args.problem);
   if (!problem.ok()) return Fail(problem.error());
   std::optional<PlanFormat> plan_format;
   if (!args.plan_format.empty()) {

@@ -102,13 +102,17 @@ class Case:
     stages: list = field(default_factory=list)
 
     # -- shape ---------------------------------------------------------------------------------
+    # The pipeline's ranks and chunks per rank, under their names or their old ones (stages,
+    # virtual_stages), which problem files written before the rename carry.
     @property
     def P(self) -> int:
-        return int(self.problem["pipeline"]["stages"])
+        pipeline = self.problem["pipeline"]
+        return int(pipeline["ranks"] if "ranks" in pipeline else pipeline["stages"])
 
     @property
     def V(self) -> int:
-        return int(self.problem["pipeline"].get("virtual_stages", 1))
+        pipeline = self.problem["pipeline"]
+        return int(pipeline.get("chunks", pipeline.get("virtual_stages", 1)))
 
     @property
     def M(self) -> int:

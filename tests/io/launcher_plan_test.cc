@@ -218,7 +218,7 @@ TEST(LauncherPlan, MegatronErrorsNameTheFlagTheValueAndTheFix) {
             "--pipeline-model-parallel-size 4; Megatron needs ranks x virtual stages of them");
   EXPECT_EQ(MegatronError(tiny, base + "--pipeline-model-parallel-layout 'E|t*3|t*3|t*2|t*2|L|t|t'"),
             "args: the configuration has 2 virtual stages per rank (the layout's stages / the pipeline size), but the "
-            "problem has virtual_stages 1; give a configuration with 1");
+            "problem has pipeline.chunks 1; give a configuration with 1");
   EXPECT_EQ(MegatronError(tiny, base + "--pipeline-model-parallel-layout 'Et*3|t*3|t*3|tmL'"),
             "args: --pipeline-model-parallel-layout \"Et*3|t*3|t*3|tmL\": stage 3 has 'm', a multi-token prediction "
             "layer, which bmpipe's problems do not model; plan without MTP");
@@ -237,7 +237,7 @@ TEST(LauncherPlan, MegatronErrorsNameTheFlagTheValueAndTheFix) {
             "checkpoints groups of 2 decoder layers as one unit, which bmpipe's per-layer options do not model; give "
             "--recompute-num-layers 1 (every layer) or --recompute-method block");
   EXPECT_EQ(MegatronError(tiny, "--pipeline-model-parallel-size 8 --num-layers 10"),
-            "args: --pipeline-model-parallel-size 8: the problem's run has pipeline.stages = 4; this configuration is "
+            "args: --pipeline-model-parallel-size 8: the problem's run has pipeline.ranks = 4; this configuration is "
             "not that run (give --pipeline-model-parallel-size 4, or the problem of this configuration)");
   EXPECT_EQ(MegatronError(tiny, base + "--pipeline-model-parallel-layout \"Et*3|t*3|t*3|t"),
             "args: line 1: the quote \" opened here is not closed; close it");
@@ -256,8 +256,8 @@ TEST(LauncherPlan, DeepSpeedAndTorchTitanAreChecked) {
   const Problem vpp3 = LoadProblem(testing::SourcePath("examples/mindformers-demo/problem-vpp3.yaml")).value();
   const Result<std::string> ds = ExportPlan(vpp3, EvenPlan(vpp3), ExportFormat::kDeepSpeed);
   ASSERT_FALSE(ds.ok());
-  EXPECT_EQ(ds.error().message, "virtual_stages = 3: DeepSpeed's pipeline engine has no interleaved schedule; plan "
-                                "with virtual_stages 1 to export to DeepSpeed");
+  EXPECT_EQ(ds.error().message, "pipeline.chunks = 3: DeepSpeed's pipeline engine has no interleaved schedule; plan "
+                                "with 1 chunk per rank to export to DeepSpeed");
   const Problem tiny = LoadProblem(testing::SourcePath("examples/tiny/problem.json")).value();
   const std::string text = ExportPlan(tiny, EvenPlan(tiny), ExportFormat::kDeepSpeed).value();
   auto edited_error = [&](const std::string& source, PlanFormat format, const std::string& from, const std::string& to) {

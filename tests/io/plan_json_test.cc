@@ -91,7 +91,7 @@ TEST(PlanJson, WrongNumberOfStagesIsRejected) {
   Json doc = TinyPlan();
   doc["stages"].erase(3);
   EXPECT_EQ(ErrorOf(doc),
-            "plan.json: stages: the plan has 3 stages but the problem has 4 (pipeline.stages 4 x virtual_stages 1); "
+            "plan.json: stages: the plan has 3 stages but the problem has 4 (pipeline.ranks 4 x chunks 1); "
             "give one entry per stage in pipeline order");
 }
 
@@ -109,7 +109,7 @@ TEST(PlanJson, WrongNameRankOrChunkIsRejected) {
   EXPECT_EQ(ErrorOf(name), "plan.json: stages[0].layers[0].name = \"decoder\": layer 0 of the problem is named 'embedding'");
   Json rank = TinyPlan();
   rank["stages"][1]["rank"] = 2;
-  EXPECT_EQ(ErrorOf(rank), "plan.json: stages[1].rank = 2: stage 1 runs on rank 1 (stage mod pipeline.stages)");
+  EXPECT_EQ(ErrorOf(rank), "plan.json: stages[1].rank = 2: stage 1 runs on rank 1 (stage mod pipeline.ranks)");
   Json unknown = TinyPlan();
   unknown["stages"][1]["ranks"] = 2;
   EXPECT_NE(ErrorOf(unknown).find("plan.json: stages[1]: unknown key 'ranks'; did you mean 'rank'?"), std::string::npos);

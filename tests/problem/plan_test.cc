@@ -21,7 +21,7 @@ TEST(Plan, ValidateNamesTheProblem) {
   Plan plan{{0, 2, 4}, {0, 0, 0, 0}};
   EXPECT_TRUE(ValidatePlan(p, plan).ok());
   EXPECT_EQ(ValidatePlan(p, Plan{{0, 4}, {0, 0, 0, 0}}).error().message,
-            "the plan has 1 stages but the problem has 2 (stages 2 x virtual_stages 1)");
+            "the plan has 1 stages but the problem has 2 (ranks 2 x chunks 1)");
   EXPECT_EQ(ValidatePlan(p, Plan{{0, 2, 3}, {0, 0, 0, 0}}).error().message,
             "the stages cover layers 0..2 but the problem has 4 layers (0..3)");
   EXPECT_EQ(ValidatePlan(p, Plan{{0, 2, 4}, {0, 1, 0, 0}}).error().message, "layer 1 has option index 1; it has 1 options");

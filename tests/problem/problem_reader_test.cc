@@ -10,7 +10,7 @@ namespace {
 // The tiny problem every test starts from; each test changes one field.
 Json Base() {
   return Json::parse(R"({
-    "pipeline": {"stages": 2, "virtual_stages": 1, "micro_batches": 4, "schedule": "1f1b"},
+    "pipeline": {"ranks": 2, "chunks": 1, "micro_batches": 4, "schedule": "1f1b"},
     "device": {"memory_bytes": 8e10, "reserved_bytes": 1e9},
     "p2p_s": 0.0002,
     "layers": [
@@ -62,7 +62,7 @@ TEST(ProblemReader, ReadsTheBaseProblem) {
 
 TEST(ProblemReader, YamlAndJsonGiveTheSameProblem) {
   const std::string yaml = R"(
-pipeline: {stages: 2, virtual_stages: 1, micro_batches: 4, schedule: 1f1b}
+pipeline: {ranks: 2, chunks: 1, micro_batches: 4, schedule: 1f1b}
 device: {memory_bytes: 8e10, reserved_bytes: 1e9}
 p2p_s: 0.0002
 layers:
@@ -84,7 +84,7 @@ layers:
 
 TEST(ProblemReader, DefaultsForOptionalKeys) {
   Json doc = Base();
-  doc["pipeline"].erase("virtual_stages");
+  doc["pipeline"].erase("chunks");
   doc["device"].erase("reserved_bytes");
   Result<Problem> r = ReadProblem(doc, "p.json");
   ASSERT_TRUE(r.ok()) << r.error().message;
@@ -102,7 +102,7 @@ TEST(ProblemReader, LayerP2POverridesTheDefault) {
 
 TEST(ProblemReader, OneFOneBWithChunksIsInterleaved) {
   Json doc = Base();
-  doc["pipeline"]["virtual_stages"] = 2;
+  doc["pipeline"]["chunks"] = 2;
   Problem p = ReadProblem(doc, "p.json").value();
   EXPECT_EQ(p.pipeline.schedule, ScheduleKind::kInterleavedOneFOneB);
   EXPECT_EQ(p.pipeline.stages(), 4);
@@ -113,7 +113,7 @@ TEST(ProblemReader, UnknownKeyIsAnErrorWithASuggestion) {
   doc["pipeline"]["micro_batch"] = 4;
   EXPECT_EQ(ErrorOf(doc),
             "p.json: pipeline: unknown key 'micro_batch'; did you mean 'micro_batches'?; the keys allowed here are: "
-            "stages, virtual_stages, micro_batches, schedule");
+            "ranks, chunks, stages, virtual_stages, micro_batches, schedule");
   Json top = Base();
   top["comment"] = "x";
   EXPECT_NE(ErrorOf(top).find("p.json: top level: unknown key 'comment'"), std::string::npos);
@@ -157,6 +157,36 @@ TEST(ProblemReader, NegativeAndNonFiniteNumbers) {
   EXPECT_EQ(ErrorOf(huge), "p.json: layers[0].options[0].backward_s = 5000000.0: more than 1e+06 s; is the unit seconds?");
 }
 
+// Older files name the ranks `stages` and the chunks `virtual_stages`: read the same, with a note.
+TEST(ProblemReader, OldPipelineNamesAreReadWithANote) {
+  Json doc = Base();
+  doc["pipeline"].erase("ranks");
+  doc["pipeline"].erase("chunks");
+  doc["pipeline"]["stages"] = 2;
+  doc["pipeline"]["virtual_stages"] = 2;
+  std::vector<std::string> notes;
+  Result<Problem> r = ReadProblem(doc, "p.json", &notes);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(r.value().pipeline.ranks, 2);
+  EXPECT_EQ(r.value().pipeline.chunks, 2);
+  EXPECT_EQ(notes, (std::vector<std::string>{
+                       "p.json: pipeline.stages is the old name of pipeline.ranks (the pipeline ranks; a stage is one "
+                       "model chunk of one rank); it is read as that, rename it",
+                       "p.json: pipeline.virtual_stages is the old name of pipeline.chunks (model chunks per rank); it "
+                       "is read as that, rename it"}));
+  // Both names of one key: read when they agree, without a note.
+  doc["pipeline"]["ranks"] = 2;
+  notes.clear();
+  ASSERT_TRUE(ReadProblem(doc, "p.json", &notes).ok());
+  EXPECT_EQ(notes.size(), 1u);  // virtual_stages alone still
+  doc["pipeline"]["ranks"] = 4;
+  EXPECT_EQ(ErrorOf(doc), "p.json: pipeline.stages = 2: is the old name of pipeline.ranks, which says 4; give one of them");
+  doc["pipeline"].erase("ranks");
+  doc["pipeline"].erase("stages");
+  EXPECT_EQ(ErrorOf(doc),
+            "p.json: pipeline: missing required key 'ranks' (the pipeline-parallel size; older files call it stages)");
+}
+
 TEST(ProblemReader, ZeroMicroBatches) {
   Json doc = Base();
   doc["pipeline"]["micro_batches"] = 0;
@@ -167,29 +197,29 @@ TEST(ProblemReader, ZeroMicroBatches) {
 
 TEST(ProblemReader, FractionalStages) {
   Json doc = Base();
-  doc["pipeline"]["stages"] = 2.5;
-  EXPECT_EQ(ErrorOf(doc), "p.json: pipeline.stages = 2.5: must be a whole number; give the pipeline-parallel size");
+  doc["pipeline"]["ranks"] = 2.5;
+  EXPECT_EQ(ErrorOf(doc), "p.json: pipeline.ranks = 2.5: must be a whole number; give the pipeline-parallel size");
 }
 
 TEST(ProblemReader, MoreStagesThanLayers) {
   Json doc = Base();
-  doc["pipeline"]["stages"] = 5;
+  doc["pipeline"]["ranks"] = 5;
   EXPECT_EQ(ErrorOf(doc),
-            "p.json: pipeline: stages x virtual_stages = 5 x 1 = 5 pipeline stages, but the model has only 4 layers; "
-            "every stage needs at least one layer, so lower pipeline.stages or virtual_stages");
+            "p.json: pipeline: ranks x chunks = 5 x 1 = 5 pipeline stages, but the model has only 4 layers; "
+            "every stage needs at least one layer, so lower pipeline.ranks or chunks");
   Json chunks = Base();
-  chunks["pipeline"]["virtual_stages"] = 3;
+  chunks["pipeline"]["chunks"] = 3;
   chunks["pipeline"]["micro_batches"] = 4;
   EXPECT_NE(ErrorOf(chunks).find("2 x 3 = 6 pipeline stages, but the model has only 4 layers"), std::string::npos);
 }
 
 TEST(ProblemReader, InterleavingNeedsMicroBatchesMultipleOfStages) {
   Json doc = Base();
-  doc["pipeline"]["virtual_stages"] = 2;
+  doc["pipeline"]["chunks"] = 2;
   doc["pipeline"]["micro_batches"] = 5;
   EXPECT_EQ(ErrorOf(doc),
-            "p.json: pipeline.micro_batches = 5: interleaved 1F1B needs a multiple of pipeline.stages = 2 (Megatron's "
-            "order); use 4 or 6, or set virtual_stages to 1");
+            "p.json: pipeline.micro_batches = 5: interleaved 1F1B needs a multiple of pipeline.ranks = 2 (Megatron's "
+            "order); use 4 or 6, or set chunks to 1");
 }
 
 TEST(ProblemReader, ScheduleNames) {
@@ -197,10 +227,10 @@ TEST(ProblemReader, ScheduleNames) {
   doc["pipeline"]["schedule"] = "zb-h1";
   EXPECT_EQ(ErrorOf(doc),
             "p.json: pipeline.schedule = \"zb-h1\": unknown schedule; use 'gpipe', '1f1b' or 'interleaved-1f1b' (the "
-            "latter with virtual_stages >= 2)");
+            "latter with chunks >= 2)");
   Json gpipe = Base();
   gpipe["pipeline"]["schedule"] = "gpipe";
-  gpipe["pipeline"]["virtual_stages"] = 2;
+  gpipe["pipeline"]["chunks"] = 2;
   EXPECT_NE(ErrorOf(gpipe).find("schedule 'gpipe' runs one chunk per rank"), std::string::npos);
   Json interleaved = Base();
   interleaved["pipeline"]["schedule"] = "interleaved-1f1b";

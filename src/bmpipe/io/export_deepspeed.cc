@@ -43,8 +43,8 @@ std::string LayerNames(const Problem& problem) {
 Result<std::string> ExportDeepSpeed(const Problem& problem, const Plan& plan) {
   const Pipeline& p = problem.pipeline;
   if (p.chunks > 1) {
-    return InvalidInput(fmt::format("virtual_stages = {}: DeepSpeed's pipeline engine has no interleaved schedule; plan "
-                                    "with virtual_stages 1 to export to DeepSpeed",
+    return InvalidInput(fmt::format("pipeline.chunks = {}: DeepSpeed's pipeline engine has no interleaved schedule; plan "
+                                    "with 1 chunk per rank to export to DeepSpeed",
                                     p.chunks));
   }
   if (p.schedule != ScheduleKind::kOneFOneB) {

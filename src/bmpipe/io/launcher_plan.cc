@@ -798,7 +798,7 @@ Plan ReadMegatron(const std::string& text, const Problem& problem, std::vector<s
   const Flags flags = ReadFlags(ShellWords(text), MegatronFlags());
   const Pipeline& p = problem.pipeline;
   const ModelShape shape = ShapeOf(problem);
-  CheckValue(flags, "--pipeline-model-parallel-size", 1, p.ranks, "pipeline.stages", kMaxRanks);
+  CheckValue(flags, "--pipeline-model-parallel-size", 1, p.ranks, "pipeline.ranks", kMaxRanks);
   int layers = shape.body();
   if (const Flag* n = flags.Get("--num-layers")) {
     layers = static_cast<int>(IntegerValue(*n, 1, kMaxLayers));
@@ -817,7 +817,7 @@ Plan ReadMegatron(const std::string& text, const Problem& problem, std::vector<s
   }
   const int chunks = MegatronChunks(flags, layers, p.ranks);
   if (chunks != p.chunks) {
-    Fail(fmt::format("the configuration has {} virtual stages per rank{}, but the problem has virtual_stages {}; give "
+    Fail(fmt::format("the configuration has {} virtual stages per rank{}, but the problem has pipeline.chunks {}; give "
                      "a configuration with {}",
                      chunks, flags.Get("--pipeline-model-parallel-layout") ? " (the layout's stages / the pipeline size)" : "",
                      p.chunks, p.chunks));
@@ -896,7 +896,7 @@ Plan ReadTorchTitan(const std::string& text, const Problem& problem, std::vector
     }
   };
   check("--parallelism.pipeline_parallel_degree", value("--parallelism.pipeline_parallel_degree", 1, 1, kMaxRanks),
-        p.ranks, "pipeline.stages");
+        p.ranks, "pipeline.ranks");
   const Flag* schedule = flags.Get("--parallelism.pipeline_parallel_schedule");
   const std::string name = schedule ? schedule->values.front() : "1F1B";
   std::optional<ScheduleKind> kind;
@@ -1241,7 +1241,7 @@ Plan ReadDeepSpeed(const std::string& text, const Problem& problem, std::vector<
   const Pipeline& p = problem.pipeline;
   if (p.chunks > 1 || p.schedule != ScheduleKind::kOneFOneB) {
     Fail(fmt::format("DeepSpeed's pipeline engine runs 1F1B without virtual stages, but the problem's schedule is {} "
-                     "with virtual_stages {}; give the problem of this run",
+                     "with pipeline.chunks {}; give the problem of this run",
                      ScheduleName(p.schedule), p.chunks));
   }
   JsonCursor stages = required("num_stages", "the pipeline stages");

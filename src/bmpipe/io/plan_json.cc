@@ -62,7 +62,7 @@ PlanDocument ReadPlanTree(const Json& doc, const Problem& problem) {
   JsonCursor stages = root.Required("stages", "the pipeline stages in order, each with its layers");
   std::vector<JsonCursor> entries = stages.Elements();
   if (static_cast<int>(entries.size()) != pipeline.stages()) {
-    stages.FailAt(fmt::format("the plan has {} stages but the problem has {} (pipeline.stages {} x virtual_stages {}); "
+    stages.FailAt(fmt::format("the plan has {} stages but the problem has {} (pipeline.ranks {} x chunks {}); "
                               "give one entry per stage in pipeline order",
                               entries.size(), pipeline.stages(), pipeline.ranks, pipeline.chunks));
   }
@@ -72,7 +72,7 @@ PlanDocument ReadPlanTree(const Json& doc, const Problem& problem) {
     stage.ExpectKeys({"rank", "chunk", "layers", BMPIPE_STAGE_METRIC_KEYS});
     if (auto r = stage.Optional("rank")) {
       if (r->Integer(0, pipeline.ranks - 1, "ranks count from 0") != pipeline.RankOf(s)) {
-        r->Fail(fmt::format("stage {} runs on rank {} (stage mod pipeline.stages)", s, pipeline.RankOf(s)));
+        r->Fail(fmt::format("stage {} runs on rank {} (stage mod pipeline.ranks)", s, pipeline.RankOf(s)));
       }
     }
     if (auto c = stage.Optional("chunk")) {
@@ -134,10 +134,9 @@ Json PlanToJson(const Problem& problem, const Plan& plan, const SimResult& sim, 
   Json out = Json::object();
   out["iteration_time_s"] = ToSeconds(sim.iteration_ns);
   out["iteration_time_ns"] = sim.iteration_ns;
-  out["pipeline"] = {{"schedule", ScheduleName(p.schedule)},
-                     {"stages", p.ranks},
-                     {"virtual_stages", p.chunks},
-                     {"micro_batches", p.micro_batches}};
+  // `stages` and `virtual_stages`, the old names of `ranks` and `chunks`, for tools that read them.
+  out["pipeline"] = {{"schedule", ScheduleName(p.schedule)}, {"ranks", p.ranks},          {"chunks", p.chunks},
+                     {"micro_batches", p.micro_batches},     {"stages", p.ranks}, {"virtual_stages", p.chunks}};
   out["memory_capacity_bytes"] = sim.capacity_bytes;
   out["fits_memory"] = sim.fits;
   out["bubble"] = {{"ratio", sim.bubble.ratio},

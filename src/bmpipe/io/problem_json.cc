@@ -12,10 +12,14 @@ Json ProblemToJson(const Problem& problem, const std::string& description) {
   if (!problem.name.empty()) out["name"] = problem.name;
   if (!description.empty()) out["description"] = description;
   const Pipeline& p = problem.pipeline;
-  out["pipeline"] = {{"stages", p.ranks},
-                     {"virtual_stages", p.chunks},
+  // `stages` and `virtual_stages`, the old names of `ranks` and `chunks`, for tools that read them
+  // (the reader takes both when they agree).
+  out["pipeline"] = {{"ranks", p.ranks},
+                     {"chunks", p.chunks},
                      {"micro_batches", p.micro_batches},
-                     {"schedule", std::string(ScheduleName(p.schedule))}};
+                     {"schedule", std::string(ScheduleName(p.schedule))},
+                     {"stages", p.ranks},
+                     {"virtual_stages", p.chunks}};
   out["device"] = {{"memory_bytes", problem.memory_bytes}, {"reserved_bytes", problem.reserved_bytes}};
   out["p2p_s"] = Seconds(problem.p2p_ns);
   Json layers = Json::array();

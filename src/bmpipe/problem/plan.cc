@@ -22,7 +22,7 @@ Status ValidatePlan(const Problem& problem, const Plan& plan) {
   const int n = problem.num_layers();
   const int stages = problem.pipeline.stages();
   if (plan.num_stages() != stages) {
-    return InvalidInput(fmt::format("the plan has {} stages but the problem has {} (stages {} x virtual_stages {})",
+    return InvalidInput(fmt::format("the plan has {} stages but the problem has {} (ranks {} x chunks {})",
                                     std::max(plan.num_stages(), 0), stages, problem.pipeline.ranks,
                                     problem.pipeline.chunks));
   }

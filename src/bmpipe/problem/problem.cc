@@ -36,10 +36,10 @@ bool SameCosts(const Layer& a, const Layer& b) {
 
 Status ValidatePipeline(const Pipeline& p, int num_layers) {
   if (p.ranks < 1 || p.ranks > kMaxRanks) {
-    return InvalidInput(fmt::format("pipeline.stages = {}: must be between 1 and {} pipeline ranks", p.ranks, kMaxRanks));
+    return InvalidInput(fmt::format("pipeline.ranks = {}: must be between 1 and {} pipeline ranks", p.ranks, kMaxRanks));
   }
   if (p.chunks < 1 || p.chunks > kMaxStages) {
-    return InvalidInput(fmt::format("pipeline.virtual_stages = {}: must be between 1 and {}", p.chunks, kMaxStages));
+    return InvalidInput(fmt::format("pipeline.chunks = {}: must be between 1 and {}", p.chunks, kMaxStages));
   }
   if (p.micro_batches < 1) {
     return InvalidInput(fmt::format(
@@ -54,8 +54,8 @@ Status ValidatePipeline(const Pipeline& p, int num_layers) {
   }
   const std::int64_t stages = std::int64_t{p.ranks} * p.chunks;
   if (stages > kMaxStages) {
-    return InvalidInput(fmt::format("pipeline: stages x virtual_stages = {} x {} = {} pipeline stages; bmpipe plans at "
-                                    "most {}; lower pipeline.stages or virtual_stages",
+    return InvalidInput(fmt::format("pipeline: ranks x chunks = {} x {} = {} pipeline stages; bmpipe plans at "
+                                    "most {}; lower pipeline.ranks or chunks",
                                     p.ranks, p.chunks, stages, kMaxStages));
   }
   const std::int64_t ops = 2 * stages * p.micro_batches;
@@ -67,7 +67,7 @@ Status ValidatePipeline(const Pipeline& p, int num_layers) {
   }
   if (p.schedule == ScheduleKind::kGPipe && p.chunks != 1) {
     return InvalidInput(fmt::format(
-        "pipeline.virtual_stages = {}: schedule 'gpipe' runs one chunk per rank; set virtual_stages to 1 or "
+        "pipeline.chunks = {}: schedule 'gpipe' runs one chunk per rank; set chunks to 1 or "
         "use schedule '1f1b' for interleaving",
         p.chunks));
   }
@@ -77,21 +77,21 @@ Status ValidatePipeline(const Pipeline& p, int num_layers) {
   if (p.schedule == ScheduleKind::kInterleavedOneFOneB) {
     if (p.chunks < 2) {
       return InvalidInput(fmt::format(
-          "pipeline.virtual_stages = {}: the interleaved schedule needs at least 2 chunks per rank; raise "
-          "virtual_stages or use schedule '1f1b'",
+          "pipeline.chunks = {}: the interleaved schedule needs at least 2 chunks per rank; raise "
+          "chunks or use schedule '1f1b'",
           p.chunks));
     }
     if (p.micro_batches % p.ranks != 0) {
       return InvalidInput(fmt::format(
-          "pipeline.micro_batches = {}: interleaved 1F1B needs a multiple of pipeline.stages = {} "
-          "(Megatron's order); use {} or {}, or set virtual_stages to 1",
+          "pipeline.micro_batches = {}: interleaved 1F1B needs a multiple of pipeline.ranks = {} "
+          "(Megatron's order); use {} or {}, or set chunks to 1",
           p.micro_batches, p.ranks, p.micro_batches / p.ranks * p.ranks, (p.micro_batches / p.ranks + 1) * p.ranks));
     }
   }
   if (p.stages() > num_layers) {
     return InvalidInput(fmt::format(
-        "pipeline: stages x virtual_stages = {} x {} = {} pipeline stages, but the model has only {} layers; "
-        "every stage needs at least one layer, so lower pipeline.stages or virtual_stages",
+        "pipeline: ranks x chunks = {} x {} = {} pipeline stages, but the model has only {} layers; "
+        "every stage needs at least one layer, so lower pipeline.ranks or chunks",
         p.ranks, p.chunks, p.stages(), num_layers));
   }
   return {};

@@ -1,5 +1,9 @@
 #include "bmpipe/problem/problem_reader.h"
 
+#include <optional>
+#include <string_view>
+#include <vector>
+
 #include <fmt/format.h>
 
 #include "bmpipe/core/json_cursor.h"
@@ -15,15 +19,36 @@ ScheduleKind ReadSchedule(const JsonCursor& c, int chunks) {
   if (name == "interleaved-1f1b" || name == "interleaved_1f1b" || name == "interleaved") {
     return ScheduleKind::kInterleavedOneFOneB;
   }
-  c.Fail("unknown schedule; use 'gpipe', '1f1b' or 'interleaved-1f1b' (the latter with virtual_stages >= 2)");
+  c.Fail("unknown schedule; use 'gpipe', '1f1b' or 'interleaved-1f1b' (the latter with chunks >= 2)");
 }
 
-Pipeline ReadPipeline(const JsonCursor& c) {
-  c.ExpectKeys({"stages", "virtual_stages", "micro_batches", "schedule"});
+// A key under its name, or under the name older files give it, which is read the same with a
+// note to rename it; a file that gives both must give one value.
+std::optional<JsonCursor> Renamed(const JsonCursor& c, std::string_view name, std::string_view old,
+                                  std::string_view what, std::vector<std::string>& notes) {
+  std::optional<JsonCursor> now = c.Optional(name), before = c.Optional(old);
+  if (now && before) {
+    if (now->json() != before->json()) {
+      before->Fail(fmt::format("is the old name of {}.{}, which says {}; give one of them", c.path(), name,
+                               now->json().dump()));
+    }
+    return now;
+  }
+  if (before) {
+    notes.push_back(fmt::format("{}.{} is the old name of {}.{} ({}); it is read as that, rename it", c.path(), old,
+                                c.path(), name, what));
+  }
+  return before ? before : now;
+}
+
+Pipeline ReadPipeline(const JsonCursor& c, std::vector<std::string>& notes) {
+  c.ExpectKeys({"ranks", "chunks", "stages", "virtual_stages", "micro_batches", "schedule"});
   Pipeline p;
-  p.ranks = static_cast<int>(c.Required("stages", "number of pipeline ranks")
-                                 .Integer(1, kMaxRanks, "give the pipeline-parallel size"));
-  if (auto v = c.Optional("virtual_stages")) {
+  std::optional<JsonCursor> ranks =
+      Renamed(c, "ranks", "stages", "the pipeline ranks; a stage is one model chunk of one rank", notes);
+  const JsonCursor r = ranks ? *ranks : c.Required("ranks", "the pipeline-parallel size; older files call it stages");
+  p.ranks = static_cast<int>(r.Integer(1, kMaxRanks, "give the pipeline-parallel size"));
+  if (auto v = Renamed(c, "chunks", "virtual_stages", "model chunks per rank", notes)) {
     p.chunks = static_cast<int>(v->Integer(1, kMaxStages, "give the number of model chunks per rank (1 = no interleaving)"));
   }
   JsonCursor m = c.Required("micro_batches", "micro-batches per iteration");
@@ -165,13 +190,13 @@ TrainingInfo ReadTraining(const JsonCursor& c) {
   return t;
 }
 
-Problem ReadProblemTree(const Json& doc) {
+Problem ReadProblemTree(const Json& doc, std::vector<std::string>& notes) {
   JsonCursor root(doc, "");
   root.ExpectKeys({"name", "description", "pipeline", "device", "p2p_s", "layers", "training"});
   Problem problem;
   if (auto n = root.Optional("name")) problem.name = n->String();
   if (auto d = root.Optional("description")) d->String();
-  problem.pipeline = ReadPipeline(root.Required("pipeline", "stages, micro_batches and schedule"));
+  problem.pipeline = ReadPipeline(root.Required("pipeline", "ranks, micro_batches and schedule"), notes);
 
   JsonCursor device = root.Required("device", "memory_bytes and reserved_bytes");
   device.ExpectKeys({"name", "memory_bytes", "reserved_bytes"});
@@ -199,14 +224,19 @@ Problem ReadProblemTree(const Json& doc) {
 
 }  // namespace
 
-Result<Problem> ReadProblem(const Json& doc, const std::string& source) {
-  return ReadDocument<Problem>(source, [&] { return ReadProblemTree(doc); });
+Result<Problem> ReadProblem(const Json& doc, const std::string& source, std::vector<std::string>* notes) {
+  std::vector<std::string> read;
+  Result<Problem> problem = ReadDocument<Problem>(source, [&] { return ReadProblemTree(doc, read); });
+  if (notes != nullptr && problem.ok()) {
+    for (const std::string& n : read) notes->push_back(fmt::format("{}: {}", source, n));
+  }
+  return problem;
 }
 
-Result<Problem> LoadProblem(const std::string& path) {
+Result<Problem> LoadProblem(const std::string& path, std::vector<std::string>* notes) {
   Result<Json> doc = LoadDocument(path);
   if (!doc.ok()) return doc.error();
-  return ReadProblem(doc.value(), path);
+  return ReadProblem(doc.value(), path, notes);
 }
 
 }  // namespace bmpipe

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "bmpipe/core/document.h"
 #include "bmpipe/core/error.h"
@@ -10,9 +11,10 @@
 namespace bmpipe {
 
 // Converts a parsed document into a validated Problem. `source` prefixes messages (a file name).
-Result<Problem> ReadProblem(const Json& doc, const std::string& source);
+// What is read but deprecated (old key names) is appended to `notes`, for the caller to show.
+Result<Problem> ReadProblem(const Json& doc, const std::string& source, std::vector<std::string>* notes = nullptr);
 
 // Loads and validates the problem file at `path` (.json, .yaml or .yml).
-Result<Problem> LoadProblem(const std::string& path);
+Result<Problem> LoadProblem(const std::string& path, std::vector<std::string>* notes = nullptr);
 
 }  // namespace bmpipe

@@ -79,7 +79,7 @@ int MindFormersRank(const Layer& layer, OptionIdx o) {
 Status CheckPipeline(const Target& target, const Pipeline& pipeline) {
   if (pipeline.chunks > 1 && !target.interleaving) {
     return InvalidInput(fmt::format("target {} ({}) has no interleaved schedule; plan with one chunk per rank "
-                                    "(--vpp 1, or virtual_stages: 1)",
+                                    "(--vpp 1, or pipeline.chunks: 1)",
                                     target.name, target.framework));
   }
   if (pipeline.schedule == ScheduleKind::kGPipe && !target.gpipe) {
