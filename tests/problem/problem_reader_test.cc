@@ -181,6 +181,17 @@ TEST(ProblemReader, OldPipelineNamesAreReadWithANote) {
   EXPECT_EQ(notes.size(), 1u);  // virtual_stages alone still
   doc["pipeline"]["ranks"] = 4;
   EXPECT_EQ(ErrorOf(doc), "p.json: pipeline.stages = 2: is the old name of pipeline.ranks, which says 4; give one of them");
+  // A refused problem keeps its notes: its messages name the keys by their new names.
+  doc["pipeline"].erase("ranks");
+  doc["pipeline"]["stages"] = 9;
+  notes.clear();
+  const Result<Problem> refused = ReadProblem(doc, "p.json", &notes);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.error().message,
+            "p.json: pipeline.micro_batches = 4: interleaved 1F1B needs a multiple of pipeline.ranks = 9 (Megatron's "
+            "order); use 9, or set chunks to 1");
+  EXPECT_EQ(notes.size(), 2u);
+  doc["pipeline"]["stages"] = 2;
   doc["pipeline"].erase("ranks");
   doc["pipeline"].erase("stages");
   EXPECT_EQ(ErrorOf(doc),

@@ -1,6 +1,7 @@
 #include "bmpipe/problem/problem.h"
 
 #include <algorithm>
+#include <string>
 
 #include <fmt/format.h>
 
@@ -82,10 +83,12 @@ Status ValidatePipeline(const Pipeline& p, int num_layers) {
           p.chunks));
     }
     if (p.micro_batches % p.ranks != 0) {
+      // The multiples either side; below the ranks there is only the one above.
+      const int below = p.micro_batches / p.ranks * p.ranks, above = below + p.ranks;
       return InvalidInput(fmt::format(
           "pipeline.micro_batches = {}: interleaved 1F1B needs a multiple of pipeline.ranks = {} "
-          "(Megatron's order); use {} or {}, or set chunks to 1",
-          p.micro_batches, p.ranks, p.micro_batches / p.ranks * p.ranks, (p.micro_batches / p.ranks + 1) * p.ranks));
+          "(Megatron's order); use {}, or set chunks to 1",
+          p.micro_batches, p.ranks, below > 0 ? fmt::format("{} or {}", below, above) : std::to_string(above)));
     }
   }
   if (p.stages() > num_layers) {

@@ -227,7 +227,8 @@ Problem ReadProblemTree(const Json& doc, std::vector<std::string>& notes) {
 Result<Problem> ReadProblem(const Json& doc, const std::string& source, std::vector<std::string>* notes) {
   std::vector<std::string> read;
   Result<Problem> problem = ReadDocument<Problem>(source, [&] { return ReadProblemTree(doc, read); });
-  if (notes != nullptr && problem.ok()) {
+  // Also when the problem is refused: its message names the keys by their new names.
+  if (notes != nullptr) {
     for (const std::string& n : read) notes->push_back(fmt::format("{}: {}", source, n));
   }
   return problem;

@@ -11,7 +11,8 @@
 namespace bmpipe {
 
 // Converts a parsed document into a validated Problem. `source` prefixes messages (a file name).
-// What is read but deprecated (old key names) is appended to `notes`, for the caller to show.
+// What is read but deprecated (old key names) is appended to `notes`, for the caller to show, also
+// when the problem is refused.
 Result<Problem> ReadProblem(const Json& doc, const std::string& source, std::vector<std::string>* notes = nullptr);
 
 // Loads and validates the problem file at `path` (.json, .yaml or .yml).
