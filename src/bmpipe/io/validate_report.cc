@@ -67,7 +67,6 @@ void ForEachRow(const Validation& v, Row row) {
   }
 }
 
-
 // After a prediction: `mark` where the model predicts the run does not fit; for another
 // framework's run, that Megatron's execution of it would not.
 std::string FitMark(const RunOutcome& o, const char* mark) {

@@ -543,6 +543,7 @@ Result<Validation> Validate(const RunTable& table) {
       return m.quantity == Quantity::kIterationTime || m.quantity == Quantity::kPeakMemory;
     });
     if (!out.fits && whole_run && run.framework.empty()) v.not_fitting.push_back(run.id);
+    if (!out.fits && !run.framework.empty()) v.other_frameworks_not_fitting.push_back(v.outcomes.size());
     const std::vector<std::string> kinds = RunKinds(run);
     if (!out.calibration) {
       for (const std::string& kind : kinds) ++by_kind[kind].runs;
@@ -558,9 +559,6 @@ Result<Validation> Validate(const RunTable& table) {
       for (const std::string& kind : kinds) Summarize(time ? by_kind[kind].time : by_kind[kind].memory, e, run.id);
     }
     v.outcomes.push_back(std::move(out));
-  }
-  for (std::size_t i = 0; i < v.outcomes.size(); ++i) {
-    if (!v.outcomes[i].fits && !v.outcomes[i].run->framework.empty()) v.other_frameworks_not_fitting.push_back(i);
   }
   for (const std::string& kind : AllRunKinds()) {
     auto it = by_kind.find(kind);
