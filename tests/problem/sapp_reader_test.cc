@@ -69,5 +69,19 @@ TEST(Sapp, SaysWhenTheMeasurementsAreTooFew) {
       << m.error().message;
 }
 
+// Found by fuzz_sapp: layers that do not divide among the dry run's stages and no offsets to say
+// where the rest go are an error naming the pipeline config, not a read of an absent offset.
+TEST(Sapp, LayersThatDoNotDivideWithoutOffsetsAreAnError) {
+  Json doc = LoadDocument(testing::SourcePath("examples/mindformers-demo/init_demo.yaml")).value();
+  doc["pipeline_config"].erase("offset");
+  doc["pipeline_config"]["pipeline_num"] = 6;
+  doc["pipeline_config"]["num_layer"] = 16;
+  const Result<SappMemory> m = DecomposeSappMemory(doc, "init_demo.yaml");
+  ASSERT_FALSE(m.ok());
+  EXPECT_NE(m.error().message.find("pipeline_config: round 0: the stages hold 12 layers, num_layer is 16"),
+            std::string::npos)
+      << m.error().message;
+}
+
 }  // namespace
 }  // namespace bmpipe

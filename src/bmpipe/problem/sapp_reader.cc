@@ -109,15 +109,17 @@ Dryrun ReadDryrun(const JsonCursor& root) {
   }
   const std::vector<std::vector<int>> base(rounds, std::vector<int>(d.stages, d.layers / d.stages));
   d.n = ReadRounds(offset, d.stages, rounds, base, false);
+  // Without offsets the even split is what does not add up: the message names the config.
+  const JsonCursor& split = offset ? *offset : pc;
   for (int r = 0; r < rounds; ++r) {
     int total = 0;
     for (int s = 0; s < d.stages; ++s) {
       d.n[r][s] += d.layers / d.stages;
-      if (d.n[r][s] < 1) offset->FailAt(fmt::format("round {} gives stage {} {} layers", r, s, d.n[r][s]));
+      if (d.n[r][s] < 1) split.FailAt(fmt::format("round {} gives stage {} {} layers", r, s, d.n[r][s]));
       total += d.n[r][s];
     }
     if (total != d.layers) {
-      offset->FailAt(fmt::format("round {}: the stages hold {} layers, num_layer is {}; offsets must sum to {}", r, total,
+      split.FailAt(fmt::format("round {}: the stages hold {} layers, num_layer is {}; offsets must sum to {}", r, total,
                                  d.layers, d.layers % d.stages));
     }
   }
