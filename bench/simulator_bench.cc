@@ -40,6 +40,32 @@ void BM_Simulate(benchmark::State& state, ScheduleKind kind, bool record_memory)
   state.counters["ops"] = static_cast<double>(ops);
 }
 
+// The parts of BM_Simulate: building the op order and graph, and timing it (what the planner
+// repeats for every relaxation it checks).
+void BM_BuildSchedule(benchmark::State& state) {
+  const Pipeline pipeline{ScheduleKind::kInterleavedOneFOneB, 64, 4, 1024};
+  for (auto _ : state) benchmark::DoNotOptimize(Schedule(pipeline).rank_ops().size());
+  state.SetItemsProcessed(state.iterations() * pipeline.Ops());
+}
+BENCHMARK(BM_BuildSchedule)->Unit(benchmark::kMillisecond);
+
+void BM_TimeSchedule(benchmark::State& state) {
+  const Problem problem = MakeProblem(ScheduleKind::kInterleavedOneFOneB, 64, 4, 1024);
+  const Schedule schedule(problem.pipeline);
+  const Plan plan = EvenPlan(problem);
+  Durations<TimeNs> d;
+  for (const StageCost& c : ComputeStageCosts(problem, plan)) {
+    d.forward.push_back(c.forward_ns);
+    d.backward.push_back(c.backward_ns);
+    d.weight_grad.push_back(c.weight_grad_ns);
+    d.p2p_out.push_back(c.p2p_out_ns);
+  }
+  d.rank_update.assign(problem.pipeline.ranks, 0);
+  for (auto _ : state) benchmark::DoNotOptimize(TimeSchedule(schedule, d, /*record_binding=*/false).iteration);
+  state.SetItemsProcessed(state.iterations() * problem.pipeline.Ops());
+}
+BENCHMARK(BM_TimeSchedule)->Unit(benchmark::kMillisecond);
+
 BENCHMARK_CAPTURE(BM_Simulate, interleaved, ScheduleKind::kInterleavedOneFOneB, false)
     ->Args({64, 4, 1024})
     ->Args({16, 2, 256})

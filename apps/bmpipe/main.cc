@@ -303,7 +303,7 @@ Result<Problem> BuildModelProblem(const ModelArgs& args, std::vector<std::pair<s
   Result<DeviceSpec> device = LoadDevice(args.device);
   if (!device.ok()) return device.error();
   TrainingSetup setup = args.setup;
-  setup.gpipe = args.schedule == "gpipe";
+  setup.schedule = ScheduleFromName(args.schedule).value();
   if (!args.recompute_given) AddTargetOptions(targets, setup.recompute);
   if (Status reserved = SetReservedBytes(args.reserved_gb, setup); !reserved.ok()) return reserved.error();
   if (Status words = ApplySetupWords(args.words, setup); !words.ok()) return words.error();
@@ -896,9 +896,22 @@ void AddModelOptions(CLI::App& cmd, ModelArgs& m, CLI::Option* problem_opt) {
                   ->delimiter(',')
                   ->capture_default_str()
                   ->each([&m](const std::string&) { m.recompute_given = true; }));
-  needs_model(cmd.add_option("--schedule", m.schedule, "1f1b (interleaved when --vpp > 1) or gpipe")
-                  ->check(CLI::IsMember({"1f1b", "gpipe"}))
-                  ->capture_default_str());
+  {
+    std::vector<std::string> names;
+    std::string help = "Pipeline schedule (docs/semantics.md, \"Schedules\"):";
+    for (const ScheduleTraits& t : kSchedules) {
+      if (t.kind == ScheduleKind::kInterleavedOneFOneB) continue;  // 1f1b with --vpp > 1
+      names.emplace_back(t.name);
+      help += fmt::format(" {}: {};", t.name, t.summary);
+    }
+    help += " 1f1b with --vpp > 1 runs Megatron's interleaved 1F1B";
+    needs_model(cmd.add_option("--schedule", m.schedule, help)->check(CLI::IsMember(names))->capture_default_str());
+  }
+  needs_model(cmd.add_option("--microbatch-group", m.setup.micro_batch_group,
+                             "Interleaved 1F1B: micro-batches each chunk runs in a row (Megatron's "
+                             "--microbatch-group-size-per-virtual-pipeline-stage; default --pp). Lets the micro-batch "
+                             "count be any number of at least --pp")
+                  ->check(CLI::PositiveNumber));
   needs_model(cmd.add_option("--reserved-gb", m.reserved_gb,
                              "Memory reserved on every device for the framework, in GB (default: 1 GiB + 5 % of the "
                              "device memory)")

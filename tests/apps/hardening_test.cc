@@ -118,7 +118,7 @@ TEST(Hardening, SumsThatWouldOverflowAreRefused) {
   ExpectError("compare --problem '" + s.Write("million.json", ProblemJson(8, 8, "1f1b", 1000000, 1e-3, 0)) + "'", 2,
               "layers[0].repeat = 1000000: must be between 1 and 100000");
   ExpectError("simulate --problem '" + s.Write("ops.json", ProblemJson(1024, 65536, "1f1b", 1024, 1e-3, 0)) + "'", 2,
-              "1024 stages x 65536 micro-batches make 134217728 forward and backward ops; bmpipe schedules at most "
+              "1024 stages x 65536 micro-batches make 134217728 ops under schedule '1f1b'; bmpipe schedules at most "
               "16777216");
 
   const std::string slow = s.Write("slow.json", "{\"based_on\": \"h100-80gb\", \"peak_flops\": 2e4}");

@@ -78,8 +78,29 @@ TEST(ProblemBuilder, InterleavingAndGPipe) {
   s.vpp = 2;
   EXPECT_EQ(Build("llama3-8b", s).value().pipeline.schedule, ScheduleKind::kInterleavedOneFOneB);
   s.vpp = 1;
-  s.gpipe = true;
+  s.schedule = ScheduleKind::kGPipe;
   EXPECT_EQ(Build("llama3-8b", s).value().pipeline.schedule, ScheduleKind::kGPipe);
+}
+
+// The weight-gradient part of a decoder layer's backward: half of every weighted GEMM's backward
+// compute, which the ZB paper's Table 1 puts at 24 sbh^2 of (48 sbh^2 + 8 s^2 bh) FLOPs for a GPT
+// layer; recomputation leaves it alone, and it is at most every option's backward.
+TEST(ProblemBuilder, DecoderLayersSplitTheirBackward) {
+  TrainingSetup s = Llama8bSetup();
+  s.schedule = ScheduleKind::kZeroBubbleH1;
+  const Problem p = Build("llama3-8b", s).value();
+  EXPECT_EQ(p.pipeline.schedule, ScheduleKind::kZeroBubbleH1);
+  const Layer& decoder = p.layers[1];
+  ASSERT_GT(decoder.weight_grad_ns, 0);
+  for (const LayerOption& o : decoder.options) EXPECT_LE(decoder.weight_grad_ns, o.backward_ns) << o.name;
+  // GEMMs dominate a Llama layer at 8K: W is most of half the backward, not more.
+  const double share = static_cast<double>(decoder.weight_grad_ns) / static_cast<double>(decoder.options[0].backward_ns);
+  EXPECT_GT(share, 0.3);
+  EXPECT_LT(share, 0.5);
+  // It holds the GEMMs' inputs and output gradients: more than nothing, less than the layer keeps
+  // without recomputation plus those outputs.
+  EXPECT_GT(decoder.weight_grad_bytes, 0);
+  EXPECT_EQ(p.layers[0].weight_grad_ns, 0);  // the embedding lookup has no weight GEMM
 }
 
 TEST(ProblemBuilder, MoeLayersHaveTheirOwnCosts) {

@@ -113,7 +113,7 @@ TEST(ProblemReader, UnknownKeyIsAnErrorWithASuggestion) {
   doc["pipeline"]["micro_batch"] = 4;
   EXPECT_EQ(ErrorOf(doc),
             "p.json: pipeline: unknown key 'micro_batch'; did you mean 'micro_batches'?; the keys allowed here are: "
-            "ranks, chunks, stages, virtual_stages, micro_batches, schedule");
+            "ranks, chunks, stages, virtual_stages, micro_batches, micro_batch_group, schedule");
   Json top = Base();
   top["comment"] = "x";
   EXPECT_NE(ErrorOf(top).find("p.json: top level: unknown key 'comment'"), std::string::npos);
@@ -188,8 +188,8 @@ TEST(ProblemReader, OldPipelineNamesAreReadWithANote) {
   const Result<Problem> refused = ReadProblem(doc, "p.json", &notes);
   ASSERT_FALSE(refused.ok());
   EXPECT_EQ(refused.error().message,
-            "p.json: pipeline.micro_batches = 4: interleaved 1F1B needs a multiple of pipeline.ranks = 9 (Megatron's "
-            "order); use 9, or set chunks to 1");
+            "p.json: pipeline.micro_batches = 4: interleaved 1F1B needs at least pipeline.ranks = 9 micro-batches "
+            "(Megatron's order); raise micro_batches or set chunks to 1");
   EXPECT_EQ(notes.size(), 2u);
   doc["pipeline"]["stages"] = 2;
   doc["pipeline"].erase("ranks");
@@ -224,28 +224,49 @@ TEST(ProblemReader, MoreStagesThanLayers) {
   EXPECT_NE(ErrorOf(chunks).find("2 x 3 = 6 pipeline stages, but the model has only 4 layers"), std::string::npos);
 }
 
-TEST(ProblemReader, InterleavingNeedsMicroBatchesMultipleOfStages) {
+TEST(ProblemReader, InterleavingRunsMegatronsMicroBatchGroups) {
   Json doc = Base();
   doc["pipeline"]["chunks"] = 2;
   doc["pipeline"]["micro_batches"] = 5;
   EXPECT_EQ(ErrorOf(doc),
-            "p.json: pipeline.micro_batches = 5: interleaved 1F1B needs a multiple of pipeline.ranks = 2 (Megatron's "
-            "order); use 4 or 6, or set chunks to 1");
+            "p.json: pipeline.micro_batches = 5: interleaved 1F1B in Megatron's default groups of pipeline.ranks = 2 "
+            "micro-batches needs a multiple of 2; use 4 or 6, or set pipeline.micro_batch_group to 3 or 5 (Megatron's "
+            "--microbatch-group-size-per-virtual-pipeline-stage), or set chunks to 1");
+  // Groups of 3: 5 = 3 + 2, the last group at least the ranks.
+  doc["pipeline"]["micro_batch_group"] = 3;
+  const Problem p = ReadProblem(doc, "p.json").value();
+  EXPECT_EQ(p.pipeline.MicroBatchGroup(), 3);
+  doc["pipeline"]["micro_batch_group"] = 4;  // 5 = 4 + 1: the last group is shorter than the ranks
+  EXPECT_EQ(ErrorOf(doc),
+            "p.json: pipeline.micro_batch_group = 4: interleaved 1F1B runs each chunk on groups of N micro-batches "
+            "with pipeline.ranks <= N <= micro_batches and micro_batches mod N either 0 or at least the ranks; with 5 "
+            "micro-batches on 2 ranks set pipeline.micro_batch_group to 3 or 5 (Megatron's "
+            "--microbatch-group-size-per-virtual-pipeline-stage), or set chunks to 1");
+  doc["pipeline"]["chunks"] = 1;
+  doc["pipeline"]["micro_batch_group"] = 3;
+  EXPECT_EQ(ErrorOf(doc),
+            "p.json: pipeline.micro_batch_group = 3: only schedule 'interleaved-1f1b' runs micro-batch groups; remove "
+            "it");
 }
 
 TEST(ProblemReader, ScheduleNames) {
   Json doc = Base();
+  doc["pipeline"]["schedule"] = "zb-h3";
+  EXPECT_EQ(ErrorOf(doc),
+            "p.json: pipeline.schedule = \"zb-h3\": unknown schedule; use one of 'gpipe', '1f1b', 'interleaved-1f1b', "
+            "'zb-h1'");
   doc["pipeline"]["schedule"] = "zb-h1";
   EXPECT_EQ(ErrorOf(doc),
-            "p.json: pipeline.schedule = \"zb-h1\": unknown schedule; use 'gpipe', '1f1b' or 'interleaved-1f1b' (the "
-            "latter with chunks >= 2)");
+            "p.json: pipeline.schedule = 'zb-h1' splits each backward into its input-gradient and weight-gradient "
+            "parts, but no layer gives weight_grad_s; give each layer's weight-gradient time (bmpipe build computes "
+            "it), or use schedule '1f1b'");
   Json gpipe = Base();
   gpipe["pipeline"]["schedule"] = "gpipe";
   gpipe["pipeline"]["chunks"] = 2;
   EXPECT_NE(ErrorOf(gpipe).find("schedule 'gpipe' runs one chunk per rank"), std::string::npos);
   Json interleaved = Base();
   interleaved["pipeline"]["schedule"] = "interleaved-1f1b";
-  EXPECT_NE(ErrorOf(interleaved).find("the interleaved schedule needs at least 2 chunks per rank"), std::string::npos);
+  EXPECT_NE(ErrorOf(interleaved).find("schedule 'interleaved-1f1b' runs at least 2 chunks per rank"), std::string::npos);
 }
 
 TEST(ProblemReader, DuplicateOptionNames) {

@@ -25,7 +25,7 @@ struct OpRef {
 Bytes MemoryAt(const Schedule& schedule, const std::vector<StageCost>& stages, const SimResult& sim,
                const RankResult& rank, RankIdx r, TimeNs t) {
   Bytes bytes = rank.static_bytes;
-  const auto& ops = schedule.rank_ops[r];
+  const auto& ops = schedule.rank_ops()[r];
   for (std::size_t i = 0; i < ops.size(); ++i) {
     const OpTiming& timing = sim.op_timing[r][i];
     if (timing.start_ns <= t && t < timing.end_ns) bytes += stages[ops[i].stage].transient_bytes;
@@ -52,15 +52,15 @@ TEST(SimulatorProperty, RandomPlansObeyTheReferenceSemantics) {
     Result<SimResult> result = SimulatePlan(problem, rc.plan, SimOptions{true});
     ASSERT_TRUE(result.ok()) << result.error().message;
     const SimResult& sim = result.value();
-    const Schedule schedule = BuildSchedule(p);
+    const Schedule schedule = Schedule(p);
     const std::vector<StageCost> stages = ComputeStageCosts(problem, rc.plan);
 
     // Where every (kind, stage, micro-batch) ran; each exactly once, on its stage's rank.
     std::vector<std::vector<int>> seen(2, std::vector<int>(static_cast<std::size_t>(p.stages()) * p.micro_batches, 0));
     std::vector<std::vector<OpTiming>> timing(2, std::vector<OpTiming>(seen[0].size()));
     for (RankIdx r = 0; r < p.ranks; ++r) {
-      for (std::size_t i = 0; i < schedule.rank_ops[r].size(); ++i) {
-        const Op& op = schedule.rank_ops[r][i];
+      for (std::size_t i = 0; i < schedule.rank_ops()[r].size(); ++i) {
+        const Op& op = schedule.rank_ops()[r][i];
         ASSERT_EQ(p.RankOf(op.stage), r);
         const std::size_t key = static_cast<std::size_t>(op.stage) * p.micro_batches + op.micro_batch;
         ++seen[static_cast<int>(op.kind)][key];
@@ -75,8 +75,8 @@ TEST(SimulatorProperty, RandomPlansObeyTheReferenceSemantics) {
     for (RankIdx r = 0; r < p.ranks; ++r) {
       TimeNs previous_end = 0;
       Bytes peak_by_definition = sim.ranks[r].static_bytes;
-      for (std::size_t i = 0; i < schedule.rank_ops[r].size(); ++i) {
-        const Op& op = schedule.rank_ops[r][i];
+      for (std::size_t i = 0; i < schedule.rank_ops()[r].size(); ++i) {
+        const Op& op = schedule.rank_ops()[r][i];
         const OpTiming& t = sim.op_timing[r][i];
         const StageCost& cost = stages[op.stage];
         // Durations, no overlap on a rank, and every op starts exactly when it can.

@@ -194,13 +194,12 @@ TEST(Simulator, RecomputeShareOfBreakdown) {
 
 TEST(Simulator, DeadlockingOrderIsAnInternalError) {
   Pipeline pipeline{ScheduleKind::kOneFOneB, 2, 1, 1};
-  Schedule schedule;
-  schedule.pipeline = pipeline;
   // Rank 0 runs its backward before its forward: the backward waits for rank 1, which waits
   // for rank 0's forward.
-  schedule.rank_ops = {{{0, 0, OpKind::kBackward}, {0, 0, OpKind::kForward}},
-                       {{1, 0, OpKind::kForward}, {1, 0, OpKind::kBackward}}};
-  Result<SimResult> r = Simulate(schedule, std::vector<StageCost>(2), std::vector<RankCost>(2), 100);
+  Result<Schedule> schedule = Schedule::FromOrders(pipeline, {{{0, 0, OpKind::kBackward}, {0, 0, OpKind::kForward}},
+                                                              {{1, 0, OpKind::kForward}, {1, 0, OpKind::kBackward}}});
+  ASSERT_TRUE(schedule.ok());
+  Result<SimResult> r = Simulate(schedule.value(), std::vector<StageCost>(2), std::vector<RankCost>(2), 100);
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.error().kind, ErrorKind::kInternal);
   EXPECT_NE(r.error().message.find("deadlock"), std::string::npos);

@@ -23,7 +23,7 @@ TEST(Candidates, RunsGroupIdenticalLayers) {
 }
 
 TEST(Candidates, OneFOneBMemoryRowIsMinOfPMinusRAndM) {
-  const Schedule s = BuildSchedule(Pipeline{ScheduleKind::kOneFOneB, 4, 1, 3});
+  const Schedule s = Schedule(Pipeline{ScheduleKind::kOneFOneB, 4, 1, 3});
   const auto rows = PeakMemoryRows(s);
   for (RankIdx r = 0; r < 4; ++r) {
     ASSERT_EQ(rows[r].size(), 1u);
@@ -37,7 +37,7 @@ TEST(Candidates, MemoryRowsGiveTheSimulatedPeak) {
   for (int c = 0; c < 200; ++c) {
     testing::RandomCase rc = testing::MakeRandomCase(rng);
     const Problem& problem = rc.problem;
-    const Schedule schedule = BuildSchedule(problem.pipeline);
+    const Schedule schedule = Schedule(problem.pipeline);
     Candidates candidates;
     candidates.memory_rows = PeakMemoryRows(schedule);
     std::vector<Candidate> stage(problem.pipeline.stages());
@@ -61,14 +61,14 @@ TEST(Candidates, MixesArePrunedToTheParetoFront) {
     layer.options.push_back(LayerOption{"full", 10, 20, 10, 10, 0});
     layer.options.push_back(LayerOption{"worse", 10, 20, 15, 100, 0});
   }
-  const Candidates c = GenerateCandidates(p, BuildSchedule(p.pipeline));
+  const Candidates c = GenerateCandidates(p, Schedule(p.pipeline));
   ASSERT_EQ(c.per_stage.size(), 1u);
   // Two layers, memory unconstrained, one chunk: only time matters, so only "none x2" remains.
   ASSERT_EQ(c.per_stage[0].size(), 1u);
   EXPECT_EQ(c.per_stage[0][0].cost.backward_ns, 40);
   // With memory for at most 110 saved bytes the fast mix is ruled out.
   p.memory_bytes = 110;
-  const Candidates tight = GenerateCandidates(p, BuildSchedule(p.pipeline));
+  const Candidates tight = GenerateCandidates(p, Schedule(p.pipeline));
   ASSERT_EQ(tight.per_stage[0].size(), 1u);
   EXPECT_EQ(tight.per_stage[0][0].cost.saved_bytes, 110);
   EXPECT_EQ(tight.per_stage[0][0].cost.recompute_ns, 10);

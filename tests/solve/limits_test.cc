@@ -67,7 +67,7 @@ TEST(Limits, TimeLimitStopsExplodingCandidateFronts) {
 
 TEST(Limits, CandidateBudgetStopsGeneration) {
   const Problem p = ManyOptions(4, 8, 60, 6);
-  const Schedule schedule = BuildSchedule(p.pipeline);
+  const Schedule schedule = Schedule(p.pipeline);
   CandidateLimits memory;
   memory.memory_budget_bytes = 1 << 20;
   const Candidates by_memory = GenerateCandidates(p, schedule, memory);
@@ -83,7 +83,7 @@ TEST(Limits, CandidateBudgetStopsGeneration) {
   EXPECT_LE(held, 10);
   // Unlimited, the tiny case finishes.
   const Problem small = ManyOptions(2, 4, 6, 3);
-  EXPECT_EQ(GenerateCandidates(small, BuildSchedule(small.pipeline)).stop, CandidateStop::kNone);
+  EXPECT_EQ(GenerateCandidates(small, Schedule(small.pipeline)).stop, CandidateStop::kNone);
 }
 
 TEST(Limits, BudgetStopGivesTheQuickPlanWithItsBound) {

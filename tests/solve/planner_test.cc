@@ -116,7 +116,7 @@ TEST(Planner, FamilyBoundIsALowerBound) {
     const Problem problem = RandomPlannerProblem(rng);
     const PlannerResult brute = Plan(problem, PlannerKind::kBruteForce);
     if (brute.status != PlanStatus::kOptimal) continue;
-    const Schedule schedule = BuildSchedule(problem.pipeline);
+    const Schedule schedule = Schedule(problem.pipeline);
     const Candidates candidates = GenerateCandidates(problem, schedule);
     const FamilyBound family(problem, candidates, schedule);
     const int stages = problem.pipeline.stages(), n = problem.num_layers();
@@ -142,7 +142,7 @@ TEST(Planner, RankLoadBoundIsALowerBound) {
     const PlannerResult brute = Plan(problem, PlannerKind::kBruteForce);
     if (brute.status != PlanStatus::kOptimal) continue;
     ++checked;
-    EXPECT_LE(RankLoadBound(problem, BuildSchedule(problem.pipeline)), brute.iteration_ns) << "case " << c;
+    EXPECT_LE(RankLoadBound(problem, Schedule(problem.pipeline)), brute.iteration_ns) << "case " << c;
   }
   EXPECT_GT(checked, 30);
 }
@@ -161,7 +161,7 @@ TEST(Planner, RankLoadBoundKeepsLayersWhole) {
     layer.options.push_back(LayerOption{"none", 1, 2, 0, 0, 0});
     problem.layers.push_back(layer);
   }
-  EXPECT_EQ(RankLoadBound(problem, BuildSchedule(problem.pipeline)), 24);
+  EXPECT_EQ(RankLoadBound(problem, Schedule(problem.pipeline)), 24);
   const PlannerResult r = Plan(problem, PlannerKind::kBranchAndBound);
   EXPECT_EQ(r.status, PlanStatus::kOptimal);
   EXPECT_GE(r.iteration_ns, 24);

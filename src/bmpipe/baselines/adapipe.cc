@@ -39,7 +39,7 @@ BaselineResult RunAdaPipe(const Problem& problem, const Deadline& deadline) {
   }
   CandidateLimits limits;
   limits.deadline = deadline;
-  const Candidates candidates = GenerateCandidates(problem, BuildSchedule(pipeline), limits);
+  const Candidates candidates = GenerateCandidates(problem, Schedule(pipeline), limits);
   if (candidates.stop != CandidateStop::kNone) {
     result.stopped_by =
         candidates.stop == CandidateStop::kDeadline ? std::string(kStoppedByTimeLimit) : candidates.stop_reason;

@@ -82,20 +82,21 @@ std::vector<double> MerakCheckpointRatios(int stages, double r0) {
 }
 
 StageMemory::StageMemory(const Problem& problem)
-    : problem_(problem), rows_(PeakMemoryRows(BuildSchedule(problem.pipeline))) {}
+    : problem_(problem), rows_(PeakMemoryRows(Schedule(problem.pipeline))) {}
 
 Bytes StageMemory::Peak(StageIdx s, LayerIdx begin, LayerIdx end, const std::vector<OptionIdx>& option) const {
-  Bytes fixed = problem_.reserved_bytes, saved = 0, transient = 0;
+  Bytes fixed = problem_.reserved_bytes, saved = 0, weight_grad = 0, transient = 0;
   for (LayerIdx l = begin; l < end; ++l) {
     const Layer& layer = problem_.layers[l];
     const LayerOption& o = layer.options[option[l]];
     fixed += layer.static_bytes;
     saved += o.saved_bytes;
+    weight_grad += layer.weight_grad_bytes;
     transient = std::max(transient, o.peak_extra_bytes);
   }
   Bytes peak = 0;
   for (const MemoryRow& row : rows_[problem_.pipeline.RankOf(s)]) {
-    peak = std::max(peak, row.in_flight[0] * saved + (row.transient_chunk == 0 ? transient : 0));
+    peak = std::max(peak, row.ChunkBytes(0, saved, weight_grad, transient));
   }
   return fixed + peak;
 }

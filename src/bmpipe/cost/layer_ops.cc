@@ -153,6 +153,7 @@ class GraphBuilder {
     op.backward_flops = 2 * flops;
     op.forward_bytes = traffic;
     op.backward_bytes = 2 * traffic;
+    op.weight_bytes = weight_bytes;
     return i;
   }
   // An elementwise (memory-bound) op: forward reads its inputs and writes its outputs; backward
@@ -190,6 +191,7 @@ class GraphBuilder {
       const double backward = std::max(op.backward_flops / flops_per_s, op.backward_bytes / bytes_per_s);
       op.forward_s = std::max(forward, op.hidden_forward_comm_s) + op.forward_comm_s;
       op.backward_s = std::max(backward, op.hidden_backward_comm_s) + op.backward_comm_s;
+      if (op.kind == OpClass::kGemm && op.weight_bytes > 0) op.weight_grad_s = backward / 2;
       compute += forward + backward;
       overlapped += op.overlapped_forward_comm_s + op.overlapped_backward_comm_s;
     }
@@ -594,6 +596,24 @@ LayerGraph HeadWithMtpGraph(const ModelSpec& m, const DeviceSpec& d, const Train
     Append(graph, HeadGraph(m, d, setup), hidden);
   }
   return graph;
+}
+
+WeightGradCost WeightGradOf(const LayerGraph& graph) {
+  WeightGradCost w;
+  std::vector<bool> counted(graph.tensors.size(), false);
+  for (const LayerOp& op : graph.ops) {
+    if (op.weight_grad_s <= 0) continue;
+    w.seconds += op.weight_grad_s;
+    for (int t : op.inputs) {
+      if (!counted[t]) w.bytes += graph.tensors[t].saved_bytes;
+      counted[t] = true;
+    }
+    for (int t : op.outputs) {
+      if (!counted[t]) w.bytes += graph.tensors[t].bytes;
+      counted[t] = true;
+    }
+  }
+  return w;
 }
 
 OptionCost EvaluateOption(const LayerGraph& graph, const std::string& option) {

@@ -50,7 +50,9 @@ struct LayerOp {
   double overlapped_forward_comm_s = 0, overlapped_backward_comm_s = 0;
   bool fp8 = false;  // an FP8 GEMM (device.peak_fp8_flops x efficiency.fp8_gemm)
   std::vector<int> inputs, outputs, saved;        // tensor indices
+  double weight_bytes = 0;                        // a GEMM's weight (0: no weight gradient)
   double forward_s = 0, backward_s = 0;           // roofline time + collectives
+  double weight_grad_s = 0;                       // the weight-gradient GEMM's part of backward_s
 };
 
 struct LayerGraph {
@@ -80,6 +82,15 @@ struct OptionCost {
   double saved_bytes = 0, peak_extra_bytes = 0;
   double host_bytes = 0;  // what waits in host memory per micro-batch (offload options)
 };
+// What a split backward's W does for the layer (docs/semantics.md): the weight-gradient GEMMs
+// (half of a weighted GEMM's backward compute, its collectives left in B), and what they need
+// once B has run: the GEMMs' inputs as the layer keeps them and the gradients of their outputs.
+// Recomputation changes neither.
+struct WeightGradCost {
+  double seconds = 0, bytes = 0;
+};
+WeightGradCost WeightGradOf(const LayerGraph& graph);
+
 // The option's costs on `graph` (ParseRecompute must accept `option`). peak_extra is what
 // the recomputed tensors occupy during the backward plus the largest tensor never saved (the
 // workspace of the op that makes it).

@@ -230,6 +230,9 @@ Layer MakeLayer(const std::string& name, const LayerGraph& graph, const std::vec
   layer.static_bytes = convert.RoundBytes(state, "the " + name + "'s static memory");
   layer.update_ns = convert.Ns(UpdateSeconds(parameters, d, s, links, linear_layers), "the " + name + "'s update time");
   layer.p2p_ns = p2p_ns;
+  const WeightGradCost weight_grad = WeightGradOf(graph);
+  layer.weight_grad_ns = convert.Ns(weight_grad.seconds, "the " + name + "'s weight-gradient time");
+  layer.weight_grad_bytes = convert.RoundBytes(weight_grad.bytes, "the " + name + "'s weight-gradient inputs");
   const ShardTraffic shard = ShardTrafficOf(parameters, s, links, linear_layers);
   // ZeRO-3 holds the layer's gathered 16-bit parameters while it runs, and the next layer's
   // being prefetched.

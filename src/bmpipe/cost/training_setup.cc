@@ -192,8 +192,9 @@ Pipeline SetupPipeline(const TrainingSetup& setup) {
   p.ranks = setup.pp;
   p.chunks = setup.vpp;
   p.micro_batches = MicroBatches(setup);
-  p.schedule = setup.gpipe ? ScheduleKind::kGPipe
-                           : (setup.vpp > 1 ? ScheduleKind::kInterleavedOneFOneB : ScheduleKind::kOneFOneB);
+  p.schedule = setup.schedule == ScheduleKind::kOneFOneB && setup.vpp > 1 ? ScheduleKind::kInterleavedOneFOneB
+                                                                           : setup.schedule;
+  p.micro_batch_group = setup.micro_batch_group;
   return p;
 }
 
@@ -252,12 +253,16 @@ Status ValidateSetup(const ModelSpec& model, const DeviceSpec& device, const Tra
                                     "raise --mbs or --dp, or lower --gbs",
                                     s.global_batch_size, s.micro_batch_size, s.dp, m, kMaxMicroBatches));
   }
-  if (s.vpp > 1 && m % s.pp != 0) {
-    return InvalidInput(fmt::format("interleaving (--vpp {}) needs the micro-batch count {} (= gbs / (mbs x dp)) to "
-                                    "be a multiple of --pp {}; change --gbs or use --vpp 1",
-                                    s.vpp, m, s.pp));
+  if (s.vpp > 1 && m % s.pp != 0 && s.micro_batch_group == 0) {
+    return InvalidInput(fmt::format("interleaving (--vpp {}) in Megatron's default groups of --pp {} micro-batches "
+                                    "needs the micro-batch count {} (= gbs / (mbs x dp)) to be a multiple of --pp; "
+                                    "change --gbs, give --microbatch-group, or use --vpp 1",
+                                    s.vpp, s.pp, m));
   }
-  if (s.vpp > 1 && s.gpipe) return InvalidInput("--schedule gpipe cannot interleave; use --vpp 1");
+  const ScheduleTraits& traits = TraitsOf(s.schedule);
+  if (s.vpp > 1 && traits.max_chunks == 1 && s.schedule != ScheduleKind::kOneFOneB) {
+    return InvalidInput(fmt::format("--schedule {} cannot interleave; use --vpp 1", traits.name));
+  }
   const long stages = static_cast<long>(s.pp) * s.vpp;
   if (stages > model.layers + 2) {
     return InvalidInput(fmt::format("--pp {} x --vpp {} = {} stages, but the model has only {} layers (embedding, "

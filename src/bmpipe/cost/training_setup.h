@@ -86,7 +86,9 @@ struct TrainingSetup {
   // moe_host_graphed_ms a pass instead of moe_host_ms plus moe_host_expert_ms per local expert.
   bool moe_cuda_graphs = false;
   Bytes headroom_bytes = 0;  // memory every rank must leave free beyond the reserve (--memory-headroom-gb)
-  bool gpipe = false;                  // GPipe instead of (interleaved) 1F1B
+  // The schedule (pipeline.h); 1f1b runs interleaved when vpp > 1.
+  ScheduleKind schedule = ScheduleKind::kOneFOneB;
+  int micro_batch_group = 0;  // interleaved 1F1B's micro-batch groups (0: pp, Megatron's default)
   std::optional<Bytes> reserved_bytes;  // default: ReservedBytesDefault(device)
   double dp_overlap = 0;   // fraction of the data-parallel gradient sync hidden behind compute
   int devices = 0;         // if > 0, must equal tp * pp * dp

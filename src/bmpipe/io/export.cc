@@ -128,6 +128,12 @@ Result<std::string> Megatron(const Problem& problem, const Plan& plan, TargetKin
   if (p.schedule == ScheduleKind::kGPipe) {
     return InvalidInput("Megatron runs no GPipe schedule; plan with schedule 1f1b to export to Megatron");
   }
+  if (p.SplitBackward()) {
+    return InvalidInput(fmt::format("Megatron-LM runs no split-backward schedule such as '{}'; plan with schedule "
+                                    "1f1b or interleaved-1f1b to export to Megatron, or export the op order with "
+                                    "--to csv for torch.distributed.pipelining",
+                                    ScheduleName(p.schedule)));
+  }
   std::string out = Header(problem, plan, "#");
   out += fmt::format("# for {}\n", target.framework);
   Result<std::string> run = MegatronRunFlags(problem, shape.body());
@@ -139,6 +145,9 @@ Result<std::string> Megatron(const Problem& problem, const Plan& plan, TargetKin
     out += fmt::format("--pipeline-model-parallel-layout \"{}\"\n", MegatronLayout(problem, plan));
     if (p.chunks > 1) {
       out += fmt::format("# the layout gives {} virtual stages per rank: pass no other virtual-pipeline flag\n", p.chunks);
+      if (p.MicroBatchGroup() != p.ranks) {
+        out += fmt::format("--microbatch-group-size-per-virtual-pipeline-stage {}\n", p.MicroBatchGroup());
+      }
     }
   }
   // Recomputation: the target's setting that is exactly the plan's, else the best one on the
@@ -196,6 +205,13 @@ struct MfCounts {
 Result<std::string> MindFormers(const Problem& problem, const Plan& plan) {
   const ModelShape shape = ShapeOf(problem);
   const Pipeline& p = problem.pipeline;
+  if (p.SplitBackward() || p.MicroBatchGroup() != p.ranks) {
+    return InvalidInput(fmt::format("MindFormers runs 1F1B and its interleaving with groups of pipeline.ranks "
+                                    "micro-batches; plan with schedule 1f1b or interleaved-1f1b without "
+                                    "micro_batch_group to export to MindFormers (this pipeline: schedule '{}', "
+                                    "groups of {})",
+                                    ScheduleName(p.schedule), p.MicroBatchGroup()));
+  }
   const std::vector<StageLayers> stages = Stages(plan, shape);
   const int layers = shape.body();
   const int per = layers / (p.ranks * p.chunks);
@@ -275,12 +291,25 @@ Result<std::string> MindFormers(const Problem& problem, const Plan& plan) {
 }
 
 std::string Csv(const Problem& problem) {
-  const Schedule schedule = BuildSchedule(problem.pipeline);
+  const Schedule schedule = Schedule(problem.pipeline);
   std::string out;
-  for (const std::vector<Op>& ops : schedule.rank_ops) {
+  // torch.distributed.pipelining's actions: F forward, B whole backward, I input gradient, W weight gradient.
+  const bool split = problem.pipeline.SplitBackward();
+  auto action = [&](OpKind kind) {
+    switch (kind) {
+      case OpKind::kForward:
+        return 'F';
+      case OpKind::kBackward:
+        return split ? 'I' : 'B';
+      case OpKind::kWeightGrad:
+        return 'W';
+    }
+    return '?';
+  };
+  for (const std::vector<Op>& ops : schedule.rank_ops()) {
     std::string row;
     for (const Op& op : ops) {
-      row += fmt::format("{}{}{}{}", row.empty() ? "" : ",", op.stage, op.kind == OpKind::kForward ? 'F' : 'B', op.micro_batch);
+      row += fmt::format("{}{}{}{}", row.empty() ? "" : ",", op.stage, action(op.kind), op.micro_batch);
     }
     out += row + "\n";
   }

@@ -30,6 +30,8 @@ std::string ScheduleNameTorch(const Pipeline& p) {
       return "1F1B";
     case ScheduleKind::kInterleavedOneFOneB:
       return "Interleaved1F1B";
+    case ScheduleKind::kZeroBubbleH1:
+      break;
   }
   return "1F1B";
 }
@@ -53,6 +55,12 @@ Result<std::string> ExportTorchTitan(const Problem& problem, const Plan& plan) {
   const WholeModelRecompute recompute = ClassifyWholeModelRecompute(problem, plan);
   const std::optional<TrainingInfo>& t = problem.training;
   const auto [module, config] = BaseConfig(problem);
+  if (p.SplitBackward()) {
+    return InvalidInput(fmt::format("schedule '{}': the torchtitan export covers GPipe, 1F1B and Interleaved1F1B; "
+                                    "export the op order with --to csv (I and W actions) for "
+                                    "torch.distributed.pipelining's schedule runtime",
+                                    ScheduleName(p.schedule)));
+  }
 
   std::string out = Header(problem, plan, "#");
   out += "# torchtitan arguments for this plan, one per line. Needs torchtitan >= 0.3.0 (configurations are\n"

@@ -137,6 +137,7 @@ Json PlanToJson(const Problem& problem, const Plan& plan, const SimResult& sim, 
   // `stages` and `virtual_stages`, the old names of `ranks` and `chunks`, for tools that read them.
   out["pipeline"] = {{"schedule", ScheduleName(p.schedule)}, {"ranks", p.ranks},          {"chunks", p.chunks},
                      {"micro_batches", p.micro_batches},     {"stages", p.ranks}, {"virtual_stages", p.chunks}};
+  if (p.micro_batch_group != 0) out["pipeline"]["micro_batch_group"] = p.micro_batch_group;
   out["memory_capacity_bytes"] = sim.capacity_bytes;
   out["fits_memory"] = sim.fits;
   out["bubble"] = {{"ratio", sim.bubble.ratio},

@@ -20,6 +20,7 @@ Json ProblemToJson(const Problem& problem, const std::string& description) {
                      {"schedule", std::string(ScheduleName(p.schedule))},
                      {"stages", p.ranks},
                      {"virtual_stages", p.chunks}};
+  if (p.micro_batch_group != 0) out["pipeline"]["micro_batch_group"] = p.micro_batch_group;
   out["device"] = {{"memory_bytes", problem.memory_bytes}, {"reserved_bytes", problem.reserved_bytes}};
   out["p2p_s"] = Seconds(problem.p2p_ns);
   Json layers = Json::array();
@@ -33,6 +34,8 @@ Json ProblemToJson(const Problem& problem, const std::string& description) {
     entry["static_bytes"] = l.static_bytes;
     if (l.update_ns != 0) entry["update_s"] = Seconds(l.update_ns);
     if (l.p2p_ns != problem.p2p_ns) entry["p2p_s"] = Seconds(l.p2p_ns);
+    if (l.weight_grad_ns != 0) entry["weight_grad_s"] = Seconds(l.weight_grad_ns);
+    if (l.weight_grad_bytes != 0) entry["weight_grad_bytes"] = l.weight_grad_bytes;
     Json options = Json::array();
     for (const LayerOption& o : l.options) {
       options.push_back({{"name", o.name},

@@ -31,18 +31,25 @@ std::string Escape(const std::string& s) {
   return out;
 }
 
-// Forward blue, backward green; later chunks darker.
+// Forward blue, backward green, weight gradient amber; later chunks darker.
 std::string Fill(OpKind kind, int chunk, int chunks) {
   const double t = chunks <= 1 ? 0 : static_cast<double>(chunk) / (chunks - 1);
   const int shade = static_cast<int>(40 * t);
-  return kind == OpKind::kForward ? fmt::format("rgb({},{},{})", 110 - shade, 160 - shade, 220 - shade)
-                                  : fmt::format("rgb({},{},{})", 100 - shade, 180 - shade, 100 - shade);
+  switch (kind) {
+    case OpKind::kForward:
+      return fmt::format("rgb({},{},{})", 110 - shade, 160 - shade, 220 - shade);
+    case OpKind::kBackward:
+      return fmt::format("rgb({},{},{})", 100 - shade, 180 - shade, 100 - shade);
+    case OpKind::kWeightGrad:
+      break;
+  }
+  return fmt::format("rgb({},{},{})", 220 - shade, 160 - shade, 60 - shade);
 }
 
 }  // namespace
 
 Status CheckTimelineSize(const Problem& problem, int panels) {
-  const std::int64_t ops = 2 * std::int64_t{problem.pipeline.stages()} * problem.pipeline.micro_batches * panels;
+  const std::int64_t ops = problem.pipeline.Ops() * panels;
   if (ops <= kMaxTimelineOps) return {};
   return InvalidInput(fmt::format("--svg: the timeline would draw {} ops, more than the {} it can show readably; draw "
                                   "it for fewer micro-batches or stages, or leave out --svg",
@@ -51,7 +58,7 @@ Status CheckTimelineSize(const Problem& problem, int panels) {
 
 std::string TimelineSvg(const Problem& problem, const std::string& title, const std::vector<TimelinePanel>& panels) {
   const Pipeline& p = problem.pipeline;
-  const Schedule schedule = BuildSchedule(p);
+  const Schedule schedule = Schedule(p);
   TimeNs horizon = 1;
   for (const TimelinePanel& panel : panels) horizon = std::max(horizon, panel.sim.iteration_ns);
   const double scale = (kWidth - kLeft - kRight) / static_cast<double>(horizon);
@@ -90,7 +97,7 @@ std::string TimelineSvg(const Problem& problem, const std::string& title, const 
       svg += fmt::format("<text x=\"{:.0f}\" y=\"{:.1f}\" text-anchor=\"end\">rank {}</text>\n", kLeft - 6, top + 12, r);
       svg += fmt::format("<rect x=\"{:.1f}\" y=\"{:.1f}\" width=\"{:.1f}\" height=\"{:.0f}\" fill=\"#f2f2f2\"/>\n",
                          kLeft, top, x(sim.iteration_ns) - kLeft, kLane);
-      const std::vector<Op>& ops = schedule.rank_ops[r];
+      const std::vector<Op>& ops = schedule.ops_of(r);
       for (std::size_t k = 0; k < ops.size(); ++k) {
         const Op& op = ops[k];
         const OpTiming& t = sim.op_timing[r][k];

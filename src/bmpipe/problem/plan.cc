@@ -57,7 +57,9 @@ StageCost ComputeStageCost(const Problem& problem, const Plan& plan, StageIdx s)
     c.forward_ns += o.forward_ns;
     c.backward_ns += o.backward_ns + o.recompute_ns;
     c.recompute_ns += o.recompute_ns;
+    c.weight_grad_ns += problem.layers[l].weight_grad_ns;
     c.saved_bytes += o.saved_bytes;
+    c.weight_grad_bytes += problem.layers[l].weight_grad_bytes;
     c.transient_bytes = std::max(c.transient_bytes, o.peak_extra_bytes);
   }
   c.p2p_out_ns = problem.layers[plan.end(s) - 1].p2p_ns;

@@ -48,11 +48,13 @@ Status ValidatePlan(const Problem& problem, const Plan& plan);
 // Per micro-batch costs of one stage: sums over its layers; the transient is their maximum.
 struct StageCost {
   TimeNs forward_ns = 0;
-  TimeNs backward_ns = 0;   // includes recompute_ns
+  TimeNs backward_ns = 0;   // includes recompute_ns and weight_grad_ns
   TimeNs recompute_ns = 0;
   Bytes saved_bytes = 0;
   Bytes transient_bytes = 0;
   TimeNs p2p_out_ns = 0;    // p2p time of the stage's output: that of its last layer
+  TimeNs weight_grad_ns = 0;    // the part of backward_ns that W runs when the schedule splits the backward
+  Bytes weight_grad_bytes = 0;  // held from B to W when the schedule splits the backward
 };
 
 // Per-rank costs that do not depend on micro-batches.

@@ -7,20 +7,9 @@
 
 namespace bmpipe {
 
-std::string_view ScheduleName(ScheduleKind kind) {
-  switch (kind) {
-    case ScheduleKind::kGPipe:
-      return "gpipe";
-    case ScheduleKind::kOneFOneB:
-      return "1f1b";
-    case ScheduleKind::kInterleavedOneFOneB:
-      return "interleaved-1f1b";
-  }
-  return "?";
-}
-
 bool SameCosts(const Layer& a, const Layer& b) {
   if (a.static_bytes != b.static_bytes || a.update_ns != b.update_ns || a.p2p_ns != b.p2p_ns ||
+      a.weight_grad_ns != b.weight_grad_ns || a.weight_grad_bytes != b.weight_grad_bytes ||
       a.options.size() != b.options.size()) {
     return false;
   }
@@ -33,71 +22,6 @@ bool SameCosts(const Layer& a, const Layer& b) {
     }
   }
   return true;
-}
-
-Status ValidatePipeline(const Pipeline& p, int num_layers) {
-  if (p.ranks < 1 || p.ranks > kMaxRanks) {
-    return InvalidInput(fmt::format("pipeline.ranks = {}: must be between 1 and {} pipeline ranks", p.ranks, kMaxRanks));
-  }
-  if (p.chunks < 1 || p.chunks > kMaxStages) {
-    return InvalidInput(fmt::format("pipeline.chunks = {}: must be between 1 and {}", p.chunks, kMaxStages));
-  }
-  if (p.micro_batches < 1) {
-    return InvalidInput(fmt::format(
-        "pipeline.micro_batches = {}: a pipeline needs at least 1 micro-batch; set it to global batch / "
-        "(data-parallel size x micro-batch size)",
-        p.micro_batches));
-  }
-  if (p.micro_batches > kMaxMicroBatches) {
-    return InvalidInput(fmt::format("pipeline.micro_batches = {}: bmpipe plans at most {} micro-batches; a larger "
-                                    "micro-batch size gives fewer",
-                                    p.micro_batches, kMaxMicroBatches));
-  }
-  const std::int64_t stages = std::int64_t{p.ranks} * p.chunks;
-  if (stages > kMaxStages) {
-    return InvalidInput(fmt::format("pipeline: ranks x chunks = {} x {} = {} pipeline stages; bmpipe plans at "
-                                    "most {}; lower pipeline.ranks or chunks",
-                                    p.ranks, p.chunks, stages, kMaxStages));
-  }
-  const std::int64_t ops = 2 * stages * p.micro_batches;
-  if (ops > kMaxScheduleOps) {
-    return InvalidInput(fmt::format("pipeline: {} stages x {} micro-batches make {} forward and backward ops; bmpipe "
-                                    "schedules at most {} ({} x stages x micro-batches); fewer micro-batches or "
-                                    "stages would do",
-                                    stages, p.micro_batches, ops, kMaxScheduleOps, 2));
-  }
-  if (p.schedule == ScheduleKind::kGPipe && p.chunks != 1) {
-    return InvalidInput(fmt::format(
-        "pipeline.chunks = {}: schedule 'gpipe' runs one chunk per rank; set chunks to 1 or "
-        "use schedule '1f1b' for interleaving",
-        p.chunks));
-  }
-  if (p.schedule == ScheduleKind::kOneFOneB && p.chunks != 1) {
-    return InternalError("1F1B with several chunks per rank must be the interleaved schedule");
-  }
-  if (p.schedule == ScheduleKind::kInterleavedOneFOneB) {
-    if (p.chunks < 2) {
-      return InvalidInput(fmt::format(
-          "pipeline.chunks = {}: the interleaved schedule needs at least 2 chunks per rank; raise "
-          "chunks or use schedule '1f1b'",
-          p.chunks));
-    }
-    if (p.micro_batches % p.ranks != 0) {
-      // The multiples either side; below the ranks there is only the one above.
-      const int below = p.micro_batches / p.ranks * p.ranks, above = below + p.ranks;
-      return InvalidInput(fmt::format(
-          "pipeline.micro_batches = {}: interleaved 1F1B needs a multiple of pipeline.ranks = {} "
-          "(Megatron's order); use {}, or set chunks to 1",
-          p.micro_batches, p.ranks, below > 0 ? fmt::format("{} or {}", below, above) : std::to_string(above)));
-    }
-  }
-  if (p.stages() > num_layers) {
-    return InvalidInput(fmt::format(
-        "pipeline: ranks x chunks = {} x {} = {} pipeline stages, but the model has only {} layers; "
-        "every stage needs at least one layer, so lower pipeline.ranks or chunks",
-        p.ranks, p.chunks, p.stages(), num_layers));
-  }
-  return {};
 }
 
 namespace {
@@ -176,8 +100,11 @@ Status ValidateProblem(const Problem& problem) {
       return InvalidInput(fmt::format("layer {} ('{}') has {} options; bmpipe takes at most {} per layer", l,
                                       layer.name, layer.options.size(), kMaxOptionsPerLayer));
     }
-    if (layer.static_bytes < 0 || layer.update_ns < 0 || layer.p2p_ns < 0) {
-      return InvalidInput(fmt::format("layer {} ('{}') has a negative static_bytes, update_s or p2p_s", l, layer.name));
+    if (layer.static_bytes < 0 || layer.update_ns < 0 || layer.p2p_ns < 0 || layer.weight_grad_ns < 0 ||
+        layer.weight_grad_bytes < 0) {
+      return InvalidInput(fmt::format(
+          "layer {} ('{}') has a negative static_bytes, update_s, p2p_s, weight_grad_s or weight_grad_bytes", l,
+          layer.name));
     }
     for (std::size_t o = 0; o < layer.options.size(); ++o) {
       const LayerOption& opt = layer.options[o];
@@ -185,12 +112,28 @@ Status ValidateProblem(const Problem& problem) {
           opt.peak_extra_bytes < 0) {
         return InvalidInput(fmt::format("layer {} ('{}') option '{}' has a negative cost", l, layer.name, opt.name));
       }
+      if (layer.weight_grad_ns > opt.backward_ns) {
+        return InvalidInput(fmt::format("layer {} ('{}'): weight_grad_s is part of every option's backward_s and "
+                                        "cannot exceed option '{}''s",
+                                        l, layer.name, opt.name));
+      }
       for (std::size_t k = 0; k < o; ++k) {
         if (layer.options[k].name == opt.name) {
           return InvalidInput(fmt::format("layer {} ('{}') has two options named '{}'; option names must be unique",
                                           l, layer.name, opt.name));
         }
       }
+    }
+  }
+  if (problem.pipeline.SplitBackward()) {
+    const bool any = std::any_of(problem.layers.begin(), problem.layers.end(),
+                                 [](const Layer& layer) { return layer.weight_grad_ns > 0; });
+    if (!any) {
+      return InvalidInput(fmt::format(
+          "pipeline.schedule = '{}' splits each backward into its input-gradient and weight-gradient parts, but no "
+          "layer gives weight_grad_s; give each layer's weight-gradient time (bmpipe build computes it), or "
+          "use schedule '1f1b'",
+          ScheduleName(problem.pipeline.schedule)));
     }
   }
   return CheckMagnitudes(problem);

@@ -12,50 +12,23 @@
 
 #include "bmpipe/core/error.h"
 #include "bmpipe/core/units.h"
+#include "bmpipe/schedule/pipeline.h"
 
 namespace bmpipe {
 
 using LayerIdx = int;
-using StageIdx = int;
-using RankIdx = int;
 using OptionIdx = int;
-using MicroBatchIdx = int;
 
 // The sizes a problem may have (README, "Limits"), whatever it was read or built from. They keep
 // the planner's and the simulator's memory bounded, and with the magnitudes below every sum of
 // times or bytes they form inside int64 with margin.
 inline constexpr int kMaxLayers = 100'000;
 inline constexpr int kMaxOptionsPerLayer = 16;
-inline constexpr int kMaxRanks = 1024;         // pipeline ranks (p)
-inline constexpr int kMaxStages = 4096;        // ranks x chunks (p x v)
-inline constexpr int kMaxMicroBatches = 65'536;
-inline constexpr std::int64_t kMaxScheduleOps = std::int64_t{1} << 24;  // 2 x stages x micro-batches
 // Bounds on the longest iteration and the fullest rank a problem can describe: the micro-batches
 // times every layer's forward, backward and recompute time (plus p2p and updates), and the
 // reserved, static and, with every micro-batch in flight, saved bytes of every layer.
 inline constexpr TimeNs kMaxIterationNs = TimeNs{1} << 61;  // about 73 years
 inline constexpr Bytes kMaxRankBytes = Bytes{1} << 61;      // about 2.3e18 bytes
-
-enum class ScheduleKind {
-  kGPipe,               // all forwards, then all backwards
-  kOneFOneB,            // PipeDream-flush / Megatron 1F1B
-  kInterleavedOneFOneB  // Megatron's interleaved 1F1B (virtual stages)
-};
-
-// Canonical name: "gpipe", "1f1b", "interleaved-1f1b".
-std::string_view ScheduleName(ScheduleKind kind);
-
-struct Pipeline {
-  ScheduleKind schedule = ScheduleKind::kOneFOneB;
-  int ranks = 1;          // p: pipeline-parallel size
-  int chunks = 1;         // v: model chunks (virtual stages) per rank
-  int micro_batches = 1;  // m
-
-  int stages() const { return ranks * chunks; }
-  // Megatron's placement: stage s runs on rank s mod p as chunk s div p.
-  RankIdx RankOf(StageIdx s) const { return s % ranks; }
-  int ChunkOf(StageIdx s) const { return s / ranks; }
-};
 
 struct LayerOption {
   std::string name;
@@ -72,6 +45,11 @@ struct Layer {
   Bytes static_bytes = 0;  // parameters, gradients, optimizer state on one device
   TimeNs update_ns = 0;    // once-per-iteration work on its rank after the last backward
   TimeNs p2p_ns = 0;       // time to send this layer's output (or its gradient) to the next rank
+  // The weight-gradient part of every option's backward_ns, and what it needs once the input
+  // gradient is done (inputs of the weight GEMMs, gradients of their outputs): what a split
+  // backward's W runs and holds (docs/semantics.md). Recomputation changes neither.
+  TimeNs weight_grad_ns = 0;
+  Bytes weight_grad_bytes = 0;
   std::vector<LayerOption> options;
 };
 
@@ -133,9 +111,6 @@ struct Problem {
 
   int num_layers() const { return static_cast<int>(layers.size()); }
 };
-
-// Checks the pipeline shape against the number of layers. Messages name the problem file's keys.
-Status ValidatePipeline(const Pipeline& pipeline, int num_layers);
 
 // Whether two layers cost the same: static bytes, update and p2p time, and every option (names
 // included); the layers' own names may differ.

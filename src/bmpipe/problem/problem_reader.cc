@@ -13,13 +13,11 @@ namespace {
 
 ScheduleKind ReadSchedule(const JsonCursor& c, int chunks) {
   const std::string name = c.String();
-  if (name == "gpipe") return ScheduleKind::kGPipe;
+  const std::optional<ScheduleKind> kind = ScheduleFromName(name);
+  if (!kind) c.Fail(fmt::format("unknown schedule; use one of {}", ScheduleNames()));
   // Megatron selects the interleaved order whenever there are several chunks per rank.
-  if (name == "1f1b") return chunks > 1 ? ScheduleKind::kInterleavedOneFOneB : ScheduleKind::kOneFOneB;
-  if (name == "interleaved-1f1b" || name == "interleaved_1f1b" || name == "interleaved") {
-    return ScheduleKind::kInterleavedOneFOneB;
-  }
-  c.Fail("unknown schedule; use 'gpipe', '1f1b' or 'interleaved-1f1b' (the latter with chunks >= 2)");
+  if (*kind == ScheduleKind::kOneFOneB && chunks > 1) return ScheduleKind::kInterleavedOneFOneB;
+  return *kind;
 }
 
 // A key under its name, or under the name older files give it, which is read the same with a
@@ -42,7 +40,7 @@ std::optional<JsonCursor> Renamed(const JsonCursor& c, std::string_view name, st
 }
 
 Pipeline ReadPipeline(const JsonCursor& c, std::vector<std::string>& notes) {
-  c.ExpectKeys({"ranks", "chunks", "stages", "virtual_stages", "micro_batches", "schedule"});
+  c.ExpectKeys({"ranks", "chunks", "stages", "virtual_stages", "micro_batches", "micro_batch_group", "schedule"});
   Pipeline p;
   std::optional<JsonCursor> ranks =
       Renamed(c, "ranks", "stages", "the pipeline ranks; a stage is one model chunk of one rank", notes);
@@ -55,7 +53,11 @@ Pipeline ReadPipeline(const JsonCursor& c, std::vector<std::string>& notes) {
   p.micro_batches = static_cast<int>(
       m.Integer(1, kMaxMicroBatches,
                 "a pipeline needs at least 1 micro-batch; set it to global batch / (data-parallel size x micro-batch size)"));
-  p.schedule = ReadSchedule(c.Required("schedule", "'gpipe', '1f1b' or 'interleaved-1f1b'"), p.chunks);
+  p.schedule = ReadSchedule(c.Required("schedule", ScheduleNames()), p.chunks);
+  if (auto g = c.Optional("micro_batch_group")) {
+    p.micro_batch_group = static_cast<int>(
+        g->Integer(1, kMaxMicroBatches, "give the micro-batches each chunk runs in a row (interleaved 1F1B)"));
+  }
   return p;
 }
 
@@ -73,7 +75,7 @@ LayerOption ReadOption(const JsonCursor& c) {
 
 // Reads one entry of `layers` and appends it `repeat` times.
 void ReadLayerEntry(const JsonCursor& c, int entry, TimeNs default_p2p, std::vector<Layer>& layers) {
-  c.ExpectKeys({"name", "repeat", "static_bytes", "update_s", "p2p_s", "options"});
+  c.ExpectKeys({"name", "repeat", "static_bytes", "update_s", "p2p_s", "weight_grad_s", "weight_grad_bytes", "options"});
   Layer layer;
   layer.entry = entry;
   layer.name = c.Required("name", "a label such as 'embedding' or 'decoder'").String();
@@ -83,6 +85,8 @@ void ReadLayerEntry(const JsonCursor& c, int entry, TimeNs default_p2p, std::vec
   if (auto u = c.Optional("update_s")) layer.update_ns = u->Seconds();
   layer.p2p_ns = default_p2p;
   if (auto p = c.Optional("p2p_s")) layer.p2p_ns = p->Seconds();
+  if (auto w = c.Optional("weight_grad_s")) layer.weight_grad_ns = w->Seconds();
+  if (auto w = c.Optional("weight_grad_bytes")) layer.weight_grad_bytes = w->ByteCount();
   JsonCursor options = c.Required("options", "a list of recomputation options, at least one");
   std::vector<JsonCursor> elements = options.Elements();
   if (elements.size() > static_cast<std::size_t>(kMaxOptionsPerLayer)) {

@@ -1,15 +1,20 @@
-// Per-rank op orders of the pipeline schedules, exactly as docs/semantics.md defines them. A schedule
-// is data: the simulator is generic and runs any order it is given.
+// How a pipeline executes, as docs/semantics.md defines it: the op order of every rank and the
+// op graph over it (each op's dependencies and dependents, with the p2p boundary each crosses),
+// built once per pipeline and read by everything that times, bounds or exports a schedule. The
+// simulator is generic: it runs any order it is given.
 #pragma once
 
 #include <cstdint>
 #include <vector>
 
-#include "bmpipe/problem/problem.h"
+#include "bmpipe/schedule/pipeline.h"
 
 namespace bmpipe {
 
-enum class OpKind : std::uint8_t { kForward, kBackward };
+// F: a stage's forward of one micro-batch. B: its backward; when the schedule splits the backward
+// (ScheduleTraits::split_backward) only the input-gradient part, and W the weight-gradient part.
+enum class OpKind : std::uint8_t { kForward, kBackward, kWeightGrad };
+inline constexpr int kOpKinds = 3;
 
 struct Op {
   StageIdx stage;
@@ -17,41 +22,140 @@ struct Op {
   OpKind kind;
 };
 
-struct Schedule {
-  Pipeline pipeline;
-  std::vector<std::vector<Op>> rank_ops;  // rank_ops[r]: the ops rank r runs, in order
+// What an op does to its stage's memory, in units of the stage's per-micro-batch bytes: `saved`
+// (kept from the forward for the backward) and `held` (what a deferred W still needs once B
+// has run: the inputs of the weight GEMMs and the gradients of their outputs).
+struct MemoryEffect {
+  int saved = 0;
+  int held = 0;
 };
+// F saves; B frees what F saved, and with a split backward holds what its W needs; W frees that.
+inline constexpr MemoryEffect EffectOf(OpKind kind, bool split_backward) {
+  switch (kind) {
+    case OpKind::kForward:
+      return {1, 0};
+    case OpKind::kBackward:
+      return {-1, split_backward ? 1 : 0};
+    case OpKind::kWeightGrad:
+      return {0, -1};
+  }
+  return {};
+}
 
-// The op an op waits for (docs/semantics.md): F(s,j) waits for F(s-1,j); B(S-1,j) for F(S-1,j); B(s,j)
-// for B(s+1,j). p2p time applies when the two stages sit on different ranks; it is the p2p time
-// of the output of stage `boundary` (the upstream one of the two).
-struct Dependency {
-  bool exists = false;  // false for F(0, j)
-  Op op{0, 0, OpKind::kForward};
+using OpId = std::int32_t;
+
+// An edge of the op graph. p2p time applies when the two ops run on different ranks; it is the
+// p2p time of the output of stage `boundary` (the upstream one of the two stages).
+struct OpEdge {
+  OpId op = 0;  // the op at the other end
   StageIdx boundary = 0;
   bool crosses_ranks = false;
 };
-// Inline: the simulator asks for every op it times, and the planner times millions of ops.
-inline Dependency DependencyOf(const Pipeline& p, const Op& op) {
-  const StageIdx s = op.stage;
-  const MicroBatchIdx j = op.micro_batch;
-  if (op.kind == OpKind::kForward) {
-    if (s == 0) return {};
-    return {true, {s - 1, j, OpKind::kForward}, s - 1, p.RankOf(s - 1) != p.RankOf(s)};
+
+// At most two edges (every op kind has at most two dependencies and two dependents), by value.
+struct OpEdges {
+  int count = 0;
+  OpEdge edge[2];
+  const OpEdge* begin() const { return edge; }
+  const OpEdge* end() const { return edge + count; }
+};
+
+class Schedule {
+ public:
+  // Builds the order and the graph for a validated pipeline (ValidatePipeline):
+  // - GPipe: all m forwards, then all m backwards in order 0..m-1;
+  // - 1F1B: w = min(p-r-1, m) forwards, m-w (forward, backward) pairs, w backwards;
+  // - interleaved 1F1B: Megatron's order over m*v chunk-micro-batches in groups of N micro-batches
+  //   (Pipeline::MicroBatchGroup): the k-th forward is the k-th entry of the table that lists, per
+  //   group, every chunk in turn with the group's micro-batches; the k-th backward is the same
+  //   entry with chunk v-1-c; warm-up min(2(p-r-1) + (v-1)N, m*v);
+  // - ZB-H1: 1F1B's order with each backward split into B and W; rank r runs its first r W's
+  //   only after its cool-down B's (they fill the cool-down bubbles), every other W right after
+  //   its B, which keeps 1F1B's peak of held micro-batches.
+  explicit Schedule(const Pipeline& pipeline);
+  // Any other order over the same ops: every op of the pipeline's schedule kind exactly once, on
+  // the rank its stage sits on (an error otherwise). It may deadlock; the simulator says so.
+  static Result<Schedule> FromOrders(const Pipeline& pipeline, std::vector<std::vector<Op>> rank_ops);
+
+  const Pipeline& pipeline() const { return pipeline_; }
+  // rank_ops[r]: the ops rank r runs, in order.
+  const std::vector<std::vector<Op>>& rank_ops() const { return rank_ops_; }
+  const std::vector<Op>& ops_of(RankIdx r) const { return rank_ops_[r]; }
+
+  // Ops are numbered kind-major, then stage, then micro-batch.
+  OpId IdOf(const Op& op) const {
+    return (static_cast<OpId>(op.kind) * pipeline_.stages() + op.stage) * pipeline_.micro_batches + op.micro_batch;
   }
-  if (s == p.stages() - 1) return {true, {s, j, OpKind::kForward}, s, false};
-  return {true, {s + 1, j, OpKind::kBackward}, s, p.RankOf(s + 1) != p.RankOf(s)};
-}
+  Op OpOf(OpId id) const {
+    const int m = pipeline_.micro_batches, per_kind = pipeline_.stages() * m;
+    return Op{(id % per_kind) / m, id % m, static_cast<OpKind>(id / per_kind)};
+  }
+  OpId IdAt(RankIdx r, std::size_t position) const { return IdOf(rank_ops_[r][position]); }
+  std::int64_t num_op_ids() const { return static_cast<std::int64_t>(kinds_) * pipeline_.stages() * pipeline_.micro_batches; }
+  RankIdx RankOfOp(OpId id) const { return rank_of_stage_[OpOf(id).stage]; }
+  std::size_t PositionOf(OpId id) const { return position_[id]; }
+
+  // The op graph (docs/semantics.md): F(s,j) waits for F(s-1,j); B(S-1,j) for F(S-1,j); B(s,j) for
+  // B(s+1,j); W(s,j) for B(s,j). Computed from the op in a few instructions rather than stored:
+  // the simulator reads one per op, and holding them would cost more than deriving them.
+  OpEdges Dependencies(const Op& op) const {
+    const StageIdx s = op.stage;
+    const MicroBatchIdx j = op.micro_batch;
+    switch (op.kind) {
+      case OpKind::kForward:
+        if (s == 0) return {};
+        return Edge({s - 1, j, OpKind::kForward}, s - 1, s);
+      case OpKind::kBackward:
+        if (s == pipeline_.stages() - 1) return Edge({s, j, OpKind::kForward}, s, s);
+        return Edge({s + 1, j, OpKind::kBackward}, s, s);
+      case OpKind::kWeightGrad:
+        return Edge({s, j, OpKind::kBackward}, s, s);
+    }
+    return {};
+  }
+  // The ops that wait for `op`: Dependencies read the other way.
+  OpEdges Dependents(const Op& op) const {
+    const StageIdx s = op.stage;
+    const MicroBatchIdx j = op.micro_batch;
+    OpEdges out;
+    switch (op.kind) {
+      case OpKind::kForward:
+        if (s + 1 < pipeline_.stages()) return Edge({s + 1, j, OpKind::kForward}, s, s);
+        return Edge({s, j, OpKind::kBackward}, s, s);
+      case OpKind::kBackward:
+        if (s > 0) out = Edge({s - 1, j, OpKind::kBackward}, s - 1, s);
+        if (pipeline_.SplitBackward()) out.edge[out.count++] = Edge({s, j, OpKind::kWeightGrad}, s, s).edge[0];
+        return out;
+      case OpKind::kWeightGrad:
+        return {};
+    }
+    return {};
+  }
+
+  MemoryEffect EffectOf(OpKind kind) const { return bmpipe::EffectOf(kind, pipeline_.SplitBackward()); }
+  // The bubble of the schedule with equal stages, no p2p and B = W = F (for unsplit schedules
+  // B = 2F): idle time over useful time on every rank.
+  double IdealBubble() const;
+
+ private:
+  Schedule(const Pipeline& pipeline, std::vector<std::vector<Op>> rank_ops);
+  // One edge to `other`, whose stage is `other_stage`, from an op of stage `stage`.
+  OpEdges Edge(const Op& other, StageIdx boundary, StageIdx stage) const {
+    OpEdges e;
+    e.count = 1;
+    e.edge[0] = {IdOf(other), boundary, rank_of_stage_[other.stage] != rank_of_stage_[stage]};
+    return e;
+  }
+
+  Pipeline pipeline_;
+  int kinds_ = 2;
+  std::vector<std::vector<Op>> rank_ops_;
+  std::vector<RankIdx> rank_of_stage_;   // Pipeline::RankOf, looked up
+  std::vector<std::uint32_t> position_;  // per OpId: where it runs in its rank's order
+};
+
 
 // Number of forwards rank r runs before its first backward.
 int WarmupForwards(const Pipeline& pipeline, RankIdx r);
-
-// Builds the op order for a validated pipeline (see ValidatePipeline):
-// - GPipe: all m forwards, then all m backwards in order 0..m-1;
-// - 1F1B: w = min(p-r-1, m) forwards, m-w (forward, backward) pairs, w backwards;
-// - interleaved 1F1B: Megatron's order over m*v chunk-micro-batches, the k-th forward on chunk
-//   (k div p) mod v, the k-th backward on chunk v-1-((k div p) mod v), both of micro-batch
-//   (k div pv)*p + k mod p; warm-up min(2(p-r-1) + (v-1)p, m*v).
-Schedule BuildSchedule(const Pipeline& pipeline);
 
 }  // namespace bmpipe

@@ -158,13 +158,13 @@ bool NoCostlier(const Signature& a, const Signature& b) {
 // of the rank keeps at least that many activations at that moment (it runs the forward of
 // micro-batch 0 on all its stages before the backward of micro-batch 0 on any of them).
 std::vector<int> HeldAtFirstBackward(const Schedule& schedule) {
-  const Pipeline& p = schedule.pipeline;
+  const Pipeline& p = schedule.pipeline();
   std::vector<int> held(p.ranks, 0);
   for (RankIdx r = 0; r < p.ranks; ++r) {
     std::vector<int> forwards(p.chunks, 0);
-    for (const Op& op : schedule.rank_ops[r]) {
+    for (const Op& op : schedule.ops_of(r)) {
       if (op.kind == OpKind::kBackward) break;
-      ++forwards[op.stage / p.ranks];
+      ++forwards[p.ChunkOf(op.stage)];
     }
     held[r] = *std::min_element(forwards.begin(), forwards.end());
   }
@@ -346,7 +346,7 @@ TrainingSetup SetupOf(const SearchOptions& options, const SearchConfig& c) {
   // transposes dropped where it runs FP8 GEMMs without Megatron-FSDP.
   s.fp8_params = options.base.fp8_params && c.precision == Precision::kFp8 && c.zero >= 1;
   s.no_fp8_transpose_cache = options.base.no_fp8_transpose_cache && c.precision == Precision::kFp8 && c.zero <= 2;
-  s.gpipe = false;
+  s.schedule = ScheduleKind::kOneFOneB;
   s.devices = options.devices;
   return s;
 }
@@ -457,7 +457,7 @@ Result<SearchResult> SearchConfigurations(const ModelSpec& model, const DeviceSp
       build_errors[i] = problem.error();
       return;
     }
-    const Schedule schedule = BuildSchedule(problem.value().pipeline);
+    const Schedule schedule = Schedule(problem.value().pipeline);
     out.time_bound_ns = RankLoadBound(problem.value(), schedule);
     out.memory_bound_bytes = MemoryLowerBound(problem.value(), schedule);
     if (!options.exhaustive) signatures[i] = SignatureOf(problem.value());
@@ -596,7 +596,7 @@ Result<SearchResult> SearchConfigurations(const ModelSpec& model, const DeviceSp
             return;
           }
           const Problem problem = BuildProblem(model, device, SetupOf(options, out.config)).value();
-          std::optional<QuickPlan> quick = FindQuickPlan(problem, BuildSchedule(problem.pipeline), deadline);
+          std::optional<QuickPlan> quick = FindQuickPlan(problem, Schedule(problem.pipeline), deadline);
           // Only a plan the target runs may prune others.
           if (quick && options.target != TargetKind::kAny) {
             if (!TargetRunsPlan(problem, quick->plan, options.target)) quick.reset();

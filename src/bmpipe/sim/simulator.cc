@@ -15,6 +15,7 @@ Durations<TimeNs> DurationsOf(const std::vector<StageCost>& stages, const std::v
   for (const StageCost& c : stages) {
     d.forward.push_back(c.forward_ns);
     d.backward.push_back(c.backward_ns);
+    d.weight_grad.push_back(c.weight_grad_ns);
     d.p2p_out.push_back(c.p2p_out_ns);
   }
   for (const RankCost& r : ranks) d.rank_update.push_back(r.update_ns);
@@ -26,16 +27,16 @@ Status TimeOps(const Schedule& schedule, const std::vector<StageCost>& stages, c
   const Durations<TimeNs> durations = DurationsOf(stages, ranks);
   const Timing<TimeNs> timing = TimeSchedule(schedule, durations, /*record_binding=*/true);
   if (!timing.complete) {
-    const Op& op = schedule.rank_ops[timing.stuck_rank][timing.stuck_position];
+    const Op& op = schedule.ops_of(timing.stuck_rank)[timing.stuck_position];
     return InternalError("the schedule deadlocks: rank " + std::to_string(timing.stuck_rank) + " op " +
-                         std::to_string(timing.stuck_position) + " (" + (op.kind == OpKind::kForward ? "F" : "B") +
+                         std::to_string(timing.stuck_position) + " (" + "FBW"[static_cast<int>(op.kind)] +
                          " stage " + std::to_string(op.stage) + " micro-batch " + std::to_string(op.micro_batch) +
                          ") waits for an op that never runs");
   }
-  result.op_timing.resize(schedule.rank_ops.size());
-  for (std::size_t r = 0; r < schedule.rank_ops.size(); ++r) {
-    result.op_timing[r].resize(schedule.rank_ops[r].size());
-    for (std::size_t i = 0; i < schedule.rank_ops[r].size(); ++i) {
+  result.op_timing.resize(schedule.rank_ops().size());
+  for (std::size_t r = 0; r < schedule.rank_ops().size(); ++r) {
+    result.op_timing[r].resize(schedule.rank_ops()[r].size());
+    for (std::size_t i = 0; i < schedule.rank_ops()[r].size(); ++i) {
       result.op_timing[r][i] = {timing.start[r][i], timing.end[r][i]};
     }
   }
@@ -46,7 +47,7 @@ Status TimeOps(const Schedule& schedule, const std::vector<StageCost>& stages, c
 // Per-rank busy time, memory over time and its peak.
 void AccountRanks(const Schedule& schedule, const std::vector<StageCost>& stages, const std::vector<RankCost>& ranks,
                   const SimOptions& options, SimResult& result) {
-  const Pipeline& p = schedule.pipeline;
+  const Pipeline& p = schedule.pipeline();
   result.ranks.assign(p.ranks, {});
   if (options.record_memory) result.memory.assign(p.ranks, {});
   for (RankIdx r = 0; r < p.ranks; ++r) {
@@ -54,11 +55,11 @@ void AccountRanks(const Schedule& schedule, const std::vector<StageCost>& stages
     rr.static_bytes = ranks[r].static_bytes;
     rr.update_ns = ranks[r].update_ns;
     rr.peak_memory_bytes = rr.static_bytes;
-    Bytes saved = 0;
+    Bytes saved = 0;  // saved and held bytes of the micro-batches in flight
     int in_flight = 0;
     std::vector<MemoryPoint>* trace = options.record_memory ? &result.memory[r] : nullptr;
     if (trace) trace->push_back({0, rr.static_bytes});
-    const std::vector<Op>& ops = schedule.rank_ops[r];
+    const std::vector<Op>& ops = schedule.ops_of(r);
     for (std::size_t i = 0; i < ops.size(); ++i) {
       const StageCost& c = stages[ops[i].stage];
       const OpTiming& t = result.op_timing[r][i];
@@ -69,15 +70,11 @@ void AccountRanks(const Schedule& schedule, const std::vector<StageCost>& stages
         rr.peak_memory_bytes = running;
         rr.peak_time_ns = t.start_ns;
       }
-      if (ops[i].kind == OpKind::kForward) {
-        saved += c.saved_bytes;
-        ++in_flight;
-      } else {
-        rr.recompute_ns += c.recompute_ns;
-        saved -= c.saved_bytes;
-        --in_flight;
-        assert(saved >= 0 && in_flight >= 0 && "a backward frees only what its forward saved");
-      }
+      const MemoryEffect effect = schedule.EffectOf(ops[i].kind);
+      saved += effect.saved * c.saved_bytes + effect.held * c.weight_grad_bytes;
+      in_flight += effect.saved;
+      if (ops[i].kind == OpKind::kBackward) rr.recompute_ns += c.recompute_ns;
+      assert(saved >= 0 && in_flight >= 0 && "a backward frees only what its forward saved");
       rr.max_in_flight = std::max(rr.max_in_flight, in_flight);
       const Bytes after = rr.static_bytes + saved;
       if (after > rr.peak_memory_bytes) {
@@ -97,7 +94,8 @@ void AccountRanks(const Schedule& schedule, const std::vector<StageCost>& stages
   }
 }
 
-Bubble ComputeBubble(const Pipeline& p, const SimResult& result) {
+Bubble ComputeBubble(const Schedule& schedule, const SimResult& result) {
+  const Pipeline& p = schedule.pipeline();
   Bubble b;
   if (result.iteration_ns <= 0) return b;
   TimeNs busiest = 0;
@@ -113,7 +111,7 @@ Bubble ComputeBubble(const Pipeline& p, const SimResult& result) {
   if (useful <= 0) return b;
   const double w = static_cast<double>(useful);
   b.real = (static_cast<double>(p.ranks) * iteration - w) / w;
-  b.ideal = static_cast<double>(p.ranks - 1) / (static_cast<double>(p.chunks) * p.micro_batches);
+  b.ideal = schedule.IdealBubble();
   b.recompute = static_cast<double>(recompute) / w;
   b.imbalance = b.real - b.ideal - b.recompute;
   return b;
@@ -123,9 +121,9 @@ Bubble ComputeBubble(const Pipeline& p, const SimResult& result) {
 
 Result<SimResult> Simulate(const Schedule& schedule, const std::vector<StageCost>& stages,
                            const std::vector<RankCost>& ranks, Bytes capacity_bytes, const SimOptions& options) {
-  const Pipeline& p = schedule.pipeline;
+  const Pipeline& p = schedule.pipeline();
   if (static_cast<int>(stages.size()) != p.stages() || static_cast<int>(ranks.size()) != p.ranks ||
-      static_cast<int>(schedule.rank_ops.size()) != p.ranks) {
+      static_cast<int>(schedule.rank_ops().size()) != p.ranks) {
     return InternalError("Simulate: stage or rank costs do not match the schedule's pipeline");
   }
   SimResult result;
@@ -133,14 +131,14 @@ Result<SimResult> Simulate(const Schedule& schedule, const std::vector<StageCost
   Status timed = TimeOps(schedule, stages, ranks, result);
   if (!timed.ok()) return timed.error();
   AccountRanks(schedule, stages, ranks, options, result);
-  result.bubble = ComputeBubble(p, result);
+  result.bubble = ComputeBubble(schedule, result);
   return result;
 }
 
 Result<SimResult> SimulatePlan(const Problem& problem, const Plan& plan, const SimOptions& options) {
   Status valid = ValidatePlan(problem, plan);
   if (!valid.ok()) return valid.error();
-  return Simulate(BuildSchedule(problem.pipeline), ComputeStageCosts(problem, plan), ComputeRankCosts(problem, plan),
+  return Simulate(Schedule(problem.pipeline), ComputeStageCosts(problem, plan), ComputeRankCosts(problem, plan),
                   problem.memory_bytes, options);
 }
 

@@ -40,7 +40,7 @@ struct RankResult {
 // the MindFormers tool prints it: real = ideal + imbalance + recompute, where
 //   useful    W = sum over ranks of (busy - recompute),
 //   real      = (p * iteration - W) / W,
-//   ideal     = (p-1) / (v*m), the bubble of the schedule with equal stages and no p2p,
+//   ideal     = Schedule::IdealBubble(), the bubble of the schedule with equal stages and no p2p,
 //   recompute = (sum of recompute time) / W,
 //   imbalance = real - ideal - recompute (unequal stages, p2p and update time).
 struct Bubble {
@@ -57,7 +57,7 @@ struct SimResult {
   std::vector<RankResult> ranks;
   std::vector<std::vector<MemoryPoint>> memory;  // per rank, when SimOptions::record_memory
   Bubble bubble;
-  PathCoefficients critical_path;  // how often the longest path uses each stage's F, B and p2p
+  PathCoefficients critical_path;  // how often the longest path uses each stage's F, B, W and p2p
   Bytes capacity_bytes = 0;
   bool fits = true;  // every rank's peak within capacity
 };
@@ -68,7 +68,7 @@ struct SimOptions {
 
 // Simulates `schedule` with the given per-stage and per-rank costs. Fails only if the op order
 // deadlocks (an op waits for one that its own rank runs later), which a schedule from
-// BuildSchedule never does.
+// a Schedule built from a valid pipeline never does.
 Result<SimResult> Simulate(const Schedule& schedule, const std::vector<StageCost>& stages,
                            const std::vector<RankCost>& ranks, Bytes capacity_bytes, const SimOptions& options = {});
 

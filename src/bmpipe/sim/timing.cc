@@ -4,83 +4,76 @@
 #include <cassert>
 
 namespace bmpipe {
-namespace {
-
-// Index of an op in per-op tables: forwards first, then backwards, stage-major.
-struct OpIndex {
-  int stages;
-  int micro_batches;
-  std::int64_t operator()(OpKind kind, StageIdx s, MicroBatchIdx j) const {
-    const std::int64_t base = kind == OpKind::kForward ? 0 : std::int64_t{stages} * micro_batches;
-    return base + std::int64_t{s} * micro_batches + j;
-  }
-};
-
-}  // namespace
 
 template <typename Time>
 Timing<Time> TimeSchedule(const Schedule& schedule, const Durations<Time>& durations, bool record_binding) {
-  const Pipeline& p = schedule.pipeline;
-  const OpIndex index{p.stages(), p.micro_batches};
+  const Pipeline& p = schedule.pipeline();
+  const bool split = p.SplitBackward();
+  // Per op: its end once timed (>= 0); before that -1, or -2 - r when rank r is the first of the
+  // ranks blocked on it (the others chained through next_waiter): any number may wait for one.
   constexpr Time kNotYet = Time(-1);
-  std::vector<Time> end(2 * static_cast<std::size_t>(p.stages()) * p.micro_batches, kNotYet);
+  std::vector<Time> end(static_cast<std::size_t>(schedule.num_op_ids()), kNotYet);
+  std::vector<RankIdx> next_waiter(p.ranks, -1);
   std::vector<std::size_t> next(p.ranks, 0);
-  std::vector<std::int64_t> waiting_for(p.ranks, -1);
   std::vector<RankIdx> runnable;
   for (RankIdx r = p.ranks - 1; r >= 0; --r) runnable.push_back(r);
 
   Timing<Time> t;
   t.start.resize(p.ranks);
   t.end.resize(p.ranks);
-  if (record_binding) t.bound_by_dependency.resize(p.ranks);
+  if (record_binding) t.bound_by.resize(p.ranks);
   for (RankIdx r = 0; r < p.ranks; ++r) {
-    t.start[r].resize(schedule.rank_ops[r].size());
-    t.end[r].resize(schedule.rank_ops[r].size());
-    if (record_binding) t.bound_by_dependency[r].resize(schedule.rank_ops[r].size());
+    t.start[r].resize(schedule.ops_of(r).size());
+    t.end[r].resize(schedule.ops_of(r).size());
+    if (record_binding) t.bound_by[r].resize(schedule.ops_of(r).size());
   }
 
   while (!runnable.empty()) {
     const RankIdx r = runnable.back();
     runnable.pop_back();
-    const std::vector<Op>& ops = schedule.rank_ops[r];
+    const std::vector<Op>& ops = schedule.ops_of(r);
     while (next[r] < ops.size()) {
       const std::size_t i = next[r];
       const Op& op = ops[i];
-      const Dependency dep = DependencyOf(p, op);
       Time ready = 0;
-      if (dep.exists) {
-        const std::int64_t k = index(dep.op.kind, dep.op.stage, dep.op.micro_batch);
-        if (end[k] == kNotYet) {
-          waiting_for[r] = k;
+      int binding = -1;
+      bool waits = false;
+      const OpEdges deps = schedule.Dependencies(op);
+      const OpEdge* first = deps.begin();
+      for (const OpEdge* e = first; e != deps.end(); ++e) {
+        Time& dep = end[e->op];
+        if (dep < Time(0)) {
+          next_waiter[r] = static_cast<RankIdx>(-2 - dep);  // -1 when none waited before
+          dep = Time(-2 - r);
+          waits = true;
           break;
         }
-        ready = end[k] + (dep.crosses_ranks ? durations.p2p_out[dep.boundary] : Time(0));
+        const Time at = dep + (e->crosses_ranks ? durations.p2p_out[e->boundary] : Time(0));
+        if (binding < 0 || at > ready) {
+          ready = at;
+          binding = static_cast<int>(e - first);
+        }
       }
+      if (waits) break;
       const Time previous = i == 0 ? Time(0) : t.end[r][i - 1];
       const Time start = std::max(previous, ready);
-      const Time duration = op.kind == OpKind::kForward ? durations.forward[op.stage] : durations.backward[op.stage];
+      const Time duration = DurationOf(durations, op, split);
       assert(duration >= Time(0) && ready >= Time(0) && "durations are non-negative and bounded (kMaxIterationNs)");
       t.start[r][i] = start;
       t.end[r][i] = start + duration;
-      if (record_binding) t.bound_by_dependency[r][i] = dep.exists && ready >= previous && (i == 0 || ready > previous);
-      const std::int64_t self = index(op.kind, op.stage, op.micro_batch);
-      end[self] = start + duration;
+      if (record_binding) {
+        const bool by_dependency = binding >= 0 && ready >= previous && (i == 0 || ready > previous);
+        t.bound_by[r][i] = static_cast<std::int8_t>(by_dependency ? binding : -1);
+      }
+      Time& self = end[schedule.IdOf(op)];
+      // Wake the ranks blocked on this op.
+      for (RankIdx w = static_cast<RankIdx>(-2 - self); w >= 0; w = next_waiter[w]) runnable.push_back(w);
+      self = start + duration;
       ++next[r];
-      // Wake the rank whose next op waits for this one (each op has at most one dependent).
-      RankIdx dependent = -1;
-      if (op.kind == OpKind::kForward) {
-        dependent = op.stage + 1 < p.stages() ? p.RankOf(op.stage + 1) : r;
-      } else if (op.stage > 0) {
-        dependent = p.RankOf(op.stage - 1);
-      }
-      if (dependent >= 0 && dependent != r && waiting_for[dependent] == self) {
-        waiting_for[dependent] = -1;
-        runnable.push_back(dependent);
-      }
     }
   }
   for (RankIdx r = 0; r < p.ranks; ++r) {
-    if (next[r] < schedule.rank_ops[r].size()) {
+    if (next[r] < schedule.ops_of(r).size()) {
       t.complete = false;
       t.stuck_rank = r;
       t.stuck_position = next[r];
@@ -88,7 +81,7 @@ Timing<Time> TimeSchedule(const Schedule& schedule, const Durations<Time>& durat
     }
   }
   for (RankIdx r = 0; r < p.ranks; ++r) {
-    const Time last = schedule.rank_ops[r].empty() ? Time(0) : t.end[r].back();
+    const Time last = schedule.ops_of(r).empty() ? Time(0) : t.end[r].back();
     const Time finish = last + durations.rank_update[r];
     if (r == 0 || finish > t.iteration) {
       t.iteration = finish;
@@ -101,34 +94,39 @@ Timing<Time> TimeSchedule(const Schedule& schedule, const Durations<Time>& durat
 template <typename Time>
 PathCoefficients CriticalPath(const Schedule& schedule, const Durations<Time>& durations, const Timing<Time>& timing,
                               RankIdx end_rank) {
-  const Pipeline& p = schedule.pipeline;
+  const Pipeline& p = schedule.pipeline();
   PathCoefficients path;
   path.forward.assign(p.stages(), 0);
   path.backward.assign(p.stages(), 0);
+  path.weight_grad.assign(p.stages(), 0);
   path.hops.assign(std::max(p.stages() - 1, 0), 0);
-  if (!timing.complete || timing.bound_by_dependency.empty()) return path;
+  if (!timing.complete || timing.bound_by.empty()) return path;
   if (durations.rank_update[end_rank] != Time(0)) path.update_rank = end_rank;
 
-  // Where each op sits in its rank's order.
-  const OpIndex index{p.stages(), p.micro_batches};
-  std::vector<std::size_t> position(2 * static_cast<std::size_t>(p.stages()) * p.micro_batches);
-  for (RankIdx r = 0; r < p.ranks; ++r) {
-    for (std::size_t i = 0; i < schedule.rank_ops[r].size(); ++i) {
-      const Op& op = schedule.rank_ops[r][i];
-      position[index(op.kind, op.stage, op.micro_batch)] = i;
-    }
-  }
   RankIdx r = end_rank;
-  if (schedule.rank_ops[r].empty()) return path;
-  std::size_t i = schedule.rank_ops[r].size() - 1;
+  if (schedule.ops_of(r).empty()) return path;
+  std::size_t i = schedule.ops_of(r).size() - 1;
+  const bool split = p.SplitBackward();
   while (true) {
-    const Op& op = schedule.rank_ops[r][i];
-    (op.kind == OpKind::kForward ? path.forward : path.backward)[op.stage] += 1;
-    if (timing.bound_by_dependency[r][i]) {
-      const Dependency dep = DependencyOf(p, op);
-      if (dep.crosses_ranks) path.hops[dep.boundary] += 1;
-      r = p.RankOf(dep.op.stage);
-      i = position[index(dep.op.kind, dep.op.stage, dep.op.micro_batch)];
+    const Op& op = schedule.ops_of(r)[i];
+    switch (op.kind) {
+      case OpKind::kForward:
+        path.forward[op.stage] += 1;
+        break;
+      case OpKind::kBackward:
+        path.backward[op.stage] += 1;
+        if (split) path.weight_grad[op.stage] -= 1;
+        break;
+      case OpKind::kWeightGrad:
+        path.weight_grad[op.stage] += 1;
+        break;
+    }
+    const int binding = timing.bound_by[r][i];
+    if (binding >= 0) {
+      const OpEdge& e = schedule.Dependencies(op).edge[binding];
+      if (e.crosses_ranks) path.hops[e.boundary] += 1;
+      r = schedule.RankOfOp(e.op);
+      i = schedule.PositionOf(e.op);
     } else if (i > 0) {
       --i;
     } else {
@@ -143,6 +141,7 @@ Time PathLength(const PathCoefficients& path, const Durations<Time>& durations) 
   Time length = 0;
   for (std::size_t s = 0; s < path.forward.size(); ++s) {
     length += Time(path.forward[s]) * durations.forward[s] + Time(path.backward[s]) * durations.backward[s];
+    if (path.weight_grad[s] != 0) length += Time(path.weight_grad[s]) * durations.weight_grad[s];
   }
   for (std::size_t s = 0; s < path.hops.size(); ++s) length += Time(path.hops[s]) * durations.p2p_out[s];
   if (path.update_rank >= 0) length += durations.rank_update[path.update_rank];

@@ -180,6 +180,7 @@ class Search {
     const PathCoefficients path = CriticalPath(schedule_, d, timing, timing.last_rank);
     std::vector<int> key = path.forward;
     key.insert(key.end(), path.backward.begin(), path.backward.end());
+    key.insert(key.end(), path.weight_grad.begin(), path.weight_grad.end());
     key.insert(key.end(), path.hops.begin(), path.hops.end());
     key.push_back(path.update_rank);
     const std::int64_t key_bytes = static_cast<std::int64_t>(key.size() * sizeof(int) + 64);

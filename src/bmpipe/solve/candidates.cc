@@ -257,10 +257,9 @@ struct StageContext {
 
 // Memory of the stage's own contribution under every row; the rows of the other chunks add
 // non-negative terms, so exceeding the budget here rules the candidate out.
-bool FitsAlone(const StageContext& ctx, Bytes static_bytes, Bytes saved, Bytes transient) {
+bool FitsAlone(const StageContext& ctx, Bytes static_bytes, Bytes saved, Bytes weight_grad, Bytes transient) {
   for (const MemoryRow& row : *ctx.rows) {
-    const Bytes m = static_bytes + row.in_flight[ctx.chunk] * saved + (row.transient_chunk == ctx.chunk ? transient : 0);
-    if (m > ctx.budget) return false;
+    if (static_bytes + row.ChunkBytes(ctx.chunk, saved, weight_grad, transient) > ctx.budget) return false;
   }
   return true;
 }
@@ -326,13 +325,15 @@ class Generator {
  private:
   // A lower bound on the stage's memory for a shape: most memory-saving option everywhere.
   bool MayFit(const StageContext& ctx, const std::vector<std::pair<int, int>>& shape) const {
-    Bytes static_bytes = 0, saved = 0, transient = 0;
+    Bytes static_bytes = 0, saved = 0, weight_grad = 0, transient = 0;
     for (const auto& [run, count] : shape) {
-      static_bytes += count * problem_.layers[out_.runs[run].begin].static_bytes;
+      const Layer& layer = problem_.layers[out_.runs[run].begin];
+      static_bytes += count * layer.static_bytes;
+      weight_grad += count * layer.weight_grad_bytes;
       saved += count * min_saved_[run];
       transient = std::max(transient, min_transient_[run]);
     }
-    return FitsAlone(ctx, static_bytes, saved, transient);
+    return FitsAlone(ctx, static_bytes, saved, weight_grad, transient);
   }
 
   // The one mix of Megatron's block recomputation for a shape.
@@ -377,13 +378,15 @@ class Generator {
         std::none_of(shape.begin(), shape.end(), [&](const auto& part) { return space_.needs_one_of[out_.runs[part.first].begin]; })) {
       return;
     }
-    Bytes static_bytes = 0;
-    TimeNs update = 0;
+    Bytes static_bytes = 0, weight_grad_bytes = 0;
+    TimeNs update = 0, weight_grad = 0;
     int length = 0;
     for (const auto& [run, count] : shape) {
       const Layer& layer = problem_.layers[out_.runs[run].begin];
       static_bytes += count * layer.static_bytes;
       update += count * layer.update_ns;
+      weight_grad += count * layer.weight_grad_ns;
+      weight_grad_bytes += count * layer.weight_grad_bytes;
       length += count;
     }
     // A shape's mixes do not depend on the stage: computed once, shared by every stage.
@@ -398,7 +401,7 @@ class Generator {
     const std::vector<Mix>& all = cached->second;
     std::vector<std::size_t> fitting;
     for (std::size_t i = 0; i < all.size(); ++i) {
-      if (FitsAlone(ctx, static_bytes, all[i].saved, all[i].transient)) fitting.push_back(i);
+      if (FitsAlone(ctx, static_bytes, all[i].saved, weight_grad_bytes, all[i].transient)) fitting.push_back(i);
     }
     // With one chunk per rank the memory check above is exact: only time still matters.
     const Layer& last = problem_.layers[out_.runs[shape.back().first].begin];
@@ -411,7 +414,8 @@ class Generator {
       for (std::size_t i = 0; i < shape.size(); ++i) {
         c.parts.push_back({shape[i].first, shape[i].second, m.option_count[i]});
       }
-      c.cost = StageCost{m.forward, m.backward, m.recompute, m.saved, m.transient, last.p2p_ns};
+      c.cost = StageCost{m.forward, m.backward, m.recompute, m.saved, m.transient, last.p2p_ns, weight_grad,
+                         weight_grad_bytes};
       c.static_bytes = static_bytes;
       c.update_ns = update;
       std::int64_t bytes = sizeof(Candidate);
@@ -450,12 +454,12 @@ namespace {
 // The rows of PeakMemoryRows; with a limiter, they stop (incomplete) when it stops: on long
 // interleaved pipelines they take O(ops x rows kept x chunks), seconds at the largest sizes.
 std::vector<std::vector<MemoryRow>> MemoryRowsOf(const Schedule& schedule, Limiter* limiter) {
-  const Pipeline& p = schedule.pipeline;
+  const Pipeline& p = schedule.pipeline();
   std::vector<std::vector<MemoryRow>> rows(p.ranks);
   auto covers = [&](const MemoryRow& a, const MemoryRow& b) {
     if (a.transient_chunk != b.transient_chunk) return false;
     for (int c = 0; c < p.chunks; ++c) {
-      if (b.in_flight[c] > a.in_flight[c]) return false;
+      if (b.in_flight[c] > a.in_flight[c] || b.held[c] > a.held[c]) return false;
     }
     return true;
   };
@@ -463,8 +467,8 @@ std::vector<std::vector<MemoryRow>> MemoryRowsOf(const Schedule& schedule, Limit
     // Keep the rows no other row with the same transient chunk covers, as they come (holding every
     // row of a rank would take ops x chunks counts), then in a fixed order.
     std::vector<MemoryRow>& kept = rows[r];
-    MemoryRow row{std::vector<int>(p.chunks, 0), 0};
-    for (const Op& op : schedule.rank_ops[r]) {
+    MemoryRow row{std::vector<int>(p.chunks, 0), std::vector<int>(p.chunks, 0), 0};
+    for (const Op& op : schedule.ops_of(r)) {
       if (limiter != nullptr && limiter->Stopped()) return rows;
       row.transient_chunk = p.ChunkOf(op.stage);  // while the op runs (a backward's own activations still held)
       if (std::none_of(kept.begin(), kept.end(), [&](const MemoryRow& k) { return covers(k, row); })) {
@@ -472,10 +476,12 @@ std::vector<std::vector<MemoryRow>> MemoryRowsOf(const Schedule& schedule, Limit
                    kept.end());
         kept.push_back(row);
       }
-      row.in_flight[row.transient_chunk] += op.kind == OpKind::kForward ? 1 : -1;
+      const MemoryEffect effect = schedule.EffectOf(op.kind);
+      row.in_flight[row.transient_chunk] += effect.saved;
+      row.held[row.transient_chunk] += effect.held;
     }
     std::sort(kept.begin(), kept.end(), [](const MemoryRow& a, const MemoryRow& b) {
-      return std::tie(a.transient_chunk, a.in_flight) > std::tie(b.transient_chunk, b.in_flight);
+      return std::tie(a.transient_chunk, a.in_flight, a.held) > std::tie(b.transient_chunk, b.in_flight, b.held);
     });
   }
   return rows;
@@ -606,9 +612,8 @@ Bytes RankPeakMemory(const Problem& problem, const Candidates& candidates, RankI
   for (const MemoryRow& row : candidates.memory_rows[r]) {
     Bytes m = problem.reserved_bytes;
     for (int c = 0; c < p.chunks; ++c) {
-      const Candidate* cand = stage_candidates[c * p.ranks + r];
-      m += cand->static_bytes + row.in_flight[c] * cand->cost.saved_bytes +
-           (row.transient_chunk == c ? cand->cost.transient_bytes : 0);
+      const Candidate* cand = stage_candidates[p.StageAt(r, c)];
+      m += cand->static_bytes + row.ChunkBytes(c, cand->cost);
     }
     peak = std::max(peak, m);
   }

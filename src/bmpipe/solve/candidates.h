@@ -29,12 +29,22 @@ struct LayerRun {
 };
 std::vector<LayerRun> FindRuns(const Problem& problem);
 
-// The activations a rank holds at one moment of its op order: in_flight[c] (stage, micro-batch)
-// pairs of its chunk c, while an op of chunk transient_chunk runs. Its memory is then
-// static + reserved + sum_c in_flight[c] * saved(chunk c) + transient(transient_chunk).
+// The activations a rank holds at one moment of its op order: in_flight[c] micro-batches whose
+// saved activations its chunk c keeps and held[c] whose W is still to run (split backwards), while
+// an op of chunk transient_chunk runs. Its memory is then static + reserved + the sum over chunks
+// of ChunkBytes.
 struct MemoryRow {
   std::vector<int> in_flight;  // per chunk
+  std::vector<int> held;       // per chunk
   int transient_chunk = 0;
+
+  // What chunk c's stage adds at this moment to its static bytes.
+  Bytes ChunkBytes(int c, Bytes saved, Bytes weight_grad, Bytes transient) const {
+    return in_flight[c] * saved + held[c] * weight_grad + (transient_chunk == c ? transient : 0);
+  }
+  Bytes ChunkBytes(int c, const StageCost& cost) const {
+    return ChunkBytes(c, cost.saved_bytes, cost.weight_grad_bytes, cost.transient_bytes);
+  }
 };
 // Per rank, the moments that can be the peak (the others are dominated), from the op order.
 std::vector<std::vector<MemoryRow>> PeakMemoryRows(const Schedule& schedule);

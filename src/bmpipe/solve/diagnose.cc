@@ -35,17 +35,18 @@ std::vector<int> MemoryBalancedBoundaries(const Problem& problem, const std::vec
   std::vector<int> end(stages);
   const std::vector<OptionIdx> option = MostMemorySavingOptions(problem);
   auto stage_memory = [&](StageIdx s, LayerIdx begin, LayerIdx stop) {
-    Bytes static_bytes = problem.reserved_bytes, saved = 0, transient = 0;
+    Bytes static_bytes = problem.reserved_bytes, saved = 0, weight_grad = 0, transient = 0;
     for (LayerIdx l = begin; l < stop; ++l) {
       const LayerOption& o = problem.layers[l].options[option[l]];
       static_bytes += problem.layers[l].static_bytes;
       saved += o.saved_bytes;
+      weight_grad += problem.layers[l].weight_grad_bytes;
       transient = std::max(transient, o.peak_extra_bytes);
     }
     Bytes worst = 0;
     const int c = p.ChunkOf(s);
     for (const MemoryRow& row : rows[p.RankOf(s)]) {
-      worst = std::max(worst, static_bytes + row.in_flight[c] * saved + (row.transient_chunk == c ? transient : 0));
+      worst = std::max(worst, static_bytes + row.ChunkBytes(c, saved, weight_grad, transient));
     }
     return worst;
   };
@@ -76,7 +77,7 @@ MemoryShortfall DiagnoseMemory(const Problem& problem) {
   out.capacity_bytes = problem.memory_bytes;
   out.plan.option = MostMemorySavingOptions(problem);
   out.plan.stage_begin = {0};
-  for (int e : MemoryBalancedBoundaries(problem, PeakMemoryRows(BuildSchedule(problem.pipeline)))) {
+  for (int e : MemoryBalancedBoundaries(problem, PeakMemoryRows(Schedule(problem.pipeline)))) {
     out.plan.stage_begin.push_back(e);
   }
   const SimResult sim = SimulatePlan(problem, out.plan).value();

@@ -78,6 +78,11 @@ FamilyBound::FamilyBound(const Problem& problem, const Candidates& candidates, c
     : problem_(problem), candidates_(candidates) {
   const Pipeline& p = problem.pipeline;
   const int stages = p.stages();
+  // Its weights price F, B and p2p; a split backward's paths also use W.
+  if (p.SplitBackward()) {
+    available_ = false;
+    return;
+  }
   for (double slowdown : kSlowdowns) {
     Group group;
     group.before.assign(stages, {kInfinity, kInfinity, kInfinity});

@@ -57,6 +57,7 @@ Formulation BuildFormulation(const Problem& problem, const Candidates& candidate
   for (StageIdx s = 0; s < stages; ++s) {
     f.forward.push_back(m.AddColumn(Name("F", s), 0, kInfinity, 0, false));
     f.backward.push_back(m.AddColumn(Name("B", s), 0, kInfinity, 0, false));
+    if (p.SplitBackward()) f.weight_grad.push_back(m.AddColumn(Name("W", s), 0, kInfinity, 0, false));
     f.p2p.push_back(m.AddColumn(Name("P", s), 0, kInfinity, 0, false));
   }
   for (RankIdx r = 0; r < p.ranks; ++r) f.update.push_back(m.AddColumn(Name("U", r), 0, kInfinity, 0, false));
@@ -74,6 +75,11 @@ Formulation BuildFormulation(const Problem& problem, const Candidates& candidate
     LinearRow bwd{Name("dur_B", s), 0, 0, {{f.backward[s], 1}}};
     AddStageTerms(f, candidates, s, -unit, [](const Candidate& k) { return k.cost.backward_ns; }, bwd.terms);
     m.AddRow(std::move(bwd));
+    if (p.SplitBackward()) {
+      LinearRow w{Name("dur_W", s), 0, 0, {{f.weight_grad[s], 1}}};
+      AddStageTerms(f, candidates, s, -unit, [](const Candidate& k) { return k.cost.weight_grad_ns; }, w.terms);
+      m.AddRow(std::move(w));
+    }
     LinearRow p2p{Name("dur_P", s), 0, 0, {{f.p2p[s], 1}}};
     AddStageTerms(f, candidates, s, -unit, [](const Candidate& k) { return k.cost.p2p_out_ns; }, p2p.terms);
     m.AddRow(std::move(p2p));
@@ -118,12 +124,9 @@ Formulation BuildFormulation(const Problem& problem, const Candidates& candidate
         // Scaled to GB-sized coefficients.
         LinearRow mem{Name("mem", r, static_cast<int>(i)), -kInfinity, budget / 1e9, {}};
         for (int c = 0; c < p.chunks; ++c) {
-          const StageIdx s = c * p.ranks + r;
           const MemoryRow& row = rows[i];
-          AddStageTerms(f, candidates, s, 1e-9, [&](const Candidate& k) {
-            return k.static_bytes + row.in_flight[c] * k.cost.saved_bytes +
-                   (row.transient_chunk == c ? k.cost.transient_bytes : 0);
-          }, mem.terms);
+          AddStageTerms(f, candidates, p.StageAt(r, c), 1e-9,
+                        [&](const Candidate& k) { return k.static_bytes + row.ChunkBytes(c, k.cost); }, mem.terms);
         }
         m.AddRow(std::move(mem));
       }
@@ -135,41 +138,52 @@ Formulation BuildFormulation(const Problem& problem, const Candidates& candidate
 void AddTimeIndexedRows(Formulation& f, const Problem& problem, const Schedule& schedule) {
   const Pipeline& p = problem.pipeline;
   LinearModel& m = f.model;
-  // tau column of each op, indexed like the simulator: kind, stage, micro-batch.
-  auto key = [&](OpKind kind, StageIdx s, MicroBatchIdx j) {
-    return (kind == OpKind::kForward ? 0 : p.stages() * p.micro_batches) + s * p.micro_batches + j;
-  };
-  std::vector<int> tau(2 * static_cast<std::size_t>(p.stages()) * p.micro_batches, -1);
+  // tau column of each op, indexed by its OpId.
+  std::vector<int> tau(static_cast<std::size_t>(schedule.num_op_ids()), -1);
   for (RankIdx r = 0; r < p.ranks; ++r) {
-    for (const Op& op : schedule.rank_ops[r]) {
-      tau[key(op.kind, op.stage, op.micro_batch)] = m.AddColumn(
-          std::string(op.kind == OpKind::kForward ? "tF" : "tB") + "[" + std::to_string(op.stage) + "," +
-              std::to_string(op.micro_batch) + "]",
-          0, kInfinity, 0, false);
+    for (const Op& op : schedule.ops_of(r)) {
+      tau[schedule.IdOf(op)] = m.AddColumn(std::string("t") + "FBW"[static_cast<int>(op.kind)] + "[" +
+                                               std::to_string(op.stage) + "," + std::to_string(op.micro_batch) + "]",
+                                           0, kInfinity, 0, false);
     }
   }
-  auto column = [&](const Op& op) { return tau[key(op.kind, op.stage, op.micro_batch)]; };
-  auto duration = [&](const Op& op) { return op.kind == OpKind::kForward ? f.forward[op.stage] : f.backward[op.stage]; };
+  // An op's duration as terms: a split B is B_s - W_s.
+  auto duration = [&](const Op& op, double sign, std::vector<LinearTerm>& terms) {
+    switch (op.kind) {
+      case OpKind::kForward:
+        terms.push_back({f.forward[op.stage], sign});
+        break;
+      case OpKind::kBackward:
+        terms.push_back({f.backward[op.stage], sign});
+        if (p.SplitBackward()) terms.push_back({f.weight_grad[op.stage], -sign});
+        break;
+      case OpKind::kWeightGrad:
+        terms.push_back({f.weight_grad[op.stage], sign});
+        break;
+    }
+  };
   int serial = 0;
   for (RankIdx r = 0; r < p.ranks; ++r) {
-    const auto& ops = schedule.rank_ops[r];
+    const auto& ops = schedule.ops_of(r);
     for (std::size_t i = 0; i < ops.size(); ++i) {
-      const Op& op = ops[i];
+      const OpId id = schedule.IdAt(r, i);
       if (i > 0) {  // after the previous op on the rank
-        m.AddRow({Name("rank", serial++), 0, kInfinity,
-                  {{column(op), 1}, {column(ops[i - 1]), -1}, {duration(ops[i - 1]), -1}}});
+        LinearRow row{Name("rank", serial++), 0, kInfinity, {{tau[id], 1}, {tau[schedule.IdAt(r, i - 1)], -1}}};
+        duration(ops[i - 1], -1, row.terms);
+        m.AddRow(std::move(row));
       }
-      // After the dependency, plus p2p when it ran on another rank.
-      const Dependency dep = DependencyOf(p, op);
-      if (!dep.exists) continue;
-      LinearRow row{Name("dep", serial++), 0, kInfinity,
-                    {{column(op), 1}, {column(dep.op), -1}, {duration(dep.op), -1}}};
-      if (dep.crosses_ranks) row.terms.push_back({f.p2p[dep.boundary], -1});
-      m.AddRow(std::move(row));
+      // After each dependency, plus p2p when it ran on another rank.
+      for (const OpEdge& e : schedule.Dependencies(ops[i])) {
+        LinearRow row{Name("dep", serial++), 0, kInfinity, {{tau[id], 1}, {tau[e.op], -1}}};
+        duration(schedule.OpOf(e.op), -1, row.terms);
+        if (e.crosses_ranks) row.terms.push_back({f.p2p[e.boundary], -1});
+        m.AddRow(std::move(row));
+      }
     }
     if (!ops.empty()) {
-      m.AddRow({Name("end", r), 0, kInfinity,
-                {{f.t, 1}, {column(ops.back()), -1}, {duration(ops.back()), -1}, {f.update[r], -1}}});
+      LinearRow end{Name("end", r), 0, kInfinity, {{f.t, 1}, {tau[schedule.IdAt(r, ops.size() - 1)], -1}, {f.update[r], -1}}};
+      duration(ops.back(), -1, end.terms);
+      m.AddRow(std::move(end));
     }
   }
 }
@@ -179,6 +193,7 @@ LinearRow PathCut(const Formulation& f, const PathCoefficients& path, int serial
   for (std::size_t s = 0; s < path.forward.size(); ++s) {
     if (path.forward[s] != 0) row.terms.push_back({f.forward[s], -static_cast<double>(path.forward[s])});
     if (path.backward[s] != 0) row.terms.push_back({f.backward[s], -static_cast<double>(path.backward[s])});
+    if (path.weight_grad[s] != 0) row.terms.push_back({f.weight_grad[s], -static_cast<double>(path.weight_grad[s])});
     if (s < path.hops.size() && path.hops[s] != 0) row.terms.push_back({f.p2p[s], -static_cast<double>(path.hops[s])});
   }
   if (path.update_rank >= 0) row.terms.push_back({f.update[path.update_rank], -1});
@@ -190,6 +205,7 @@ Durations<double> RelaxedDurations(const Formulation& f, const std::vector<doubl
   for (std::size_t s = 0; s < f.forward.size(); ++s) {
     d.forward.push_back(std::max(0.0, solution[f.forward[s]]));
     d.backward.push_back(std::max(0.0, solution[f.backward[s]]));
+    if (!f.weight_grad.empty()) d.weight_grad.push_back(std::clamp(solution[f.weight_grad[s]], 0.0, d.backward.back()));
     d.p2p_out.push_back(std::max(0.0, solution[f.p2p[s]]));
   }
   for (int u : f.update) d.rank_update.push_back(std::max(0.0, solution[u]));

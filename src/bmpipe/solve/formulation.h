@@ -52,6 +52,7 @@ struct Formulation {
   std::vector<std::vector<int>> x;  // x[s][k]: column of x_sk
   std::vector<int> b;               // b[s], s = 0..S-2
   std::vector<int> forward, backward, p2p;  // F_s, B_s, P_s per stage
+  std::vector<int> weight_grad;             // W_s per stage, when the schedule splits the backward
   std::vector<int> update;          // U_r per rank
   int t = -1;                       // column of T
   double t_floor = 0;               // the bound (g) on T, in time units

@@ -13,24 +13,33 @@ struct Chain {
   int forwards = 0, backwards = 0, transfers = 0;
 };
 
-// The chain that must finish before `op` can start.
-Chain ChainBefore(const Pipeline& pipeline, Op op) {
+// The chain that must finish before `op` can start (every op the schedules know has at most one
+// dependency).
+Chain ChainBefore(const Schedule& schedule, Op op) {
   Chain chain;
-  for (Dependency d = DependencyOf(pipeline, op); d.exists; d = DependencyOf(pipeline, d.op)) {
-    (d.op.kind == OpKind::kForward ? chain.forwards : chain.backwards) += 1;
-    chain.transfers += d.crosses_ranks ? 1 : 0;
+  for (OpEdges deps = schedule.Dependencies(op); deps.count > 0; deps = schedule.Dependencies(op)) {
+    op = schedule.OpOf(deps.edge[0].op);
+    (op.kind == OpKind::kForward ? chain.forwards : chain.backwards) += 1;
+    chain.transfers += deps.edge[0].crosses_ranks ? 1 : 0;
   }
   return chain;
 }
 
-// The chain that cannot start before backward `op` ends: the backwards of the same micro-batch
-// on the stages before it (DependencyOf read the other way).
-Chain ChainAfter(const Pipeline& pipeline, const Op& op) {
+// The chain that cannot start before `op` ends: the backwards of the same micro-batch on the
+// stages before it, each waiting for the one after it.
+Chain ChainAfter(const Schedule& schedule, Op op) {
   Chain chain;
-  if (op.kind != OpKind::kBackward) return chain;
-  for (StageIdx s = op.stage; s > 0; --s) {
-    chain.backwards += 1;
-    chain.transfers += pipeline.RankOf(s - 1) != pipeline.RankOf(s) ? 1 : 0;
+  for (bool more = true; more;) {
+    more = false;
+    for (const OpEdge& e : schedule.Dependents(op)) {
+      const Op next = schedule.OpOf(e.op);
+      if (next.kind != OpKind::kBackward) continue;
+      chain.backwards += 1;
+      chain.transfers += e.crosses_ranks ? 1 : 0;
+      op = next;
+      more = true;
+      break;
+    }
   }
   return chain;
 }
@@ -74,7 +83,9 @@ TimeNs RankLoadBound(const Problem& problem, const Schedule& schedule) {
   const TimeNs m = pipeline.micro_batches;
   TimeNs min_p2p = std::numeric_limits<TimeNs>::max();
   std::vector<TimeNs> work(n);  // m * c_l
-  std::vector<TimeNs> forwards, backwards;  // per layer: its cheapest forward, backward (+ recomputation)
+  // Per layer: its cheapest forward and backward (+ recomputation; a split B without its W).
+  std::vector<TimeNs> forwards, backwards;
+  const bool split = pipeline.SplitBackward();
   double total = 0;  // sum of c_l
   for (LayerIdx l = 0; l < n; ++l) {
     const Layer& layer = problem.layers[l];
@@ -83,7 +94,7 @@ TimeNs RankLoadBound(const Problem& problem, const Schedule& schedule) {
     for (const LayerOption& o : layer.options) {
       c = std::min(c, o.forward_ns + o.backward_ns + o.recompute_ns);
       f = std::min(f, o.forward_ns);
-      b = std::min(b, o.backward_ns + o.recompute_ns);
+      b = std::min(b, o.backward_ns + o.recompute_ns - (split ? layer.weight_grad_ns : 0));
     }
     forwards.push_back(f);
     backwards.push_back(b);
@@ -114,8 +125,8 @@ TimeNs RankLoadBound(const Problem& problem, const Schedule& schedule) {
     std::vector<TimeNs> base(pipeline.ranks, 0), free_costs;
     std::vector<int> need(pipeline.ranks, pipeline.chunks);
     for (RankIdx r = 0; r < pipeline.ranks; ++r) {
-      const std::vector<Op>& ops = schedule.rank_ops[r];
-      base[r] = length(ChainBefore(pipeline, ops.front())) + (with_update ? 0 : length(ChainAfter(pipeline, ops.back())));
+      const std::vector<Op>& ops = schedule.ops_of(r);
+      base[r] = length(ChainBefore(schedule, ops.front())) + (with_update ? 0 : length(ChainAfter(schedule, ops.back())));
     }
     for (LayerIdx l = 0; l < n; ++l) {
       const TimeNs cost = work[l] + (with_update ? problem.layers[l].update_ns : 0);
@@ -135,8 +146,8 @@ TimeNs RankLoadBound(const Problem& problem, const Schedule& schedule) {
   // One chunk per rank: the chains around rank r run on the stages before it, which are the other
   // ranks' work. With x_s = F_s + B_s, T >= sum_{s<r} x_s + m x_r for every r; over real x >= 0
   // with sum x = W (the cheapest total work per micro-batch) the least such T makes every term
-  // equal: T = W / (1 - (1 - 1/m)^p).
-  if (pipeline.chunks == 1 && pipeline.ranks > 1) {
+  // equal: T = W / (1 - (1 - 1/m)^p). (A split backward's chain after rank r runs only the B parts.)
+  if (pipeline.chunks == 1 && pipeline.ranks > 1 && !split) {
     const double shrink = std::pow(1 - 1.0 / static_cast<double>(m), pipeline.ranks);
     best = std::max(best, static_cast<TimeNs>(std::floor(total / (1 - shrink))));
   }

@@ -8,7 +8,7 @@
 namespace bmpipe {
 
 PlanBuilder::PlanBuilder(const Problem& problem, const Candidates& candidates)
-    : problem_(problem), candidates_(candidates), schedule_(BuildSchedule(problem.pipeline)) {}
+    : problem_(problem), candidates_(candidates), schedule_(Schedule(problem.pipeline)) {}
 
 std::vector<int> PlanBuilder::Compatible(StageIdx s, LayerIdx start, int length) const {
   std::vector<int> out;
@@ -129,6 +129,7 @@ PlanBuilder::Score PlanBuilder::Evaluate(const CandidatePlan& plan) const {
     const Candidate& c = candidates_.per_stage[s][plan.choice[s]];
     d.forward.push_back(c.cost.forward_ns);
     d.backward.push_back(c.cost.backward_ns);
+    d.weight_grad.push_back(c.cost.weight_grad_ns);
     d.p2p_out.push_back(c.cost.p2p_out_ns);
     d.rank_update[problem_.pipeline.RankOf(static_cast<StageIdx>(s))] += c.update_ns;
   }

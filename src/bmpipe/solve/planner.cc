@@ -179,7 +179,7 @@ Result<PlannerResult> PlanPipeline(const Problem& problem, const PlannerOptions&
     }
     return RunBruteForce(problem, deadline, deadline_name);
   }
-  const Schedule schedule = BuildSchedule(problem.pipeline);
+  const Schedule schedule = Schedule(problem.pipeline);
   const long ops = 2L * problem.pipeline.stages() * problem.pipeline.micro_batches;
   if (options.kind == PlannerKind::kCbc && ops > kMaxCbcOps) {
     return TooLarge(fmt::format(

@@ -1,0 +1,135 @@
+#include "bmpipe/schedule/pipeline.h"
+
+#include <fmt/format.h>
+
+namespace bmpipe {
+
+std::optional<ScheduleKind> ScheduleFromName(std::string_view name) {
+  for (const ScheduleTraits& t : kSchedules) {
+    if (t.name == name) return t.kind;
+  }
+  if (name == "interleaved_1f1b" || name == "interleaved") return ScheduleKind::kInterleavedOneFOneB;
+  return std::nullopt;
+}
+
+std::string ScheduleNames() {
+  std::string names;
+  for (const ScheduleTraits& t : kSchedules) names += fmt::format("{}'{}'", names.empty() ? "" : ", ", t.name);
+  return names;
+}
+
+std::int64_t Pipeline::Ops() const {
+  return (SplitBackward() ? 3 : 2) * std::int64_t{stages()} * micro_batches;
+}
+
+namespace {
+
+// Megatron's conditions on its micro-batch groups: p <= N <= m, and the last group, if short,
+// holds at least p micro-batches.
+bool GroupRuns(int ranks, int micro_batches, int group) {
+  const int rest = micro_batches % group;
+  return group >= ranks && group <= micro_batches && (rest == 0 || rest >= ranks);
+}
+
+Status ValidateInterleaving(const Pipeline& p) {
+  if (p.micro_batch_group < 0) {
+    return InvalidInput(fmt::format("pipeline.micro_batch_group = {}: must be at least 1 (0 or absent: the ranks, {})",
+                                    p.micro_batch_group, p.ranks));
+  }
+  if (p.micro_batches < p.ranks) {
+    return InvalidInput(fmt::format(
+        "pipeline.micro_batches = {}: interleaved 1F1B needs at least pipeline.ranks = {} micro-batches (Megatron's "
+        "order); raise micro_batches or set chunks to 1",
+        p.micro_batches, p.ranks));
+  }
+  const int group = p.MicroBatchGroup();
+  if (GroupRuns(p.ranks, p.micro_batches, group)) return {};
+  // The group sizes that run, nearest the one asked for first.
+  std::vector<int> fits;
+  for (int n = p.ranks; n <= p.micro_batches && fits.size() < 3; ++n) {
+    if (GroupRuns(p.ranks, p.micro_batches, n)) fits.push_back(n);
+  }
+  const std::string groups = fits.empty() ? std::string()
+                                           : fmt::format("set pipeline.micro_batch_group to {} (Megatron's "
+                                                         "--microbatch-group-size-per-virtual-pipeline-stage), or ",
+                                                         fmt::join(fits, " or "));
+  if (p.micro_batch_group == 0) {
+    // Megatron's default groups of p micro-batches: m must be a multiple of p.
+    const int below = p.micro_batches / p.ranks * p.ranks, above = below + p.ranks;
+    return InvalidInput(fmt::format(
+        "pipeline.micro_batches = {}: interleaved 1F1B in Megatron's default groups of pipeline.ranks = {} "
+        "micro-batches needs a multiple of {}; use {}, or {}set chunks to 1",
+        p.micro_batches, p.ranks, p.ranks, below > 0 ? fmt::format("{} or {}", below, above) : std::to_string(above),
+        groups));
+  }
+  return InvalidInput(fmt::format(
+      "pipeline.micro_batch_group = {}: interleaved 1F1B runs each chunk on groups of N micro-batches with "
+      "pipeline.ranks <= N <= micro_batches and micro_batches mod N either 0 or at least the ranks; with {} "
+      "micro-batches on {} ranks {}set chunks to 1",
+      group, p.micro_batches, p.ranks, groups));
+}
+
+}  // namespace
+
+Status ValidatePipeline(const Pipeline& p, int num_layers) {
+  if (p.ranks < 1 || p.ranks > kMaxRanks) {
+    return InvalidInput(fmt::format("pipeline.ranks = {}: must be between 1 and {} pipeline ranks", p.ranks, kMaxRanks));
+  }
+  if (p.chunks < 1 || p.chunks > kMaxStages) {
+    return InvalidInput(fmt::format("pipeline.chunks = {}: must be between 1 and {}", p.chunks, kMaxStages));
+  }
+  if (p.micro_batches < 1) {
+    return InvalidInput(fmt::format(
+        "pipeline.micro_batches = {}: a pipeline needs at least 1 micro-batch; set it to global batch / "
+        "(data-parallel size x micro-batch size)",
+        p.micro_batches));
+  }
+  if (p.micro_batches > kMaxMicroBatches) {
+    return InvalidInput(fmt::format("pipeline.micro_batches = {}: bmpipe plans at most {} micro-batches; a larger "
+                                    "micro-batch size gives fewer",
+                                    p.micro_batches, kMaxMicroBatches));
+  }
+  const std::int64_t stages = std::int64_t{p.ranks} * p.chunks;
+  if (stages > kMaxStages) {
+    return InvalidInput(fmt::format("pipeline: ranks x chunks = {} x {} = {} pipeline stages; bmpipe plans at "
+                                    "most {}; lower pipeline.ranks or chunks",
+                                    p.ranks, p.chunks, stages, kMaxStages));
+  }
+  if (p.Ops() > kMaxScheduleOps) {
+    return InvalidInput(fmt::format("pipeline: {} stages x {} micro-batches make {} ops under schedule '{}'; bmpipe "
+                                    "schedules at most {}; fewer micro-batches or stages would do",
+                                    stages, p.micro_batches, p.Ops(), ScheduleName(p.schedule), kMaxScheduleOps));
+  }
+  const ScheduleTraits& traits = TraitsOf(p.schedule);
+  if (p.chunks < traits.min_chunks || p.chunks > traits.max_chunks) {
+    if (p.schedule == ScheduleKind::kOneFOneB) {
+      return InternalError("1F1B with several chunks per rank must be the interleaved schedule");
+    }
+    const std::string allowed = traits.min_chunks == traits.max_chunks
+                                    ? (traits.min_chunks == 1 ? std::string("one") : fmt::format("{}", traits.min_chunks))
+                                    : fmt::format("at least {}", traits.min_chunks);
+    return InvalidInput(fmt::format("pipeline.chunks = {}: schedule '{}' runs {} chunk{} per rank; set chunks to {}{}",
+                                    p.chunks, traits.name, allowed, traits.max_chunks == 1 ? "" : "s",
+                                    traits.min_chunks == 1 && traits.max_chunks == 1 ? "1" : allowed,
+                                    traits.max_chunks == 1 ? " or use schedule 'interleaved-1f1b' for interleaving"
+                                                           : " or use schedule '1f1b'"));
+  }
+  if (p.micro_batch_group != 0 && p.schedule != ScheduleKind::kInterleavedOneFOneB) {
+    return InvalidInput(fmt::format(
+        "pipeline.micro_batch_group = {}: only schedule 'interleaved-1f1b' runs micro-batch groups; remove it",
+        p.micro_batch_group));
+  }
+  if (p.schedule == ScheduleKind::kInterleavedOneFOneB) {
+    Status interleaving = ValidateInterleaving(p);
+    if (!interleaving.ok()) return interleaving;
+  }
+  if (p.stages() > num_layers) {
+    return InvalidInput(fmt::format(
+        "pipeline: ranks x chunks = {} x {} = {} pipeline stages, but the model has only {} layers; "
+        "every stage needs at least one layer, so lower pipeline.ranks or chunks",
+        p.ranks, p.chunks, p.stages(), num_layers));
+  }
+  return {};
+}
+
+}  // namespace bmpipe

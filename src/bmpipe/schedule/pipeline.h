@@ -1,0 +1,98 @@
+// The pipeline's shape and its schedule kind: the table that defines every schedule bmpipe knows
+// (name, chunks per rank, where each stage sits, whether the backward is split), the placement
+// of stages on ranks in both directions, and the shape's checks. Semantics: docs/semantics.md,
+// "Ranks, chunks and stages" and "Schedules". The per-rank op orders and the op graph are in
+// schedule.h.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "bmpipe/core/error.h"
+
+namespace bmpipe {
+
+using StageIdx = int;
+using RankIdx = int;
+using MicroBatchIdx = int;
+
+// The sizes a pipeline may have (README, "Limits").
+inline constexpr int kMaxRanks = 1024;         // pipeline ranks (p)
+inline constexpr int kMaxStages = 4096;        // ranks x chunks (p x v)
+inline constexpr int kMaxMicroBatches = 65'536;
+inline constexpr std::int64_t kMaxScheduleOps = std::int64_t{1} << 24;  // ops of all kinds
+
+enum class ScheduleKind {
+  kGPipe,                // all forwards, then all backwards
+  kOneFOneB,             // PipeDream-flush / Megatron 1F1B
+  kInterleavedOneFOneB,  // Megatron's interleaved 1F1B (virtual stages, micro-batch groups)
+  kZeroBubbleH1,         // 1F1B with the backward split into B and W, W deferred (ZB-H1)
+};
+
+// Where stage s sits: kLoop puts chunk c's stages on ranks 0..p-1 in order (Megatron); kVee runs
+// the odd chunks back from rank p-1 to 0, so that a V-shaped pipeline turns on the last rank.
+enum class Placement { kLoop, kVee };
+
+// One row of the schedule table: everything that differs between schedules except the op order,
+// which schedule.cc builds.
+struct ScheduleTraits {
+  ScheduleKind kind;
+  std::string_view name;     // problem files' pipeline.schedule and --schedule
+  std::string_view summary;  // one line for --help and errors
+  int min_chunks, max_chunks;
+  Placement placement;
+  bool split_backward;  // the backward runs as B (input gradient) and W (weight gradient) ops
+};
+
+// The schedule table, indexed by ScheduleKind, in the order --help lists them. Adding a schedule
+// is a row here and an order builder in schedule.cc.
+inline constexpr ScheduleTraits kSchedules[] = {
+    {ScheduleKind::kGPipe, "gpipe", "all forwards, then all backwards", 1, 1, Placement::kLoop, false},
+    {ScheduleKind::kOneFOneB, "1f1b", "one forward, one backward (PipeDream-flush, Megatron)", 1, 1, Placement::kLoop,
+     false},
+    {ScheduleKind::kInterleavedOneFOneB, "interleaved-1f1b",
+     "Megatron's interleaved 1F1B over several chunks per rank, any micro-batch count", 2, kMaxStages,
+     Placement::kLoop, false},
+    {ScheduleKind::kZeroBubbleH1, "zb-h1",
+     "1F1B with the backward split into B and W, W deferred into the bubbles (1F1B's memory)", 1, 1,
+     Placement::kLoop, true},
+};
+inline constexpr const ScheduleTraits& TraitsOf(ScheduleKind kind) { return kSchedules[static_cast<int>(kind)]; }
+inline constexpr std::string_view ScheduleName(ScheduleKind kind) { return TraitsOf(kind).name; }
+std::optional<ScheduleKind> ScheduleFromName(std::string_view name);
+// "'gpipe', '1f1b', ..." for messages.
+std::string ScheduleNames();
+
+struct Pipeline {
+  ScheduleKind schedule = ScheduleKind::kOneFOneB;
+  int ranks = 1;          // p: pipeline-parallel size
+  int chunks = 1;         // v: model chunks (virtual stages) per rank
+  int micro_batches = 1;  // m
+  // Interleaved 1F1B: micro-batches each chunk runs in a row (Megatron's
+  // --microbatch-group-size-per-virtual-pipeline-stage); 0 means p, Megatron's default.
+  int micro_batch_group = 0;
+
+  int stages() const { return ranks * chunks; }
+  int MicroBatchGroup() const { return micro_batch_group > 0 ? micro_batch_group : ranks; }
+  bool Vee() const { return TraitsOf(schedule).placement == Placement::kVee; }
+  bool SplitBackward() const { return TraitsOf(schedule).split_backward; }
+  // Stage s is chunk s div p; on kLoop it runs on rank s mod p, on kVee odd chunks run backwards.
+  int ChunkOf(StageIdx s) const { return s / ranks; }
+  RankIdx RankOf(StageIdx s) const {
+    const int i = s % ranks;
+    return Vee() && ChunkOf(s) % 2 == 1 ? ranks - 1 - i : i;
+  }
+  StageIdx StageAt(RankIdx r, int chunk) const {
+    return chunk * ranks + (Vee() && chunk % 2 == 1 ? ranks - 1 - r : r);
+  }
+  // Ops of all kinds the schedule runs: forward and backward, and W when the backward is split.
+  std::int64_t Ops() const;
+};
+
+// Checks the pipeline shape against the number of layers. Messages name the problem file's keys.
+Status ValidatePipeline(const Pipeline& pipeline, int num_layers);
+
+}  // namespace bmpipe
