@@ -132,7 +132,7 @@ TEST(ProblemBuilder, InvalidSetupsSayWhatToChange) {
   s = Llama8bSetup();
   s.vpp = 2;
   s.global_batch_size = 12;  // 6 micro-batches, not a multiple of pp = 4
-  EXPECT_NE(ErrorOf("llama3-8b", s).find("multiple of --pp 4"), std::string::npos) << ErrorOf("llama3-8b", s);
+  EXPECT_NE(ErrorOf("llama3-8b", s).find("groups of --pp 4 micro-batches needs the micro-batch count"), std::string::npos) << ErrorOf("llama3-8b", s);
   s = Llama8bSetup();
   s.pp = 32;
   s.vpp = 2;
