@@ -41,7 +41,7 @@ RandomCase MakeRandomCase(std::mt19937_64& rng) {
   };
   RandomCase c;
   Problem& p = c.problem;
-  const int kind = static_cast<int>(uniform(0, 2));
+  const int kind = static_cast<int>(uniform(0, 3));
   p.pipeline.ranks = static_cast<int>(uniform(1, 6));
   if (kind == 0) {
     p.pipeline.schedule = ScheduleKind::kGPipe;
@@ -49,10 +49,25 @@ RandomCase MakeRandomCase(std::mt19937_64& rng) {
   } else if (kind == 1) {
     p.pipeline.schedule = ScheduleKind::kOneFOneB;
     p.pipeline.micro_batches = static_cast<int>(uniform(1, 12));
-  } else {
+  } else if (kind == 2) {
     p.pipeline.schedule = ScheduleKind::kInterleavedOneFOneB;
     p.pipeline.chunks = static_cast<int>(uniform(2, 3));
-    p.pipeline.micro_batches = p.pipeline.ranks * static_cast<int>(uniform(1, 3));
+    if (uniform(0, 1) == 0) {
+      p.pipeline.micro_batches = p.pipeline.ranks * static_cast<int>(uniform(1, 3));
+    } else {
+      // Megatron's micro-batch groups: any count of at least p, a group size that runs.
+      const int ranks = p.pipeline.ranks;
+      p.pipeline.micro_batches = static_cast<int>(uniform(ranks, 3 * ranks + 2));
+      std::vector<int> groups;
+      for (int g = ranks; g <= p.pipeline.micro_batches; ++g) {
+        const int rest = p.pipeline.micro_batches % g;
+        if (rest == 0 || rest >= ranks) groups.push_back(g);
+      }
+      p.pipeline.micro_batch_group = groups[static_cast<std::size_t>(uniform(0, static_cast<std::int64_t>(groups.size()) - 1))];
+    }
+  } else {
+    p.pipeline.schedule = ScheduleKind::kZeroBubbleH1;
+    p.pipeline.micro_batches = static_cast<int>(uniform(1, 12));
   }
   const int stages = p.pipeline.stages();
   const int n = stages + static_cast<int>(uniform(0, 8));
@@ -70,6 +85,12 @@ RandomCase MakeRandomCase(std::mt19937_64& rng) {
       layer.options.push_back(LayerOption{"opt" + std::to_string(o), uniform(1, 300), uniform(1, 600), uniform(0, 200),
                                           uniform(0, 2000), uniform(0, 1500)});
     }
+    // The weight-gradient part of the backward: at most every option's backward (and some layers
+    // without one), with what it holds from B to W.
+    TimeNs least_backward = layer.options[0].backward_ns;
+    for (const LayerOption& o : layer.options) least_backward = std::min(least_backward, o.backward_ns);
+    layer.weight_grad_ns = uniform(0, 3) == 0 && l > 0 ? 0 : uniform(1, least_backward);
+    layer.weight_grad_bytes = uniform(0, 1500);
     p.layers.push_back(layer);
   }
   // Random cut points: choose stages-1 distinct boundaries among 1..n-1.

@@ -12,7 +12,7 @@ std::string Describe(const std::vector<Op>& ops) {
   std::string out;
   for (const Op& op : ops) {
     if (!out.empty()) out += ' ';
-    out += (op.kind == OpKind::kForward ? "F" : "B") + std::to_string(op.stage) + "." + std::to_string(op.micro_batch);
+    out += "FBW"[static_cast<int>(op.kind)] + std::to_string(op.stage) + "." + std::to_string(op.micro_batch);
   }
   return out;
 }
@@ -47,6 +47,55 @@ TEST(Schedule, InterleavedFollowsMegatronOrder) {
             "F1.0 F1.1 F3.0 B3.0 F3.1 B3.1 F1.2 B1.0 F1.3 B1.1 F3.2 B3.2 F3.3 B3.3 B1.2 B1.3");
 }
 
+// Megatron's micro-batch groups, p = 2, v = 2, m = 5, N = 3: the table is chunk 0 then chunk 1 of
+// micro-batches 0-2, then of 3-4 (the last group takes what is left); backwards walk the same
+// table with the chunk reversed. Rank 0 warms up with 2(p-1) + (v-1)N = 5 forwards.
+TEST(Schedule, InterleavedRunsMegatronsMicroBatchGroups) {
+  Pipeline p{ScheduleKind::kInterleavedOneFOneB, 2, 2, 5};
+  p.micro_batch_group = 3;
+  Schedule s = Schedule(p);
+  EXPECT_EQ(Describe(s.rank_ops()[0]),
+            "F0.0 F0.1 F0.2 F2.0 F2.1 F2.2 B2.0 F0.3 B2.1 F0.4 B2.2 F2.3 B0.0 F2.4 B0.1 B0.2 B2.3 B2.4 B0.3 B0.4");
+  // With m a multiple of p and N = p the order is the one above.
+  Pipeline q{ScheduleKind::kInterleavedOneFOneB, 2, 2, 4};
+  q.micro_batch_group = 2;
+  EXPECT_EQ(Describe(Schedule(q).rank_ops()[0]), Describe(Schedule(Pipeline{ScheduleKind::kInterleavedOneFOneB, 2, 2, 4}).rank_ops()[0]));
+}
+
+// ZB-H1, p = 3, m = 4: 1F1B's order with each B followed by the W of the micro-batch w earlier
+// (w the rank's warm-up: 2 on rank 0, 0 on the last rank), the rest after the last B.
+TEST(Schedule, ZeroBubbleH1DefersTheWarmupsW) {
+  Schedule s = Schedule(Pipeline{ScheduleKind::kZeroBubbleH1, 3, 1, 4});
+  EXPECT_EQ(Describe(s.rank_ops()[0]), "F0.0 F0.1 F0.2 B0.0 F0.3 B0.1 B0.2 W0.0 B0.3 W0.1 W0.2 W0.3");
+  EXPECT_EQ(Describe(s.rank_ops()[1]), "F1.0 F1.1 B1.0 F1.2 B1.1 W1.0 F1.3 B1.2 W1.1 B1.3 W1.2 W1.3");
+  EXPECT_EQ(Describe(s.rank_ops()[2]), "F2.0 B2.0 W2.0 F2.1 B2.1 W2.1 F2.2 B2.2 W2.2 F2.3 B2.3 W2.3");
+}
+
+// The op graph: B(s, j) is waited for by B(s-1, j) and W(s, j) (two dependents), and each edge
+// says whether it crosses ranks and which stage's output it carries.
+TEST(Schedule, SplitBackwardHasTwoDependents) {
+  const Schedule s(Pipeline{ScheduleKind::kZeroBubbleH1, 3, 1, 2});
+  const OpEdges after = s.Dependents({1, 0, OpKind::kBackward});
+  ASSERT_EQ(after.count, 2);
+  EXPECT_EQ(s.OpOf(after.edge[0].op).stage, 0);
+  EXPECT_EQ(s.OpOf(after.edge[0].op).kind, OpKind::kBackward);
+  EXPECT_TRUE(after.edge[0].crosses_ranks);
+  EXPECT_EQ(after.edge[0].boundary, 0);
+  EXPECT_EQ(s.OpOf(after.edge[1].op).kind, OpKind::kWeightGrad);
+  EXPECT_FALSE(after.edge[1].crosses_ranks);
+  // Dependencies and dependents are the same edges read both ways.
+  for (RankIdx r = 0; r < 3; ++r) {
+    for (const Op& op : s.ops_of(r)) {
+      for (const OpEdge& e : s.Dependencies(op)) {
+        const OpEdges back = s.Dependents(s.OpOf(e.op));
+        int found = 0;
+        for (const OpEdge& d : back) found += d.op == s.IdOf(op) && d.boundary == e.boundary ? 1 : 0;
+        EXPECT_EQ(found, 1);
+      }
+    }
+  }
+}
+
 TEST(Schedule, WarmupCounts) {
   EXPECT_EQ(WarmupForwards(Pipeline{ScheduleKind::kOneFOneB, 8, 1, 24}, 0), 7);
   EXPECT_EQ(WarmupForwards(Pipeline{ScheduleKind::kOneFOneB, 8, 1, 3}, 0), 3);
@@ -59,21 +108,34 @@ TEST(Schedule, WarmupCounts) {
 }
 
 TEST(Schedule, EveryOpOnceOnItsRank) {
-  for (ScheduleKind kind : {ScheduleKind::kGPipe, ScheduleKind::kOneFOneB, ScheduleKind::kInterleavedOneFOneB}) {
-    const int v = kind == ScheduleKind::kInterleavedOneFOneB ? 3 : 1;
-    Pipeline p{kind, 4, v, 8};
+  for (const ScheduleTraits& t : kSchedules) {
+    const int v = t.min_chunks;
+    const Pipeline p{t.kind, 4, v, 8};
+    const int kinds = t.split_backward ? 3 : 2;
     Schedule s = Schedule(p);
-    std::vector<int> count(2 * p.stages() * p.micro_batches, 0);
+    std::vector<int> count(static_cast<std::size_t>(kinds) * p.stages() * p.micro_batches, 0);
     for (RankIdx r = 0; r < p.ranks; ++r) {
-      EXPECT_EQ(s.rank_ops()[r].size(), 2u * v * p.micro_batches);
+      EXPECT_EQ(s.rank_ops()[r].size(), static_cast<std::size_t>(kinds) * v * p.micro_batches) << t.name;
       for (const Op& op : s.rank_ops()[r]) {
         EXPECT_EQ(p.RankOf(op.stage), r);
-        ++count[(op.kind == OpKind::kForward ? 0 : p.stages() * p.micro_batches) + op.stage * p.micro_batches +
-                op.micro_batch];
+        EXPECT_EQ(s.OpOf(s.IdOf(op)).stage, op.stage);
+        ++count[s.IdOf(op)];
       }
     }
-    for (int c : count) EXPECT_EQ(c, 1);
+    for (int c : count) EXPECT_EQ(c, 1) << t.name;
   }
+}
+
+// Another order over the same ops is accepted; one that leaves an op out or repeats one is not.
+TEST(Schedule, FromOrdersChecksTheOps) {
+  const Pipeline p{ScheduleKind::kOneFOneB, 1, 1, 2};
+  EXPECT_TRUE(Schedule::FromOrders(p, {{{0, 1, OpKind::kForward}, {0, 0, OpKind::kForward}, {0, 1, OpKind::kBackward},
+                                        {0, 0, OpKind::kBackward}}})
+                  .ok());
+  EXPECT_FALSE(Schedule::FromOrders(p, {{{0, 0, OpKind::kForward}, {0, 0, OpKind::kBackward}}}).ok());
+  EXPECT_FALSE(Schedule::FromOrders(p, {{{0, 0, OpKind::kForward}, {0, 0, OpKind::kForward}, {0, 1, OpKind::kBackward},
+                                         {0, 0, OpKind::kBackward}}})
+                   .ok());
 }
 
 }  // namespace

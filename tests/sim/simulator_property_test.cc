@@ -1,7 +1,11 @@
 // Seeded random problems and plans: the simulator's answer is checked against the definition
 // of docs/semantics.md op by op.
 #include <algorithm>
+#include <iterator>
+#include <map>
 #include <random>
+#include <set>
+#include <tuple>
 
 #include <gtest/gtest.h>
 
@@ -14,95 +18,147 @@ namespace {
 
 constexpr int kCases = 400;
 
-struct OpRef {
-  RankIdx rank;
-  std::size_t position;
+// The reference semantics written out again, independently of schedule/ and sim/: where a stage
+// runs, what an op waits for, how long it runs and what it does to memory.
+RankIdx RankOfStage(const Pipeline& p, StageIdx s) { return s % p.ranks; }
+
+std::vector<Op> WaitsFor(const Pipeline& p, const Op& op) {
+  const bool last = op.stage == p.stages() - 1;
+  switch (op.kind) {
+    case OpKind::kForward:
+      if (op.stage == 0) return {};
+      return {{op.stage - 1, op.micro_batch, OpKind::kForward}};
+    case OpKind::kBackward:
+      if (last) return {{op.stage, op.micro_batch, OpKind::kForward}};
+      return {{op.stage + 1, op.micro_batch, OpKind::kBackward}};
+    case OpKind::kWeightGrad:
+      return {{op.stage, op.micro_batch, OpKind::kBackward}};
+  }
+  return {};
+}
+
+TimeNs DurationOf(const Pipeline& p, const StageCost& c, OpKind kind) {
+  const bool split = TraitsOf(p.schedule).split_backward;
+  if (kind == OpKind::kForward) return c.forward_ns;
+  if (kind == OpKind::kWeightGrad) return c.weight_grad_ns;
+  return split ? c.backward_ns - c.weight_grad_ns : c.backward_ns;
+}
+
+struct Event {
+  TimeNs start = -1, end = -1;
 };
 
-// Memory of rank r at instant t recomputed from the definition: static + reserved, saved bytes
-// of every (stage, micro-batch) whose forward has ended and whose backward has not, and the
-// transient of the op running at t.
-Bytes MemoryAt(const Schedule& schedule, const std::vector<StageCost>& stages, const SimResult& sim,
-               const RankResult& rank, RankIdx r, TimeNs t) {
-  Bytes bytes = rank.static_bytes;
-  const auto& ops = schedule.rank_ops()[r];
-  for (std::size_t i = 0; i < ops.size(); ++i) {
-    const OpTiming& timing = sim.op_timing[r][i];
-    if (timing.start_ns <= t && t < timing.end_ns) bytes += stages[ops[i].stage].transient_bytes;
-    if (ops[i].kind != OpKind::kForward || timing.end_ns > t) continue;
-    // Find the matching backward on this rank.
-    for (std::size_t k = 0; k < ops.size(); ++k) {
-      if (ops[k].kind == OpKind::kBackward && ops[k].stage == ops[i].stage &&
-          ops[k].micro_batch == ops[i].micro_batch && sim.op_timing[r][k].end_ns > t) {
-        bytes += stages[ops[i].stage].saved_bytes;
+// Times the ops the plain way: sweep the ranks again and again, timing each rank's next op once
+// everything it waits for has ended, until no rank can move.
+std::vector<std::vector<Event>> SimulateByHand(const Pipeline& p, const std::vector<std::vector<Op>>& orders,
+                                               const std::vector<StageCost>& stages) {
+  auto key = [&](const Op& op) { return std::make_tuple(static_cast<int>(op.kind), op.stage, op.micro_batch); };
+  std::map<std::tuple<int, int, int>, TimeNs> ended;
+  std::vector<std::vector<Event>> events(orders.size());
+  std::vector<std::size_t> next(orders.size(), 0);
+  for (bool moved = true; moved;) {
+    moved = false;
+    for (RankIdx r = 0; r < p.ranks; ++r) {
+      while (next[r] < orders[r].size()) {
+        const Op& op = orders[r][next[r]];
+        TimeNs ready = next[r] == 0 ? 0 : events[r].back().end;
+        bool waiting = false;
+        for (const Op& dep : WaitsFor(p, op)) {
+          auto it = ended.find(key(dep));
+          if (it == ended.end()) {
+            waiting = true;
+            break;
+          }
+          const bool crosses = RankOfStage(p, dep.stage) != r;
+          ready = std::max(ready, it->second + (crosses ? stages[std::min(dep.stage, op.stage)].p2p_out_ns : 0));
+        }
+        if (waiting) break;
+        const TimeNs end = ready + DurationOf(p, stages[op.stage], op.kind);
+        events[r].push_back({ready, end});
+        ended[key(op)] = end;
+        ++next[r];
+        moved = true;
       }
+    }
+  }
+  return events;
+}
+
+// Memory of a rank from the definition, once its first `done` ops have run (a rank runs one op
+// at a time): static + reserved; the saved bytes of every (stage, micro-batch) whose forward is
+// among them and whose backward is not; with a split backward the held bytes of those whose B is
+// among them and whose W is not; plus the transient of op `running` if one is given.
+Bytes MemoryAfter(const Pipeline& p, const std::vector<Op>& ops, const std::vector<StageCost>& stages,
+                  Bytes static_bytes, std::size_t done, const Op* running) {
+  auto ran = [&](StageIdx s, MicroBatchIdx j, OpKind kind) {
+    for (std::size_t k = 0; k < done; ++k) {
+      if (ops[k].stage == s && ops[k].micro_batch == j && ops[k].kind == kind) return true;
+    }
+    return false;
+  };
+  Bytes bytes = static_bytes + (running ? stages[running->stage].transient_bytes : 0);
+  for (std::size_t k = 0; k < done; ++k) {
+    if (ops[k].kind != OpKind::kForward) continue;
+    const StageIdx s = ops[k].stage;
+    const MicroBatchIdx j = ops[k].micro_batch;
+    if (!ran(s, j, OpKind::kBackward)) bytes += stages[s].saved_bytes;
+    if (TraitsOf(p.schedule).split_backward && ran(s, j, OpKind::kBackward) && !ran(s, j, OpKind::kWeightGrad)) {
+      bytes += stages[s].weight_grad_bytes;
     }
   }
   return bytes;
 }
 
-TEST(SimulatorProperty, RandomPlansObeyTheReferenceSemantics) {
+// Every schedule, on seeded random problems and plans: each op exactly once on its stage's rank,
+// the same start and end as the plain event simulation, the same memory peak as the definition
+// gives at every op boundary, and a critical path as long as the iteration.
+TEST(SimulatorProperty, RandomPlansMatchAnEventSimulationByHand) {
   std::mt19937_64 rng(20261129);
+  std::set<ScheduleKind> covered;
   for (int c = 0; c < kCases; ++c) {
     testing::RandomCase rc = testing::MakeRandomCase(rng);
     const Problem& problem = rc.problem;
     const Pipeline& p = problem.pipeline;
+    covered.insert(p.schedule);
     SCOPED_TRACE(::testing::Message() << "case " << c << ": " << ScheduleName(p.schedule) << " p=" << p.ranks
-                                      << " v=" << p.chunks << " m=" << p.micro_batches);
+                                      << " v=" << p.chunks << " m=" << p.micro_batches << " N="
+                                      << p.MicroBatchGroup());
     Result<SimResult> result = SimulatePlan(problem, rc.plan, SimOptions{true});
     ASSERT_TRUE(result.ok()) << result.error().message;
     const SimResult& sim = result.value();
     const Schedule schedule = Schedule(p);
     const std::vector<StageCost> stages = ComputeStageCosts(problem, rc.plan);
 
-    // Where every (kind, stage, micro-batch) ran; each exactly once, on its stage's rank.
-    std::vector<std::vector<int>> seen(2, std::vector<int>(static_cast<std::size_t>(p.stages()) * p.micro_batches, 0));
-    std::vector<std::vector<OpTiming>> timing(2, std::vector<OpTiming>(seen[0].size()));
+    // Every (kind, stage, micro-batch) the schedule has runs once, on its stage's rank.
+    const int kinds = TraitsOf(p.schedule).split_backward ? 3 : 2;
+    std::set<std::tuple<int, int, int>> seen;
     for (RankIdx r = 0; r < p.ranks; ++r) {
-      for (std::size_t i = 0; i < schedule.rank_ops()[r].size(); ++i) {
-        const Op& op = schedule.rank_ops()[r][i];
-        ASSERT_EQ(p.RankOf(op.stage), r);
-        const std::size_t key = static_cast<std::size_t>(op.stage) * p.micro_batches + op.micro_batch;
-        ++seen[static_cast<int>(op.kind)][key];
-        timing[static_cast<int>(op.kind)][key] = sim.op_timing[r][i];
+      for (const Op& op : schedule.rank_ops()[r]) {
+        ASSERT_EQ(RankOfStage(p, op.stage), r);
+        ASSERT_LT(static_cast<int>(op.kind), kinds);
+        ASSERT_TRUE(seen.insert({static_cast<int>(op.kind), op.stage, op.micro_batch}).second);
       }
     }
-    for (const auto& kind : seen) {
-      for (int count : kind) ASSERT_EQ(count, 1);
-    }
+    ASSERT_EQ(seen.size(), static_cast<std::size_t>(kinds) * p.stages() * p.micro_batches);
 
+    const std::vector<std::vector<Event>> events = SimulateByHand(p, schedule.rank_ops(), stages);
     TimeNs iteration = 0;
     for (RankIdx r = 0; r < p.ranks; ++r) {
-      TimeNs previous_end = 0;
-      Bytes peak_by_definition = sim.ranks[r].static_bytes;
-      for (std::size_t i = 0; i < schedule.rank_ops()[r].size(); ++i) {
-        const Op& op = schedule.rank_ops()[r][i];
-        const OpTiming& t = sim.op_timing[r][i];
-        const StageCost& cost = stages[op.stage];
-        // Durations, no overlap on a rank, and every op starts exactly when it can.
-        ASSERT_EQ(t.end_ns - t.start_ns, op.kind == OpKind::kForward ? cost.forward_ns : cost.backward_ns);
-        ASSERT_GE(t.start_ns, previous_end);
-        TimeNs ready = 0;
-        const std::size_t j = op.micro_batch;
-        if (op.kind == OpKind::kForward && op.stage > 0) {
-          const OpTiming& dep = timing[0][(op.stage - 1) * p.micro_batches + j];
-          ready = dep.end_ns + (p.RankOf(op.stage - 1) != r ? stages[op.stage - 1].p2p_out_ns : 0);
-        } else if (op.kind == OpKind::kBackward && op.stage == p.stages() - 1) {
-          ready = timing[0][op.stage * p.micro_batches + j].end_ns;
-        } else if (op.kind == OpKind::kBackward) {
-          const OpTiming& dep = timing[1][(op.stage + 1) * p.micro_batches + j];
-          ready = dep.end_ns + (p.RankOf(op.stage + 1) != r ? stages[op.stage].p2p_out_ns : 0);
-        }
-        ASSERT_GE(t.start_ns, ready);
-        ASSERT_EQ(t.start_ns, std::max(previous_end, ready));
-        previous_end = t.end_ns;
-        peak_by_definition = std::max({peak_by_definition, MemoryAt(schedule, stages, sim, sim.ranks[r], r, t.start_ns),
-                                       MemoryAt(schedule, stages, sim, sim.ranks[r], r, t.end_ns)});
+      const std::vector<Op>& ops = schedule.rank_ops()[r];
+      ASSERT_EQ(events[r].size(), ops.size()) << "the plain simulation deadlocked on rank " << r;
+      const Bytes static_bytes = sim.ranks[r].static_bytes;
+      Bytes peak = static_bytes;
+      for (std::size_t i = 0; i < ops.size(); ++i) {
+        ASSERT_EQ(sim.op_timing[r][i].start_ns, events[r][i].start) << "rank " << r << " op " << i;
+        ASSERT_EQ(sim.op_timing[r][i].end_ns, events[r][i].end) << "rank " << r << " op " << i;
+        peak = std::max({peak, MemoryAfter(p, ops, stages, static_bytes, i, &ops[i]),
+                         MemoryAfter(p, ops, stages, static_bytes, i + 1, nullptr)});
       }
-      // Memory never exceeds the reported peak, and the peak is reached.
+      // Memory never exceeds the reported peak, and the peak is the definition's.
       for (const MemoryPoint& point : sim.memory[r]) ASSERT_LE(point.bytes, sim.ranks[r].peak_memory_bytes);
-      ASSERT_EQ(peak_by_definition, sim.ranks[r].peak_memory_bytes);
-      ASSERT_EQ(sim.ranks[r].finish_ns, previous_end + sim.ranks[r].update_ns);
+      ASSERT_EQ(peak, sim.ranks[r].peak_memory_bytes);
+      const TimeNs last = ops.empty() ? 0 : events[r].back().end;
+      ASSERT_EQ(sim.ranks[r].finish_ns, last + sim.ranks[r].update_ns);
       iteration = std::max(iteration, sim.ranks[r].finish_ns);
     }
     ASSERT_EQ(sim.iteration_ns, iteration);
@@ -111,12 +167,14 @@ TEST(SimulatorProperty, RandomPlansObeyTheReferenceSemantics) {
     for (const StageCost& stage : stages) {
       durations.forward.push_back(stage.forward_ns);
       durations.backward.push_back(stage.backward_ns);
+      durations.weight_grad.push_back(stage.weight_grad_ns);
       durations.p2p_out.push_back(stage.p2p_out_ns);
     }
     for (const RankResult& r : sim.ranks) durations.rank_update.push_back(r.update_ns);
     ASSERT_EQ(PathLength(sim.critical_path, durations), sim.iteration_ns);
     ASSERT_NEAR(sim.bubble.ideal + sim.bubble.imbalance + sim.bubble.recompute, sim.bubble.real, 1e-9);
   }
+  EXPECT_EQ(covered.size(), std::size(kSchedules)) << "every schedule is drawn";
 }
 
 TEST(SimulatorProperty, RerunningGivesIdenticalOutput) {

@@ -2,7 +2,9 @@
 // MindFormers tool's demo.
 #include "bmpipe/solve/planner.h"
 
+#include <iterator>
 #include <random>
+#include <set>
 
 #include <gtest/gtest.h>
 
@@ -21,9 +23,15 @@ namespace {
 Problem RandomPlannerProblem(std::mt19937_64& rng) {
   auto uniform = [&](std::int64_t lo, std::int64_t hi) { return std::uniform_int_distribution<std::int64_t>(lo, hi)(rng); };
   Problem p;
-  const int kind = static_cast<int>(uniform(0, 2));
+  const int kind = static_cast<int>(uniform(0, 4));
   if (kind == 2) {
     p.pipeline = {ScheduleKind::kInterleavedOneFOneB, 2, 2, 2 * static_cast<int>(uniform(1, 3))};
+  } else if (kind == 3) {
+    // Megatron's micro-batch groups: 3 or 5 micro-batches on 2 ranks, groups of 3 (or 5).
+    p.pipeline = {ScheduleKind::kInterleavedOneFOneB, 2, 2, uniform(0, 1) == 0 ? 3 : 5};
+    p.pipeline.micro_batch_group = 3;
+  } else if (kind == 4) {
+    p.pipeline = {ScheduleKind::kZeroBubbleH1, static_cast<int>(uniform(1, 4)), 1, static_cast<int>(uniform(1, 8))};
   } else {
     p.pipeline = {kind == 0 ? ScheduleKind::kGPipe : ScheduleKind::kOneFOneB, static_cast<int>(uniform(1, 4)), 1,
                   static_cast<int>(uniform(1, 8))};
@@ -46,6 +54,9 @@ Problem RandomPlannerProblem(std::mt19937_64& rng) {
                                           2 * forward, o * uniform(20, 150), uniform(50, 400) / (o + 1),
                                           uniform(0, 2) == 0 ? uniform(0, 200) : 0});
     }
+    // The weight-gradient part of the backward (2 forward) and what W holds.
+    layer.weight_grad_ns = uniform(1, 2 * forward);
+    layer.weight_grad_bytes = uniform(0, 200);
     kinds.push_back(layer);
   }
   for (int l = 0; l < n; ++l) {
@@ -74,7 +85,8 @@ PlannerResult Plan(const Problem& problem, PlannerKind kind) {
 TEST(Planner, AgreesWithBruteForceAndCbcOnRandomSmallProblems) {
   std::mt19937_64 rng(314159);
   int feasible = 0, infeasible = 0;
-  for (int c = 0; c < 60; ++c) {
+  std::set<ScheduleKind> proven;
+  for (int c = 0; c < 80; ++c) {
     const Problem problem = RandomPlannerProblem(rng);
     const Pipeline& p = problem.pipeline;
     SCOPED_TRACE(::testing::Message() << "case " << c << ": " << ScheduleName(p.schedule) << " p=" << p.ranks << " v="
@@ -89,6 +101,7 @@ TEST(Planner, AgreesWithBruteForceAndCbcOnRandomSmallProblems) {
       continue;
     }
     ++feasible;
+    proven.insert(p.schedule);
     ASSERT_EQ(bnb.status, PlanStatus::kOptimal);
     ASSERT_EQ(cbc.status, PlanStatus::kOptimal);
     EXPECT_EQ(bnb.iteration_ns, brute.iteration_ns);
@@ -103,9 +116,10 @@ TEST(Planner, AgreesWithBruteForceAndCbcOnRandomSmallProblems) {
       EXPECT_NEAR(r->bound_ns, static_cast<double>(r->iteration_ns), 1e-6 * static_cast<double>(r->iteration_ns));
     }
   }
-  // The generator covers both outcomes.
+  // The generator covers both outcomes, and every schedule has optima to agree on.
   EXPECT_GT(feasible, 30);
   EXPECT_GT(infeasible, 3);
+  EXPECT_EQ(proven.size(), std::size(kSchedules));
 }
 
 // The family bound never exceeds the optimum (brute force), on every schedule.

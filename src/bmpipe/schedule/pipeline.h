@@ -1,6 +1,6 @@
 // The pipeline's shape and its schedule kind: the table that defines every schedule bmpipe knows
-// (name, chunks per rank, where each stage sits, whether the backward is split), the placement
-// of stages on ranks in both directions, and the shape's checks. Semantics: docs/semantics.md,
+// (name, chunks per rank, whether the backward is split), the placement of stages on ranks in
+// both directions, and the shape's checks. Semantics: docs/semantics.md,
 // "Ranks, chunks and stages" and "Schedules". The per-rank op orders and the op graph are in
 // schedule.h.
 #pragma once
@@ -32,10 +32,6 @@ enum class ScheduleKind {
   kZeroBubbleH1,         // 1F1B with the backward split into B and W, W deferred (ZB-H1)
 };
 
-// Where stage s sits: kLoop puts chunk c's stages on ranks 0..p-1 in order (Megatron); kVee runs
-// the odd chunks back from rank p-1 to 0, so that a V-shaped pipeline turns on the last rank.
-enum class Placement { kLoop, kVee };
-
 // One row of the schedule table: everything that differs between schedules except the op order,
 // which schedule.cc builds.
 struct ScheduleTraits {
@@ -43,22 +39,18 @@ struct ScheduleTraits {
   std::string_view name;     // problem files' pipeline.schedule and --schedule
   std::string_view summary;  // one line for --help and errors
   int min_chunks, max_chunks;
-  Placement placement;
   bool split_backward;  // the backward runs as B (input gradient) and W (weight gradient) ops
 };
 
 // The schedule table, indexed by ScheduleKind, in the order --help lists them. Adding a schedule
 // is a row here and an order builder in schedule.cc.
 inline constexpr ScheduleTraits kSchedules[] = {
-    {ScheduleKind::kGPipe, "gpipe", "all forwards, then all backwards", 1, 1, Placement::kLoop, false},
-    {ScheduleKind::kOneFOneB, "1f1b", "one forward, one backward (PipeDream-flush, Megatron)", 1, 1, Placement::kLoop,
-     false},
+    {ScheduleKind::kGPipe, "gpipe", "all forwards, then all backwards", 1, 1, false},
+    {ScheduleKind::kOneFOneB, "1f1b", "one forward, one backward (PipeDream-flush, Megatron)", 1, 1, false},
     {ScheduleKind::kInterleavedOneFOneB, "interleaved-1f1b",
-     "Megatron's interleaved 1F1B over several chunks per rank, any micro-batch count", 2, kMaxStages,
-     Placement::kLoop, false},
+     "Megatron's interleaved 1F1B over several chunks per rank, any micro-batch count", 2, kMaxStages, false},
     {ScheduleKind::kZeroBubbleH1, "zb-h1",
-     "1F1B with the backward split into B and W, W deferred into the bubbles (1F1B's memory)", 1, 1,
-     Placement::kLoop, true},
+     "1F1B with the backward split into B and W, W deferred into the bubbles (1F1B's memory)", 1, 1, true},
 };
 inline constexpr const ScheduleTraits& TraitsOf(ScheduleKind kind) { return kSchedules[static_cast<int>(kind)]; }
 inline constexpr std::string_view ScheduleName(ScheduleKind kind) { return TraitsOf(kind).name; }
@@ -77,17 +69,12 @@ struct Pipeline {
 
   int stages() const { return ranks * chunks; }
   int MicroBatchGroup() const { return micro_batch_group > 0 ? micro_batch_group : ranks; }
-  bool Vee() const { return TraitsOf(schedule).placement == Placement::kVee; }
   bool SplitBackward() const { return TraitsOf(schedule).split_backward; }
-  // Stage s is chunk s div p; on kLoop it runs on rank s mod p, on kVee odd chunks run backwards.
+  // Megatron's placement: stage s is chunk s div p of rank s mod p. Every consumer maps stages
+  // and (rank, chunk) through these two, so a placement of another shape (V) is a change here.
   int ChunkOf(StageIdx s) const { return s / ranks; }
-  RankIdx RankOf(StageIdx s) const {
-    const int i = s % ranks;
-    return Vee() && ChunkOf(s) % 2 == 1 ? ranks - 1 - i : i;
-  }
-  StageIdx StageAt(RankIdx r, int chunk) const {
-    return chunk * ranks + (Vee() && chunk % 2 == 1 ? ranks - 1 - r : r);
-  }
+  RankIdx RankOf(StageIdx s) const { return s % ranks; }
+  StageIdx StageAt(RankIdx r, int chunk) const { return chunk * ranks + r; }
   // Ops of all kinds the schedule runs: forward and backward, and W when the backward is split.
   std::int64_t Ops() const;
 };

@@ -118,14 +118,18 @@ Formulation BuildFormulation(const Problem& problem, const Candidates& candidate
 
   if (!candidates.memory_exact) {
     const double budget = static_cast<double>(problem.memory_bytes - problem.reserved_bytes);
+    // In thousandths of the budget: coefficients near 1 on every problem size, and the solvers'
+    // feasibility tolerance (about 1e-7 of a unit) is 1e-10 of the budget, 8 bytes of 80 GB.
+    // (Scaled to GB, a problem of a few hundred bytes was within tolerance of every row, and CBC
+    // returned a plan over capacity.)
+    const double scale = 1e3 / budget;
     for (RankIdx r = 0; r < p.ranks; ++r) {
       const auto& rows = candidates.memory_rows[r];
       for (std::size_t i = 0; i < rows.size(); ++i) {
-        // Scaled to GB-sized coefficients.
-        LinearRow mem{Name("mem", r, static_cast<int>(i)), -kInfinity, budget / 1e9, {}};
+        LinearRow mem{Name("mem", r, static_cast<int>(i)), -kInfinity, 1e3, {}};
         for (int c = 0; c < p.chunks; ++c) {
           const MemoryRow& row = rows[i];
-          AddStageTerms(f, candidates, p.StageAt(r, c), 1e-9,
+          AddStageTerms(f, candidates, p.StageAt(r, c), scale,
                         [&](const Candidate& k) { return k.static_bytes + row.ChunkBytes(c, k.cost); }, mem.terms);
         }
         m.AddRow(std::move(mem));
