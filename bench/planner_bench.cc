@@ -4,7 +4,7 @@
 // time-indexed integer program for the same case and prints its time and status.
 //
 //   build/bench/bench_planner [--time-limit S] [--cbc] [--cbc-max-stages N] [--layers L,...]
-//                             [--ranks P,...] [--factors F,...] [--schedules 1f1b,interleaved]
+//                             [--ranks P,...] [--factors F,...] [--schedules 1f1b,interleaved,zb-h1]
 #include <cstdio>
 #include <cstdlib>
 #include <sstream>
@@ -21,11 +21,12 @@ namespace {
 // backward; options none, selective (+1.5 ms, 45 % of the activations), full (+10 ms, 8 %).
 // Memory is set so that without recomputation rank 0 does not fit (about 1.3x over), so the
 // planner has to trade recomputation against balance.
-Problem SyntheticProblem(int layers, int ranks, int chunks, int micro_batches) {
+// The weight gradients are half of every backward and hold a third of the activations (used by
+// the split-backward schedules only).
+Problem SyntheticProblem(ScheduleKind schedule, int layers, int ranks, int chunks, int micro_batches) {
   Problem p;
   p.name = "synthetic";
-  p.pipeline = {chunks > 1 ? ScheduleKind::kInterleavedOneFOneB : ScheduleKind::kOneFOneB, ranks, chunks,
-                micro_batches};
+  p.pipeline = {schedule, ranks, chunks, micro_batches};
   p.p2p_ns = 200'000;
   const Bytes activation = 600'000'000;
   const Bytes parameters = 1'500'000'000;
@@ -34,6 +35,8 @@ Problem SyntheticProblem(int layers, int ranks, int chunks, int micro_batches) {
     l.name = name;
     l.static_bytes = static_bytes;
     l.p2p_ns = p.p2p_ns;
+    l.weight_grad_ns = b / 2;
+    l.weight_grad_bytes = saved / 3;
     l.options.push_back({"none", f, b, 0, saved, 0});
     if (recompute) {
       l.options.push_back({"selective", f, b, f * 15 / 100, saved * 45 / 100, 0});
@@ -107,17 +110,18 @@ int Main(int argc, char** argv) {
   std::printf("|---|---|---|---|---|---|---|---|---|---|---|---|%s\n", cbc ? "---|---|---|" : "");
   for (const std::string& schedule : schedules) {
     const int chunks = schedule == "interleaved" ? 2 : 1;
+    const ScheduleKind kind = chunks > 1 ? ScheduleKind::kInterleavedOneFOneB : ScheduleFromName(schedule).value();
     for (int l : layers) {
       for (int p : ranks) {
         if (p * chunks > l + 2) continue;
         for (int f : factors) {
           const int m = f * p;
-          Problem problem = SyntheticProblem(l, p, chunks, m);
+          Problem problem = SyntheticProblem(kind, l, p, chunks, m);
           PlannerOptions options;
           options.time_limit_s = time_limit;
           const PlannerResult r = PlanPipeline(problem, options).value();
           std::printf("| %s | %d | %d | %d | %d | %d | %d | %.3f | %s | %s | %ld | %ld |", schedule.c_str(), l, p, chunks,
-                      m, p * chunks, 2 * p * chunks * m, r.seconds, StatusCell(r).c_str(),
+                      m, p * chunks, static_cast<int>(problem.pipeline.Ops()), r.seconds, StatusCell(r).c_str(),
                       r.status == PlanStatus::kOptimal || r.status == PlanStatus::kFeasible
                           ? std::to_string(ToSeconds(r.iteration_ns)).c_str()
                           : "-",

@@ -62,13 +62,13 @@ TEST(Schedule, InterleavedRunsMegatronsMicroBatchGroups) {
   EXPECT_EQ(Describe(Schedule(q).rank_ops()[0]), Describe(Schedule(Pipeline{ScheduleKind::kInterleavedOneFOneB, 2, 2, 4}).rank_ops()[0]));
 }
 
-// ZB-H1, p = 3, m = 4: 1F1B's order with each B followed by the W of the micro-batch w earlier
-// (w the rank's warm-up: 2 on rank 0, 0 on the last rank), the rest after the last B.
-TEST(Schedule, ZeroBubbleH1DefersTheWarmupsW) {
+// ZB-H1, p = 3, m = 4: 1F1B's order with each B followed by the W of the micro-batch r earlier on
+// rank r (none deferred on rank 0, two on the last rank), the rest after the last B.
+TEST(Schedule, ZeroBubbleH1DefersTheLastRanksW) {
   Schedule s = Schedule(Pipeline{ScheduleKind::kZeroBubbleH1, 3, 1, 4});
-  EXPECT_EQ(Describe(s.rank_ops()[0]), "F0.0 F0.1 F0.2 B0.0 F0.3 B0.1 B0.2 W0.0 B0.3 W0.1 W0.2 W0.3");
+  EXPECT_EQ(Describe(s.rank_ops()[0]), "F0.0 F0.1 F0.2 B0.0 W0.0 F0.3 B0.1 W0.1 B0.2 W0.2 B0.3 W0.3");
   EXPECT_EQ(Describe(s.rank_ops()[1]), "F1.0 F1.1 B1.0 F1.2 B1.1 W1.0 F1.3 B1.2 W1.1 B1.3 W1.2 W1.3");
-  EXPECT_EQ(Describe(s.rank_ops()[2]), "F2.0 B2.0 W2.0 F2.1 B2.1 W2.1 F2.2 B2.2 W2.2 F2.3 B2.3 W2.3");
+  EXPECT_EQ(Describe(s.rank_ops()[2]), "F2.0 B2.0 F2.1 B2.1 F2.2 B2.2 W2.0 F2.3 B2.3 W2.1 W2.2 W2.3");
 }
 
 // The op graph: B(s, j) is waited for by B(s-1, j) and W(s, j) (two dependents), and each edge

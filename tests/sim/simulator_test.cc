@@ -217,3 +217,56 @@ TEST(Simulator, InvalidPlanIsRejected) {
 
 }  // namespace
 }  // namespace bmpipe
+
+namespace bmpipe {
+namespace {
+
+// Equal stages, no p2p: each rank's idle time against the closed forms of the schedules' papers,
+// with T_F = T_B = T_W = 1 (split) or T_F = 1, T_B = 2 per stage: 1F1B and GPipe idle (p-1)(F+B),
+// interleaved 1F1B the same in chunk-stage times, which is (p-1)(F+B)/v of a rank's whole model,
+// ZB-H1 (p-1)(F+B-W) (Qi et al., "Zero Bubble Pipeline Parallelism", §2.1).
+TEST(Simulator, BubblesOfEqualStagesMatchTheClosedForms) {
+  struct Case {
+    ScheduleKind kind;
+    int p, v, m, group;
+    double idle_units;  // on the busiest rank, in units of F
+  };
+  for (const Case& c : {Case{ScheduleKind::kGPipe, 4, 1, 8, 0, 3 * 3.0}, Case{ScheduleKind::kOneFOneB, 4, 1, 8, 0, 3 * 3.0},
+                        Case{ScheduleKind::kInterleavedOneFOneB, 4, 2, 8, 0, 3 * 3.0},
+                        Case{ScheduleKind::kInterleavedOneFOneB, 4, 2, 10, 5, 3 * 3.0},
+                        Case{ScheduleKind::kZeroBubbleH1, 4, 1, 8, 0, 3 * 1.0},
+                        Case{ScheduleKind::kZeroBubbleH1, 8, 1, 24, 0, 7 * 1.0}}) {
+    Problem problem = UniformProblem(c.kind, c.p, c.v, c.m, c.p * c.v, 1000, 2000);
+    for (Layer& layer : problem.layers) layer.weight_grad_ns = 1000;  // W = F (used by zb-h1 only)
+    problem.pipeline.micro_batch_group = c.group;
+    const SimResult sim = SimulateOk(problem, OneLayerPerStage(problem));
+    const double busy = static_cast<double>(sim.ranks[0].busy_ns);
+    EXPECT_EQ(busy, 3000.0 * c.v * c.m) << ScheduleName(c.kind);
+    EXPECT_DOUBLE_EQ(static_cast<double>(sim.iteration_ns) - busy, 1000 * c.idle_units) << ScheduleName(c.kind);
+    // The report's ideal bubble is that idle time over the rank's work.
+    EXPECT_DOUBLE_EQ(sim.bubble.ideal, c.idle_units / (3.0 * c.v * c.m)) << ScheduleName(c.kind);
+    EXPECT_NEAR(sim.bubble.imbalance, 0, 1e-12) << ScheduleName(c.kind);
+  }
+}
+
+// The zero-bubble paper's measured stage times (1.5B model, p = 8, m = 24; T_F 18.52, T_B 18.09,
+// T_W 9.34, T_comm 0.60 ms, arXiv 2401.10241 Tables 5-6): ZB-H1's idle time against 1F1B's is
+// close to (T_F + T_B - T_W) / (T_F + T_B + T_W), the ratio of the closed forms without p2p.
+TEST(Simulator, ZeroBubbleH1OnThePapersStageTimes) {
+  auto iteration = [](ScheduleKind kind) {
+    Problem problem = UniformProblem(kind, 8, 1, 24, 8, 18'520'000, 18'090'000 + 9'340'000, 600'000);
+    for (Layer& layer : problem.layers) layer.weight_grad_ns = 9'340'000;
+    return SimulateOk(problem, OneLayerPerStage(problem));
+  };
+  const SimResult one = iteration(ScheduleKind::kOneFOneB), zb = iteration(ScheduleKind::kZeroBubbleH1);
+  const double work = 24 * (18.52 + 18.09 + 9.34);
+  EXPECT_LT(zb.iteration_ns, one.iteration_ns);
+  // ZB-H1's idle time is about a third of 1F1B's (F + B - W of F + B + W).
+  const double zb_idle = static_cast<double>(zb.iteration_ns) / 1e6 - work;
+  const double one_idle = static_cast<double>(one.iteration_ns) / 1e6 - work;
+  EXPECT_NEAR(zb_idle / one_idle, (18.52 + 18.09 - 9.34) / (18.52 + 18.09 + 9.34), 0.05)
+      << "ZB-H1 idles " << zb_idle << " ms, 1F1B " << one_idle << " ms";
+}
+
+}  // namespace
+}  // namespace bmpipe

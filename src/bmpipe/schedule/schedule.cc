@@ -56,16 +56,17 @@ std::vector<Op> OneFOneBOrder(const Pipeline& p, const OrderTable& table, RankId
   return ops;
 }
 
-// ZB-H1 on rank r: 1F1B's order, with W(j) right after B(j + w), w the rank's warm-up, and the W's
-// left over after the last B.
+// ZB-H1 on rank r: 1F1B's order with W(j) right after B(j + r), and the W's left over after the
+// last B. The last ranks defer their W's most, so that their B's, which every earlier rank waits
+// for, run first; the deferred W's fill the cool-down. Each rank then holds p micro-batches'
+// activations at most, saved or waiting for W, as rank 0 does under 1F1B.
 std::vector<Op> ZeroBubbleH1Order(const Pipeline& p, const OrderTable& table, RankIdx r) {
-  const int w = WarmupForwards(p, r);
   std::vector<Op> ops;
   ops.reserve(3 * static_cast<std::size_t>(p.micro_batches));
   int next_w = 0;
   for (const Op& op : OneFOneBOrder(p, table, r)) {
     ops.push_back(op);
-    if (op.kind == OpKind::kBackward && op.micro_batch >= w) ops.push_back({op.stage, next_w++, OpKind::kWeightGrad});
+    if (op.kind == OpKind::kBackward && op.micro_batch >= r) ops.push_back({op.stage, next_w++, OpKind::kWeightGrad});
   }
   while (next_w < p.micro_batches) ops.push_back({p.StageAt(r, 0), next_w++, OpKind::kWeightGrad});
   return ops;

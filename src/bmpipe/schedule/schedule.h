@@ -69,9 +69,9 @@ class Schedule {
   //   (Pipeline::MicroBatchGroup): the k-th forward is the k-th entry of the table that lists, per
   //   group, every chunk in turn with the group's micro-batches; the k-th backward is the same
   //   entry with chunk v-1-c; warm-up min(2(p-r-1) + (v-1)N, m*v);
-  // - ZB-H1: 1F1B's order with each backward split into B and W; rank r runs its first r W's
-  //   only after its cool-down B's (they fill the cool-down bubbles), every other W right after
-  //   its B, which keeps 1F1B's peak of held micro-batches.
+  // - ZB-H1: 1F1B's order with each backward split into B and W, W(j) right after B(j + r) on
+  //   rank r (the rest after the last B): the deferred W's fill the cool-down, and every rank
+  //   holds at most p micro-batches (saved or waiting for W), rank 0's count under 1F1B.
   explicit Schedule(const Pipeline& pipeline);
   // Any other order over the same ops: every op of the pipeline's schedule kind exactly once, on
   // the rank its stage sits on (an error otherwise). It may deadlock; the simulator says so.
