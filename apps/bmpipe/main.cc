@@ -620,6 +620,7 @@ struct SearchArgs {
   SearchOptions options;
   SetupWords words;
   std::vector<std::string> precisions;  // --precision, a list
+  std::vector<std::string> schedules;   // --schedules, a list
   std::string mfu_attention = "causal";
   double reserved_gb = -1;
   bool json = false;
@@ -656,6 +657,7 @@ int RunSearch(SearchArgs& args) {
   for (const std::string& p : args.precisions) {
     options.precision.push_back(ParsePrecision(p).value_or(Precision::kBf16));
   }
+  for (const std::string& name : args.schedules) options.schedules.push_back(ScheduleFromName(name).value());
   std::optional<ExportFormat> format;
   if (!args.export_format.empty() && args.export_format != "none") {
     Result<ExportFormat> parsed = ParseExportFormat(args.export_format);
@@ -1153,6 +1155,12 @@ int Main(int argc, char** argv) {
                      "bytes per parameter for its weight caches)")
       ->delimiter(',')
       ->check(CLI::IsMember({"bf16", "fp8"}));
+  search->add_option("--schedules", srch.schedules,
+                     "Schedules to try (comma-separated; default 1f1b, interleaved where --vpp > 1): 1f1b, zb-h1 "
+                     "(split backward, one chunk per rank; the report's \"sched\" line says how it compares with "
+                     "the best 1F1B or interleaved plan)")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"1f1b", "zb-h1"}));
   AddSetupOptions(*search, srch.options.base, srch.words, [](CLI::Option* o) { return o; });
   search->add_flag("--json", srch.json, "Print the search as JSON (statistics, ranking, every configuration's verdict)");
   search->add_option("--out", srch.out, "Also write the search JSON to this file");

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include "bmpipe/cost/problem_builder.h"
+#include "bmpipe/io/search_report.h"
 #include "test_support.h"
 
 namespace bmpipe {
@@ -70,6 +71,34 @@ TEST(Search, BestEqualsPlanningEveryConfiguration) {
   EXPECT_GT(pruned.Count(Verdict::kMemoryBound), 0);
   EXPECT_GT(pruned.Count(Verdict::kTimeBound), 0);
   EXPECT_EQ(pruned.gap, 0);  // everything not pruned was proven
+}
+
+// The schedule as a dimension: with ZB-H1 offered beside 1F1B (one chunk per rank), pruning
+// still finds the exhaustive optimum, which here is a ZB-H1 plan, and the report's comparison
+// with the best 1F1B plan is the planned one.
+TEST(Search, PicksZeroBubbleWhenItIsFaster) {
+  SmallCase c;
+  c.options.vpp = {1};
+  c.options.pp = {2, 4};  // pipelines, where the schedule matters
+  c.options.schedules = {ScheduleKind::kZeroBubbleH1};
+  const SearchResult pruned = SearchSmall(c);
+  c.options.exhaustive = true;
+  const SearchResult every = SearchSmall(c);
+  ASSERT_FALSE(every.ranking.empty());
+  EXPECT_EQ(Best(pruned).config, Best(every).config);
+  EXPECT_EQ(Best(pruned).planner.iteration_ns, Best(every).planner.iteration_ns);
+  EXPECT_EQ(Best(every).config.schedule, ScheduleKind::kZeroBubbleH1);
+  TimeNs best_one = 0;
+  for (const ConfigOutcome& out : every.configs) {
+    if (out.verdict == Verdict::kPlanned && out.config.schedule == ScheduleKind::kOneFOneB &&
+        (best_one == 0 || out.planner.iteration_ns < best_one)) {
+      best_one = out.planner.iteration_ns;
+    }
+  }
+  ASSERT_GT(best_one, 0);
+  EXPECT_LT(Best(every).planner.iteration_ns, best_one);
+  EXPECT_NE(FormatSearch({}, c.options, pruned).find("sched zb-h1 won\n         sched 1f1b/interleaved: "),
+            std::string::npos);
 }
 
 // Mixtral's MoE layers cut to 2, on 8 H100: context, expert and expert tensor parallelism, every

@@ -35,6 +35,10 @@ struct Dimension {
 std::string Number(int v) { return std::to_string(v); }
 std::string YesNo(int v) { return v ? "yes" : "no"; }
 std::string PrecisionLabel(int v) { return std::string(PrecisionName(static_cast<Precision>(v))); }
+std::string ScheduleLabel(int v) {
+  const ScheduleKind kind = static_cast<ScheduleKind>(v);
+  return kind == ScheduleKind::kOneFOneB ? "1f1b/interleaved" : std::string(ScheduleName(kind));
+}
 
 const Dimension kDimensions[] = {
     {"tp", [](const SearchConfig& c) { return c.tp; }, Number},
@@ -47,6 +51,7 @@ const Dimension kDimensions[] = {
     {"sp", [](const SearchConfig& c) { return static_cast<int>(c.sequence_parallel); }, YesNo},
     {"zero", [](const SearchConfig& c) { return c.zero; }, Number},
     {"prec", [](const SearchConfig& c) { return static_cast<int>(c.precision); }, PrecisionLabel},
+    {"sched", [](const SearchConfig& c) { return static_cast<int>(c.schedule); }, ScheduleLabel},
 };
 
 // Why no configuration with another value of a dimension won, when none has a plan: how many
@@ -172,7 +177,9 @@ std::string FormatSearch(const std::vector<std::pair<std::string, std::string>>&
         k + 1, c.config.tp, c.config.cp, c.config.pp, c.config.dp, c.config.ep, c.config.etp, c.config.vpp,
         c.config.mbs, c.micro_batches, c.config.sequence_parallel ? "yes" : "no", c.config.zero,
         PrecisionName(c.config.precision), FormatDuration(c.planner.iteration_ns), Rate(c.tokens_per_s), 100 * c.mfu,
-        c.bubble, 100 * c.peak_memory_fraction, PlanVerdict(c.planner));
+        c.bubble, 100 * c.peak_memory_fraction,
+        (c.config.schedule == ScheduleKind::kOneFOneB ? "" : fmt::format("{}, ", ScheduleName(c.config.schedule))) +
+            PlanVerdict(c.planner));
   }
   out += "\n  m: micro-batches per iteration; ep, etp: expert and expert tensor parallelism (MoE layers); zero: the\n"
          "  ZeRO stage over the data- and context-parallel ranks (1: the distributed optimizer, 2: and gradients, 3:\n"
@@ -180,7 +187,8 @@ std::string FormatSearch(const std::vector<std::pair<std::string, std::string>>&
          "  the kernel runs it (" +
          std::string(options.mfu_attention == AttentionFlops::kCausal ? "causal" : "full") +
          "), / (iteration time x devices x the bf16 dense peak); memory: the\n"
-         "  fullest rank's peak over the device memory; plan: what the planner proved for that configuration.\n";
+         "  fullest rank's peak over the device memory; plan: what the planner proved for that configuration (after\n"
+         "  the schedule, when it is not 1F1B or, with vpp > 1, interleaved 1F1B).\n";
   out += FormatAlternatives(result);
   return out;
 }
@@ -216,6 +224,7 @@ Json SearchToJson(const SearchOptions& options, const SearchResult& result) {
     j["distributed_optimizer"] = c.config.zero >= 1;
     j["zero"] = c.config.zero;
     j["precision"] = std::string(PrecisionName(c.config.precision));
+    if (c.config.schedule != ScheduleKind::kOneFOneB) j["schedule"] = std::string(ScheduleName(c.config.schedule));
     if (!c.setting.empty()) j["recompute_setting"] = c.setting;
     return j;
   };

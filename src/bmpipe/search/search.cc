@@ -35,7 +35,7 @@ constexpr std::int64_t kMemoryBoundEntries = std::int64_t{1} << 24;
 // The fields in tie-break order; those added later come last, so earlier orders still hold.
 auto Key(const SearchConfig& c) {
   return std::make_tuple(c.tp, c.pp, c.dp, c.vpp, c.mbs, c.sequence_parallel, c.zero, c.cp, c.ep, c.etp,
-                         c.precision);
+                         c.precision, c.schedule);
 }
 
 double SecondsSince(std::chrono::steady_clock::time_point t) {
@@ -126,7 +126,8 @@ Signature SignatureOf(const Problem& p) {
 }
 
 bool SamePipeline(const Pipeline& a, const Pipeline& b) {
-  return a.ranks == b.ranks && a.chunks == b.chunks && a.micro_batches == b.micro_batches && a.schedule == b.schedule;
+  return a.ranks == b.ranks && a.chunks == b.chunks && a.micro_batches == b.micro_batches && a.schedule == b.schedule &&
+         a.MicroBatchGroup() == b.MicroBatchGroup();
 }
 
 // True when every cost of `a` is at most that of `b`: then every plan of b is a plan of a that
@@ -142,11 +143,19 @@ bool NoCostlier(const Signature& a, const Signature& b) {
         la.options.size() != lb.options.size()) {
       return false;
     }
+    // A split backward runs B (backward - W) and W apart: each must be no costlier.
+    if (a.pipeline.SplitBackward() &&
+        (la.weight_grad_ns > lb.weight_grad_ns || la.weight_grad_bytes > lb.weight_grad_bytes)) {
+      return false;
+    }
     for (std::size_t o = 0; o < la.options.size(); ++o) {
       const LayerOption& x = la.options[o];
       const LayerOption& y = lb.options[o];
       if (x.forward_ns > y.forward_ns || x.backward_ns > y.backward_ns || x.recompute_ns > y.recompute_ns ||
           x.saved_bytes > y.saved_bytes || x.peak_extra_bytes > y.peak_extra_bytes) {
+        return false;
+      }
+      if (a.pipeline.SplitBackward() && x.backward_ns - la.weight_grad_ns > y.backward_ns - lb.weight_grad_ns) {
         return false;
       }
     }
@@ -305,6 +314,7 @@ std::string DescribeConfig(const SearchConfig& c) {
   if (c.zero == 1) out += ", distributed optimizer";
   if (c.zero > 1) out += fmt::format(", ZeRO-{}", c.zero);
   if (c.precision == Precision::kFp8) out += ", FP8";
+  if (c.schedule != ScheduleKind::kOneFOneB) out += fmt::format(", {}", ScheduleName(c.schedule));
   return out;
 }
 
@@ -342,11 +352,11 @@ TrainingSetup SetupOf(const SearchOptions& options, const SearchConfig& c) {
   s.ep = c.ep;
   s.etp = c.etp;
   s.precision = c.precision;
+  s.schedule = c.schedule;
   // FP8 weights where the configuration runs FP8 GEMMs from a distributed optimizer, and their
   // transposes dropped where it runs FP8 GEMMs without Megatron-FSDP.
   s.fp8_params = options.base.fp8_params && c.precision == Precision::kFp8 && c.zero >= 1;
   s.no_fp8_transpose_cache = options.base.no_fp8_transpose_cache && c.precision == Precision::kFp8 && c.zero <= 2;
-  s.schedule = ScheduleKind::kOneFOneB;
   s.devices = options.devices;
   return s;
 }
@@ -369,6 +379,10 @@ Result<SearchResult> SearchConfigurations(const ModelSpec& model, const DeviceSp
   Error first_invalid = InvalidInput("");
   const std::vector<Precision> precisions =
       options.precision.empty() ? std::vector<Precision>{options.base.precision} : options.precision;
+  std::vector<ScheduleKind> schedules{ScheduleKind::kOneFOneB};
+  for (ScheduleKind kind : options.schedules) {
+    if (kind != ScheduleKind::kOneFOneB) schedules.push_back(kind);
+  }
   for (int tp : Divisors(device.devices_per_node)) {
     if (options.devices % tp != 0 || !Allowed(options.tp, tp)) continue;
     for (int cp : Divisors(options.devices / tp)) {
@@ -394,28 +408,31 @@ Result<SearchResult> SearchConfigurations(const ModelSpec& model, const DeviceSp
               for (int zero : zeros) {
                 for (const auto& [ep, etp] : experts) {
                   for (Precision precision : precisions) {
-                    if (enumerating.Expired()) break;
-                    ++result.combinations;
-                    const SearchConfig c{tp, pp, dp, vpp, mbs, sp, zero, cp, ep, etp, precision};
-                    const TrainingSetup setup = SetupOf(options, c);
-                    Status valid = ValidateSetup(model, device, setup);
-                    if (!valid.ok()) {
-                      if (result.invalid++ == 0) first_invalid = valid.error();
-                      continue;
-                    }
-                    // A setup the target's framework cannot run (DeepSpeed and ZeRO-2, say) is not enumerated.
-                    if (options.target != TargetKind::kAny) {
-                      const Pipeline pipeline = SetupPipeline(setup);
-                      Status runs = TargetRunsSetup(options.target, SetupTrainingInfo(model, setup), &pipeline);
-                      if (!runs.ok()) {
-                        if (result.target_refused++ == 0 && result.invalid == 0) first_invalid = runs.error();
+                    for (ScheduleKind schedule : schedules) {
+                      if (vpp > 1 && schedule != ScheduleKind::kOneFOneB) continue;  // one chunk per rank
+                      if (enumerating.Expired()) break;
+                      ++result.combinations;
+                      const SearchConfig c{tp, pp, dp, vpp, mbs, sp, zero, cp, ep, etp, precision, schedule};
+                      const TrainingSetup setup = SetupOf(options, c);
+                      Status valid = ValidateSetup(model, device, setup);
+                      if (!valid.ok()) {
+                        if (result.invalid++ == 0) first_invalid = valid.error();
                         continue;
                       }
+                      // A setup the target's framework cannot run (DeepSpeed and ZeRO-2, say) is not enumerated.
+                      if (options.target != TargetKind::kAny) {
+                        const Pipeline pipeline = SetupPipeline(setup);
+                        Status runs = TargetRunsSetup(options.target, SetupTrainingInfo(model, setup), &pipeline);
+                        if (!runs.ok()) {
+                          if (result.target_refused++ == 0 && result.invalid == 0) first_invalid = runs.error();
+                          continue;
+                        }
+                      }
+                      ConfigOutcome out;
+                      out.config = c;
+                      out.micro_batches = m;
+                      result.configs.push_back(out);
                     }
-                    ConfigOutcome out;
-                    out.config = c;
-                    out.micro_batches = m;
-                    result.configs.push_back(out);
                   }
                 }
               }

@@ -40,13 +40,15 @@ struct SearchConfig {
   int cp = 1, ep = 1;
   int etp = 1;  // expert tensor-parallel size (MoE models); equal to tp otherwise
   Precision precision = Precision::kBf16;
+  // kOneFOneB runs interleaved when vpp > 1.
+  ScheduleKind schedule = ScheduleKind::kOneFOneB;
   // A fixed order: the tie-break between configurations with equal iteration times.
   bool operator<(const SearchConfig& o) const;
   bool operator==(const SearchConfig& o) const;
 };
 
-// "tp 8, pp 16, dp 128, vpp 4, mbs 1, sequence parallel, ZeRO-1", with cp, ep, etp and FP8 where
-// they are not the default.
+// "tp 8, pp 16, dp 128, vpp 4, mbs 1, sequence parallel, ZeRO-1", with cp, ep, etp, FP8 and a
+// schedule other than 1F1B where they are not the default.
 std::string DescribeConfig(const SearchConfig& c);
 
 inline constexpr int kMinContextTokens = 4096;
@@ -74,6 +76,9 @@ struct SearchOptions {
   // without data or context parallelism.
   std::vector<int> zero;
   std::vector<Precision> precision;  // empty: base.precision
+  // Schedules with one chunk per rank to try beside (interleaved) 1F1B, e.g. zb-h1; empty: 1f1b
+  // (interleaved when vpp > 1) only.
+  std::vector<ScheduleKind> schedules;
   int top = 5;       // configurations to rank
   int threads = 0;   // 0: the machine's hardware threads
   // Configurations planned with the exact planner, most promising (by screened time) first; -1:

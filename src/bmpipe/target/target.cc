@@ -82,6 +82,14 @@ Status CheckPipeline(const Target& target, const Pipeline& pipeline) {
                                     "(--vpp 1, or pipeline.chunks: 1)",
                                     target.name, target.framework));
   }
+  // Split backwards run in torch.distributed.pipelining's schedule runtime (I and W actions of the
+  // exported CSV); Megatron-LM, MindFormers, DeepSpeed and torchtitan's named schedules have none.
+  if (pipeline.SplitBackward() && target.kind != TargetKind::kAny && target.kind != TargetKind::kTorch) {
+    return InvalidInput(fmt::format("target {} ({}) runs no split-backward schedule such as '{}'; plan with "
+                                    "schedule 1f1b, or with --target torch (torch.distributed.pipelining runs the "
+                                    "exported CSV)",
+                                    target.name, target.framework, ScheduleName(pipeline.schedule)));
+  }
   if (pipeline.schedule == ScheduleKind::kGPipe && !target.gpipe) {
     return InvalidInput(fmt::format("target {} ({}) runs no GPipe schedule; plan with schedule 1f1b", target.name,
                                     target.framework));
