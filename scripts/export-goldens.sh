@@ -29,6 +29,9 @@ declare -A cases=(
   [llama3-70b-bf16-state]="--model llama3-70b --device h100-80gb --tp 8 --pp 4 --dp 8 --gbs 256 --seq 8192 --sequence-parallel --flash-attn --distributed-optimizer --grad-dtype bf16 --optimizer-dtype bf16 --offload optimizer"
   [llama3-70b-bf16-grads]="--model llama3-70b --device h100-80gb --tp 8 --pp 4 --dp 8 --gbs 256 --seq 8192 --sequence-parallel --flash-attn --grad-dtype bf16"
   [llama3-70b-zero3]="--model llama3-70b --device h100-80gb --tp 8 --pp 4 --dp 8 --gbs 256 --seq 8192 --sequence-parallel --flash-attn --zero 3"
+  # the schedules beyond (interleaved) 1F1B (docs/semantics.md, "Schedules")
+  [llama3-8b-pp8-zb-h1]="--model llama3-8b --device h100-80gb --tp 1 --pp 8 --dp 1 --gbs 32 --seq 4096 --schedule zb-h1"
+  [llama3-70b-pp4-vpp2-groups]="--model llama3-70b --device h100-80gb --tp 8 --pp 4 --vpp 2 --dp 16 --gbs 288 --seq 8192 --microbatch-group 6 --sequence-parallel --flash-attn --distributed-optimizer"
 )
 # case name, the targets it is exported for
 declare -A targets=(
@@ -48,6 +51,8 @@ declare -A targets=(
   [llama3-70b-bf16-state]="megatron"
   [llama3-70b-bf16-grads]="deepspeed"
   [llama3-70b-zero3]="megatron torchtitan"
+  [llama3-8b-pp8-zb-h1]="torch"
+  [llama3-70b-pp4-vpp2-groups]="megatron torch"
 )
 declare -A format=([megatron]=megatron [megatron-local]=megatron [deepspeed]=deepspeed [torchtitan]=torchtitan
                    [mindformers]=mindformers [torch]=csv)

@@ -71,7 +71,12 @@ std::string FormatCompare(const std::string& title, const Problem& problem, cons
   for (const CompareRow& row : rows) {
     out += fmt::format("  {:<17} {}{}\n", row.name, row.applicable ? "" : "not applicable: ", row.note);
   }
-  if (!megatron) out += "  (no Megatron configuration fits, so there is no speed-up column)\n";
+  if (!megatron) {
+    const bool runs = std::any_of(rows.begin(), rows.end(),
+                                  [](const CompareRow& r) { return r.name == "megatron" && r.applicable; });
+    out += runs ? "  (no Megatron configuration fits, so there is no speed-up column)\n"
+                : "  (Megatron does not run this pipeline, so there is no speed-up column)\n";
+  }
   return out;
 }
 
