@@ -110,6 +110,15 @@ std::vector<Case> Cases() {
                    FromModel(llama405, "h100-80gb", Setup(8, 16, 128, 1, 2048, 8192, true))});
   cases.push_back({"llama3-405b, 16384 H100, m = p, interleaved", "as above with 2 chunks per rank (32 stages)",
                    FromModel(llama405, "h100-80gb", Setup(8, 16, 128, 2, 2048, 8192, true))});
+  // The split-backward schedule on the same two setups: every planner under ZB-H1 (Megatron runs none).
+  TrainingSetup zb405 = Setup(8, 16, 128, 1, 2048, 8192, true);
+  zb405.schedule = ScheduleKind::kZeroBubbleH1;
+  cases.push_back({"llama3-405b, 16384 H100, m = p, ZB-H1", "as the m = p case under ZB-H1 (backward split into B and W)",
+                   FromModel(llama405, "h100-80gb", zb405)});
+  TrainingSetup zb70 = Setup(8, 8, 8, 1, 512, 8192, true);
+  zb70.schedule = ScheduleKind::kZeroBubbleH1;
+  cases.push_back({"llama3-70b, 512 H100, memory-loose, ZB-H1", "as the memory-loose case under ZB-H1",
+                   FromModel(llama70, "h100-80gb", zb70)});
   Problem demo = LoadProblem(std::string(BMPIPE_SOURCE_DIR) + "/examples/mindformers-demo/problem.yaml").value();
   cases.push_back({"MindFormers tool demo", "the tool's own demo: 16 stages, 16 micro-batches, 56 GB", demo});
   Problem demo3 = LoadProblem(std::string(BMPIPE_SOURCE_DIR) + "/examples/mindformers-demo/problem-vpp3.yaml").value();

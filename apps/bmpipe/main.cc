@@ -1036,7 +1036,7 @@ int Main(int argc, char** argv) {
       "Write a plan as configuration for the launcher that runs it: megatron (pipeline layout and flags; the "
       "closest global recomputation setting and the per-layer list), mindformers (offset and recompute lists), "
       "deepspeed (parts and checkpointing), torchtitan (module names per stage, schedule), csv (torch pipelining "
-      "schedule: one row of <stage><F|B><micro-batch> actions per rank).");
+      "schedule: one row of <stage><F|B|I|W><micro-batch> actions per rank; I and W with a split backward).");
   export_cmd->add_option("--problem", exp.problem, "Problem file (JSON or YAML)")->required();
   export_cmd->add_option("--plan", exp.plan,
                          "Plan file: plan JSON or YAML, or a launcher configuration as simulate --plan reads it")
