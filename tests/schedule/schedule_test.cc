@@ -1,5 +1,6 @@
 #include "bmpipe/schedule/schedule.h"
 
+#include <algorithm>
 #include <string>
 
 #include <gtest/gtest.h>
@@ -69,6 +70,28 @@ TEST(Schedule, ZeroBubbleH1DefersTheLastRanksW) {
   EXPECT_EQ(Describe(s.rank_ops()[0]), "F0.0 F0.1 F0.2 B0.0 W0.0 F0.3 B0.1 W0.1 B0.2 W0.2 B0.3 W0.3");
   EXPECT_EQ(Describe(s.rank_ops()[1]), "F1.0 F1.1 B1.0 F1.2 B1.1 W1.0 F1.3 B1.2 W1.1 B1.3 W1.2 W1.3");
   EXPECT_EQ(Describe(s.rank_ops()[2]), "F2.0 B2.0 F2.1 B2.1 F2.2 B2.2 W2.0 F2.3 B2.3 W2.1 W2.2 W2.3");
+}
+
+// ZB-H1 holds, on every rank, at most p micro-batches' activations, saved (F done, B not) or held
+// (B done, W not): rank 0's count under 1F1B, as the zero-bubble paper's ZB-H1 keeps it.
+TEST(Schedule, ZeroBubbleH1HoldsAtMostPMicroBatches) {
+  for (int p : {1, 2, 4, 8}) {
+    for (int m : {1, 3, 8, 24}) {
+      const Schedule s(Pipeline{ScheduleKind::kZeroBubbleH1, p, 1, m});
+      for (RankIdx r = 0; r < p; ++r) {
+        int held = 0, most = 0;
+        for (const Op& op : s.ops_of(r)) {
+          const MemoryEffect e = s.EffectOf(op.kind);
+          held += e.saved + e.held;
+          most = std::max(most, held);
+        }
+        EXPECT_LE(most, std::min(p, m)) << "p " << p << " m " << m << " rank " << r;
+        if (r == 0) {
+          EXPECT_EQ(most, std::min(p, m)) << "p " << p << " m " << m;
+        }
+      }
+    }
+  }
 }
 
 // The op graph: B(s, j) is waited for by B(s-1, j) and W(s, j) (two dependents), and each edge

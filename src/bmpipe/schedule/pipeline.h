@@ -50,7 +50,9 @@ inline constexpr ScheduleTraits kSchedules[] = {
     {ScheduleKind::kInterleavedOneFOneB, "interleaved-1f1b",
      "Megatron's interleaved 1F1B over several chunks per rank, any micro-batch count", 2, kMaxStages, false},
     {ScheduleKind::kZeroBubbleH1, "zb-h1",
-     "1F1B with the backward split into B and W, W deferred into the bubbles (1F1B's memory)", 1, 1, true},
+     "1F1B with the backward split into B and W, the last ranks' W deferred into the cool-down (at most p "
+     "micro-batches held per rank)",
+     1, 1, true},
 };
 inline constexpr const ScheduleTraits& TraitsOf(ScheduleKind kind) { return kSchedules[static_cast<int>(kind)]; }
 inline constexpr std::string_view ScheduleName(ScheduleKind kind) { return TraitsOf(kind).name; }

@@ -14,7 +14,6 @@ namespace bmpipe {
 // F: a stage's forward of one micro-batch. B: its backward; when the schedule splits the backward
 // (ScheduleTraits::split_backward) only the input-gradient part, and W the weight-gradient part.
 enum class OpKind : std::uint8_t { kForward, kBackward, kWeightGrad };
-inline constexpr int kOpKinds = 3;
 
 struct Op {
   StageIdx stage;

@@ -185,7 +185,8 @@ void AddTimeIndexedRows(Formulation& f, const Problem& problem, const Schedule& 
       }
     }
     if (!ops.empty()) {
-      LinearRow end{Name("end", r), 0, kInfinity, {{f.t, 1}, {tau[schedule.IdAt(r, ops.size() - 1)], -1}, {f.update[r], -1}}};
+      LinearRow end{Name("end", r), 0, kInfinity,
+                    {{f.t, 1}, {tau[schedule.IdAt(r, ops.size() - 1)], -1}, {f.update[r], -1}}};
       duration(ops.back(), -1, end.terms);
       m.AddRow(std::move(end));
     }
