@@ -1,7 +1,6 @@
 #include "bmpipe/schedule/schedule.h"
 
 #include <algorithm>
-#include <cassert>
 
 namespace bmpipe {
 namespace {

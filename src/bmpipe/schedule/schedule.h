@@ -90,7 +90,9 @@ class Schedule {
     return Op{(id % per_kind) / m, id % m, static_cast<OpKind>(id / per_kind)};
   }
   OpId IdAt(RankIdx r, std::size_t position) const { return IdOf(rank_ops_[r][position]); }
-  std::int64_t num_op_ids() const { return static_cast<std::int64_t>(kinds_) * pipeline_.stages() * pipeline_.micro_batches; }
+  std::int64_t num_op_ids() const {
+    return static_cast<std::int64_t>(kinds_) * pipeline_.stages() * pipeline_.micro_batches;
+  }
   RankIdx RankOfOp(OpId id) const { return rank_of_stage_[OpOf(id).stage]; }
   std::size_t PositionOf(OpId id) const { return position_[id]; }
 
@@ -138,7 +140,7 @@ class Schedule {
 
  private:
   Schedule(const Pipeline& pipeline, std::vector<std::vector<Op>> rank_ops);
-  // One edge to `other`, whose stage is `other_stage`, from an op of stage `stage`.
+  // The one edge between an op of stage `stage` and `other`, carrying stage `boundary`'s output.
   OpEdges Edge(const Op& other, StageIdx boundary, StageIdx stage) const {
     OpEdges e;
     e.count = 1;
@@ -152,7 +154,6 @@ class Schedule {
   std::vector<RankIdx> rank_of_stage_;   // Pipeline::RankOf, looked up
   std::vector<std::uint32_t> position_;  // per OpId: where it runs in its rank's order
 };
-
 
 // Number of forwards rank r runs before its first backward.
 int WarmupForwards(const Pipeline& pipeline, RankIdx r);

@@ -33,7 +33,7 @@ struct RankResult {
   Bytes static_bytes = 0;     // static + reserved bytes
   Bytes peak_memory_bytes = 0;
   TimeNs peak_time_ns = 0;    // first instant the peak is reached
-  int max_in_flight = 0;      // most (stage, micro-batch) activations held at once
+  int max_in_flight = 0;      // most (stage, micro-batch) saved activations at once (not counting held W inputs)
 };
 
 // Bubble ratio as docs/semantics.md defines it, and the loss relative to useful compute broken down as
