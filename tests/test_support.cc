@@ -41,7 +41,7 @@ RandomCase MakeRandomCase(std::mt19937_64& rng) {
   };
   RandomCase c;
   Problem& p = c.problem;
-  const int kind = static_cast<int>(uniform(0, 3));
+  const int kind = static_cast<int>(uniform(0, 4));
   p.pipeline.ranks = static_cast<int>(uniform(1, 6));
   if (kind == 0) {
     p.pipeline.schedule = ScheduleKind::kGPipe;
@@ -65,8 +65,12 @@ RandomCase MakeRandomCase(std::mt19937_64& rng) {
       }
       p.pipeline.micro_batch_group = groups[static_cast<std::size_t>(uniform(0, static_cast<std::int64_t>(groups.size()) - 1))];
     }
-  } else {
+  } else if (kind == 3) {
     p.pipeline.schedule = ScheduleKind::kZeroBubbleH1;
+    p.pipeline.micro_batches = static_cast<int>(uniform(1, 12));
+  } else {
+    p.pipeline.schedule = ScheduleKind::kZeroBubbleV;
+    p.pipeline.chunks = 2;
     p.pipeline.micro_batches = static_cast<int>(uniform(1, 12));
   }
   const int stages = p.pipeline.stages();

@@ -94,6 +94,58 @@ TEST(Schedule, ZeroBubbleH1HoldsAtMostPMicroBatches) {
   }
 }
 
+// ZB-V's V placement: rank r holds stage r (chunk 0) and stage 2p-1-r (chunk 1), both ways.
+TEST(Schedule, ZeroBubbleVPlacesChunksInAV) {
+  const Pipeline p{ScheduleKind::kZeroBubbleV, 4, 2, 8};
+  for (RankIdx r = 0; r < 4; ++r) {
+    EXPECT_EQ(p.StageAt(r, 0), r);
+    EXPECT_EQ(p.StageAt(r, 1), 7 - r);
+    for (int c = 0; c < 2; ++c) {
+      EXPECT_EQ(p.RankOf(p.StageAt(r, c)), r);
+      EXPECT_EQ(p.ChunkOf(p.StageAt(r, c)), c);
+    }
+  }
+  // The turn of the V stays on the last rank: F(4, j) waits for F(3, j) without a transfer.
+  const Schedule s(p);
+  const OpEdges turn = s.Dependencies({4, 0, OpKind::kForward});
+  ASSERT_EQ(turn.count, 1);
+  EXPECT_FALSE(turn.edge[0].crosses_ranks);
+  EXPECT_TRUE(s.Dependencies({5, 0, OpKind::kForward}).edge[0].crosses_ranks);
+}
+
+// ZB-V, p = 2, m = 4 (torch's ZBVZeroBubble order). Rank 0 (stages 0 and 3): three chunk-0
+// forwards, two (chunk-1 F, B, W) triples, the steady (chunk-0 F, B, W, chunk-1 F, B, W) rounds,
+// then (chunk-0 B, W). Rank 1 (stages 1 and 2) starts its chunk-1 work after one (chunk-1,
+// chunk-0) forward pair and ends with one (B, B) pair before the W's it left.
+TEST(Schedule, ZeroBubbleVOrder) {
+  const Schedule s(Pipeline{ScheduleKind::kZeroBubbleV, 2, 2, 4});
+  EXPECT_EQ(Describe(s.rank_ops()[0]),
+            "F0.0 F0.1 F0.2 F3.0 B3.0 W3.0 F3.1 B3.1 W3.1 F0.3 B0.0 W0.0 F3.2 B3.2 W3.2 B0.1 W0.1 F3.3 B3.3 W3.3 "
+            "B0.2 W0.2 B0.3 W0.3");
+  EXPECT_EQ(Describe(s.rank_ops()[1]),
+            "F1.0 F2.0 F1.1 F2.1 B2.0 W2.0 F1.2 B1.0 W1.0 F2.2 B2.1 W2.1 F1.3 B1.1 W1.1 F2.3 B2.2 W2.2 B1.2 B2.3 "
+            "B1.3 W1.2 W2.3 W1.3");
+}
+
+// ZB-V holds at most 2p chunk micro-batches per rank (saved or waiting for W), each half a
+// 1F1B stage's: the activation memory of 1F1B's rank 0 (the V-schedule paper's "1x").
+TEST(Schedule, ZeroBubbleVHoldsAtMostTwoPChunkMicroBatches) {
+  for (int p : {1, 2, 4, 8}) {
+    for (int m : {1, 3, 8, 24}) {
+      const Schedule s(Pipeline{ScheduleKind::kZeroBubbleV, p, 2, m});
+      for (RankIdx r = 0; r < p; ++r) {
+        int held = 0, most = 0;
+        for (const Op& op : s.ops_of(r)) {
+          const MemoryEffect e = s.EffectOf(op.kind);
+          held += e.saved + e.held;
+          most = std::max(most, held);
+        }
+        EXPECT_LE(most, std::min(2 * p, 2 * m)) << "p " << p << " m " << m << " rank " << r;
+      }
+    }
+  }
+}
+
 // The op graph: B(s, j) is waited for by B(s-1, j) and W(s, j) (two dependents), and each edge
 // says whether it crosses ranks and which stage's output it carries.
 TEST(Schedule, SplitBackwardHasTwoDependents) {

@@ -20,7 +20,12 @@ constexpr int kCases = 400;
 
 // The reference semantics written out again, independently of schedule/ and sim/: where a stage
 // runs, what an op waits for, how long it runs and what it does to memory.
-RankIdx RankOfStage(const Pipeline& p, StageIdx s) { return s % p.ranks; }
+// Loop placement: stage s on rank s mod p; V (zb-v): stages 0..p-1 on ranks 0..p-1, stages
+// p..2p-1 back on ranks p-1..0.
+RankIdx RankOfStage(const Pipeline& p, StageIdx s) {
+  if (p.schedule == ScheduleKind::kZeroBubbleV && s >= p.ranks) return 2 * p.ranks - 1 - s;
+  return s % p.ranks;
+}
 
 std::vector<Op> WaitsFor(const Pipeline& p, const Op& op) {
   const bool last = op.stage == p.stages() - 1;

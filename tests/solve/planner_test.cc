@@ -23,7 +23,7 @@ namespace {
 Problem RandomPlannerProblem(std::mt19937_64& rng) {
   auto uniform = [&](std::int64_t lo, std::int64_t hi) { return std::uniform_int_distribution<std::int64_t>(lo, hi)(rng); };
   Problem p;
-  const int kind = static_cast<int>(uniform(0, 4));
+  const int kind = static_cast<int>(uniform(0, 5));
   if (kind == 2) {
     p.pipeline = {ScheduleKind::kInterleavedOneFOneB, 2, 2, 2 * static_cast<int>(uniform(1, 3))};
   } else if (kind == 3) {
@@ -32,6 +32,8 @@ Problem RandomPlannerProblem(std::mt19937_64& rng) {
     p.pipeline.micro_batch_group = 3;
   } else if (kind == 4) {
     p.pipeline = {ScheduleKind::kZeroBubbleH1, static_cast<int>(uniform(1, 4)), 1, static_cast<int>(uniform(1, 8))};
+  } else if (kind == 5) {
+    p.pipeline = {ScheduleKind::kZeroBubbleV, static_cast<int>(uniform(1, 2)), 2, static_cast<int>(uniform(1, 6))};
   } else {
     p.pipeline = {kind == 0 ? ScheduleKind::kGPipe : ScheduleKind::kOneFOneB, static_cast<int>(uniform(1, 4)), 1,
                   static_cast<int>(uniform(1, 8))};
@@ -151,7 +153,7 @@ TEST(Planner, FamilyBoundIsALowerBound) {
 TEST(Planner, RankLoadBoundIsALowerBound) {
   std::mt19937_64 rng(31415);
   int checked = 0;
-  for (int c = 0; c < 60; ++c) {
+  for (int c = 0; c < 80; ++c) {
     const Problem problem = RandomPlannerProblem(rng);
     const PlannerResult brute = Plan(problem, PlannerKind::kBruteForce);
     if (brute.status != PlanStatus::kOptimal) continue;

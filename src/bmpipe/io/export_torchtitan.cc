@@ -31,7 +31,8 @@ std::string ScheduleNameTorch(const Pipeline& p) {
     case ScheduleKind::kInterleavedOneFOneB:
       return "Interleaved1F1B";
     case ScheduleKind::kZeroBubbleH1:
-      break;
+    case ScheduleKind::kZeroBubbleV:
+      break;  // refused by ExportTorchTitan
   }
   return "1F1B";
 }

@@ -30,7 +30,13 @@ enum class ScheduleKind {
   kOneFOneB,             // PipeDream-flush / Megatron 1F1B
   kInterleavedOneFOneB,  // Megatron's interleaved 1F1B (virtual stages, micro-batch groups)
   kZeroBubbleH1,         // 1F1B with the backward split into B and W, W deferred (ZB-H1)
+  kZeroBubbleV,          // two chunks per rank placed in a V, backward split (ZB-V)
 };
+
+// Where the stages sit. Loop: stage s is chunk s div p of rank s mod p (Megatron's). V: chunks
+// alternate direction, so chunk c of rank r is stage c*p + r for even c and c*p + p-1-r for odd c;
+// with two chunks rank r holds stages r and 2p-1-r, and the last rank holds two adjacent stages.
+enum class Placement : std::uint8_t { kLoop, kV };
 
 // One row of the schedule table: everything that differs between schedules except the op order,
 // which schedule.cc builds.
@@ -40,19 +46,28 @@ struct ScheduleTraits {
   std::string_view summary;  // one line for --help and errors
   int min_chunks, max_chunks;
   bool split_backward;  // the backward runs as B (input gradient) and W (weight gradient) ops
+  Placement placement;
+  // The bubble with equal stages, no p2p and B = W = F is (p-1)/(v*m) / ideal_bubble_divisor.
+  int ideal_bubble_divisor;
 };
 
 // The schedule table, indexed by ScheduleKind, in the order --help lists them. Adding a schedule
 // is a row here and an order builder in schedule.cc.
 inline constexpr ScheduleTraits kSchedules[] = {
-    {ScheduleKind::kGPipe, "gpipe", "all forwards, then all backwards", 1, 1, false},
-    {ScheduleKind::kOneFOneB, "1f1b", "one forward, one backward (PipeDream-flush, Megatron)", 1, 1, false},
+    {ScheduleKind::kGPipe, "gpipe", "all forwards, then all backwards", 1, 1, false, Placement::kLoop, 1},
+    {ScheduleKind::kOneFOneB, "1f1b", "one forward, one backward (PipeDream-flush, Megatron)", 1, 1, false,
+     Placement::kLoop, 1},
     {ScheduleKind::kInterleavedOneFOneB, "interleaved-1f1b",
-     "Megatron's interleaved 1F1B over several chunks per rank, any micro-batch count", 2, kMaxStages, false},
+     "Megatron's interleaved 1F1B over several chunks per rank, any micro-batch count", 2, kMaxStages, false,
+     Placement::kLoop, 1},
     {ScheduleKind::kZeroBubbleH1, "zb-h1",
      "1F1B with the backward split into B and W, the last ranks' W deferred into the cool-down (at most p "
      "micro-batches held per rank)",
-     1, 1, true},
+     1, 1, true, Placement::kLoop, 3},
+    {ScheduleKind::kZeroBubbleV, "zb-v",
+     "two chunks per rank in a V (rank r holds stages r and 2p-1-r), backward split into B and W, torch's "
+     "ZBVZeroBubble order (at most 2p chunk micro-batches held per rank)",
+     2, 2, true, Placement::kV, 3},
 };
 inline constexpr const ScheduleTraits& TraitsOf(ScheduleKind kind) { return kSchedules[static_cast<int>(kind)]; }
 inline constexpr std::string_view ScheduleName(ScheduleKind kind) { return TraitsOf(kind).name; }
@@ -72,13 +87,18 @@ struct Pipeline {
   int stages() const { return ranks * chunks; }
   int MicroBatchGroup() const { return micro_batch_group > 0 ? micro_batch_group : ranks; }
   bool SplitBackward() const { return TraitsOf(schedule).split_backward; }
-  // Megatron's placement: stage s is chunk s div p of rank s mod p. Every consumer maps stages
-  // and (rank, chunk) through these two, so a placement of another shape (V) is a change here.
+  // The placement (Placement): every consumer maps stages and (rank, chunk) through these.
   int ChunkOf(StageIdx s) const { return s / ranks; }
-  RankIdx RankOf(StageIdx s) const { return s % ranks; }
-  StageIdx StageAt(RankIdx r, int chunk) const { return chunk * ranks + r; }
+  RankIdx RankOf(StageIdx s) const {
+    const int c = s / ranks, i = s - c * ranks;
+    return Reversed(c) ? ranks - 1 - i : i;
+  }
+  StageIdx StageAt(RankIdx r, int chunk) const { return chunk * ranks + (Reversed(chunk) ? ranks - 1 - r : r); }
   // Ops of all kinds the schedule runs: forward and backward, and W when the backward is split.
   std::int64_t Ops() const;
+
+ private:
+  bool Reversed(int chunk) const { return (chunk & 1) != 0 && TraitsOf(schedule).placement == Placement::kV; }
 };
 
 // Checks the pipeline shape against the number of layers. Messages name the problem file's keys.

@@ -71,6 +71,58 @@ std::vector<Op> ZeroBubbleH1Order(const Pipeline& p, const OrderTable& table, Ra
   return ops;
 }
 
+// ZB-V on rank r, which holds stage r (chunk 0, forwards downwards) and stage 2p-1-r (chunk 1,
+// forwards back up): torch.distributed.pipelining's ZBVZeroBubble order. Warm-up: 2(p-r)-1
+// chunk-0 forwards, then r (chunk-1, chunk-0) forward pairs, then p-r (chunk-1 F, B, W) triples;
+// steady: (chunk-0 F, B, W, chunk-1 F, B, W) while forwards remain; cool-down: r (chunk-0 B,
+// chunk-1 B) pairs, then (chunk-0 B, W) pairs, then the W's left over, chunk 1's first. The order
+// is built for max(m, 2p-1) micro-batches and the ops of micro-batches past m are left out.
+std::vector<Op> ZeroBubbleVOrder(const Pipeline& p, RankIdx r) {
+  const int m = p.micro_batches, n = std::max(m, 2 * p.ranks - 1);
+  const StageIdx s0 = p.StageAt(r, 0), s1 = p.StageAt(r, 1);
+  std::vector<Op> ops;
+  ops.reserve(6 * static_cast<std::size_t>(m));
+  int f0 = 0, f1 = 0, b0 = 0, b1 = 0;
+  auto add = [&](StageIdx s, int& count, OpKind kind) {
+    if (count < m) ops.push_back({s, count, kind});
+    ++count;
+  };
+  auto add_bw = [&](StageIdx s, int& count) {
+    if (count < m) {
+      ops.push_back({s, count, OpKind::kBackward});
+      ops.push_back({s, count, OpKind::kWeightGrad});
+    }
+    ++count;
+  };
+  for (int k = 0; k < 2 * (p.ranks - r) - 1; ++k) add(s0, f0, OpKind::kForward);
+  for (int k = 0; k < r; ++k) {
+    add(s1, f1, OpKind::kForward);
+    add(s0, f0, OpKind::kForward);
+  }
+  for (int k = 0; k < p.ranks - r; ++k) {
+    add(s1, f1, OpKind::kForward);
+    add_bw(s1, b1);
+  }
+  while (f1 < f0 || f0 < n) {
+    if (f0 < n) add(s0, f0, OpKind::kForward);
+    add_bw(s0, b0);
+    add(s1, f1, OpKind::kForward);
+    add_bw(s1, b1);
+  }
+  int w0 = b0, w1 = b1;
+  for (int k = 0; k < r; ++k) {
+    add(s0, b0, OpKind::kBackward);
+    add(s1, b1, OpKind::kBackward);
+  }
+  for (int k = 0; k < p.ranks - r; ++k) {
+    add(s0, b0, OpKind::kBackward);
+    add(s0, w0, OpKind::kWeightGrad);
+  }
+  while (w1 < b1) add(s1, w1, OpKind::kWeightGrad);
+  while (w0 < b0) add(s0, w0, OpKind::kWeightGrad);
+  return ops;
+}
+
 std::vector<Op> OrderOf(const Pipeline& p, const OrderTable& table, RankIdx r) {
   switch (p.schedule) {
     case ScheduleKind::kGPipe: {
@@ -85,6 +137,8 @@ std::vector<Op> OrderOf(const Pipeline& p, const OrderTable& table, RankIdx r) {
       return OneFOneBOrder(p, table, r);
     case ScheduleKind::kZeroBubbleH1:
       return ZeroBubbleH1Order(p, table, r);
+    case ScheduleKind::kZeroBubbleV:
+      return ZeroBubbleVOrder(p, r);
   }
   return {};
 }
@@ -101,6 +155,9 @@ int WarmupForwards(const Pipeline& p, RankIdx r) {
       return std::min(p.ranks - r - 1, total);
     case ScheduleKind::kInterleavedOneFOneB:
       return std::min(2 * (p.ranks - r - 1) + (p.chunks - 1) * p.MicroBatchGroup(), total);
+    case ScheduleKind::kZeroBubbleV:
+      // 2(p-r)-1 chunk-0 forwards, r pairs, and one chunk-1 forward before the first B.
+      return std::min(2 * p.ranks, total);
   }
   return total;
 }
@@ -108,7 +165,8 @@ int WarmupForwards(const Pipeline& p, RankIdx r) {
 namespace {
 
 std::vector<std::vector<Op>> OrdersOf(const Pipeline& p) {
-  const OrderTable table = p.schedule == ScheduleKind::kGPipe ? OrderTable{} : MegatronTable(p);
+  const bool megatron = p.schedule != ScheduleKind::kGPipe && p.schedule != ScheduleKind::kZeroBubbleV;
+  const OrderTable table = megatron ? MegatronTable(p) : OrderTable{};
   std::vector<std::vector<Op>> orders(p.ranks);
   for (RankIdx r = 0; r < p.ranks; ++r) orders[r] = OrderOf(p, table, r);
   return orders;
@@ -149,9 +207,8 @@ Schedule::Schedule(const Pipeline& p, std::vector<std::vector<Op>> rank_ops)
 
 double Schedule::IdealBubble() const {
   const Pipeline& p = pipeline_;
-  const double bubble = static_cast<double>(p.ranks - 1) / (static_cast<double>(p.chunks) * p.micro_batches);
-  // ZB-H1 with B = W = F: the cool-down waits only on B, a third of the work of an op triple.
-  return p.schedule == ScheduleKind::kZeroBubbleH1 ? bubble / 3 : bubble;
+  return static_cast<double>(p.ranks - 1) /
+         (static_cast<double>(p.chunks) * p.micro_batches * TraitsOf(p.schedule).ideal_bubble_divisor);
 }
 
 }  // namespace bmpipe

@@ -70,7 +70,8 @@ class Schedule {
   //   entry with chunk v-1-c; warm-up min(2(p-r-1) + (v-1)N, m*v);
   // - ZB-H1: 1F1B's order with each backward split into B and W, W(j) right after B(j + r) on
   //   rank r (the rest after the last B): the deferred W's fill the cool-down, and every rank
-  //   holds at most p micro-batches (saved or waiting for W), rank 0's count under 1F1B.
+  //   holds at most p micro-batches (saved or waiting for W), rank 0's count under 1F1B;
+  // - ZB-V: torch's ZBVZeroBubble order over the V placement (schedule.cc, ZeroBubbleVOrder).
   explicit Schedule(const Pipeline& pipeline);
   // Any other order over the same ops: every op of the pipeline's schedule kind exactly once, on
   // the rank its stage sits on (an error otherwise). It may deadlock; the simulator says so.
@@ -135,7 +136,7 @@ class Schedule {
 
   MemoryEffect EffectOf(OpKind kind) const { return bmpipe::EffectOf(kind, pipeline_.SplitBackward()); }
   // The bubble of the schedule with equal stages, no p2p and B = W = F (for unsplit schedules
-  // B = 2F): idle time over useful time on every rank.
+  // B = 2F): idle time over useful time on every rank (ScheduleTraits::ideal_bubble_divisor).
   double IdealBubble() const;
 
  private:
@@ -151,7 +152,7 @@ class Schedule {
   Pipeline pipeline_;
   int kinds_ = 2;
   std::vector<std::vector<Op>> rank_ops_;
-  std::vector<RankIdx> rank_of_stage_;   // Pipeline::RankOf, looked up
+  std::vector<RankIdx> rank_of_stage_;   // Pipeline::RankOf per stage, looked up rather than divided
   std::vector<std::uint32_t> position_;  // per OpId: where it runs in its rank's order
 };
 

@@ -86,7 +86,7 @@ std::optional<CandidatePlan> PlanBuilder::Complete(const std::vector<int>& end, 
       int best_k = -1;
       Bytes best_peak = peak;
       for (int c = 0; c < p.chunks; ++c) {
-        const StageIdx s = c * p.ranks + r;
+        const StageIdx s = p.StageAt(r, c);
         const Candidate* current = chosen[s];
         for (int k : options[s]) {
           chosen[s] = &candidates_.per_stage[s][k];
