@@ -729,18 +729,28 @@ int RunSearch(SearchArgs& args) {
       if (!written.ok()) return Fail(written.error());
       plan_header.lines.push_back({"timeline", "written to " + args.svg});
     }
+    // Megatron, the default export, runs no split-backward schedule: a winner with one is exported
+    // as its op order (torch.distributed.pipelining's CSV) unless --export names a format.
+    std::string export_name = args.export_format;
+    if (format && !args.export_given && problem.pipeline.SplitBackward()) {
+      format = ExportFormat::kCsv;
+      export_name = "csv";
+      plan_header.lines.push_back({"export", fmt::format("csv, the op order for torch.distributed.pipelining (the "
+                                                         "default Megatron export runs no '{}')",
+                                                         ScheduleName(problem.pipeline.schedule))});
+    }
     if (format) {
       // A failed export leaves the search's results standing: they are written, then the export's
       // error is reported with its exit code.
       Result<std::string> text = ExportPlan(problem, best.planner.plan, *format, options.target);
       if (!text.ok()) {
         export_error = text.error();
-        plan_header.lines.push_back({"export", args.export_format + " failed: " + text.error().message});
+        plan_header.lines.push_back({"export", export_name + " failed: " + text.error().message});
       } else {
         exported = text.value();
         if (!args.export_out.empty()) {
           files.Add(args.export_out, exported);
-          plan_header.lines.push_back({"export", args.export_format + " written to " + args.export_out});
+          plan_header.lines.push_back({"export", export_name + " written to " + args.export_out});
           exported.clear();
         }
       }
@@ -880,7 +890,7 @@ void AddModelOptions(CLI::App& cmd, ModelArgs& m, CLI::Option* problem_opt) {
   needs_model(cmd.add_option("--tp", m.setup.tp, "Tensor-parallel size")->capture_default_str());
   needs_model(cmd.add_option("--pp", m.setup.pp, "Pipeline-parallel size (pipeline ranks)")->capture_default_str());
   needs_model(cmd.add_option("--dp", m.setup.dp, "Data-parallel size")->capture_default_str());
-  needs_model(cmd.add_option("--vpp", m.setup.vpp, "Model chunks per pipeline rank; > 1 runs interleaved 1F1B")
+  needs_model(cmd.add_option("--vpp", m.setup.vpp, "Model chunks per pipeline rank; > 1 runs interleaved 1F1B (2 with --schedule zb-v)")
                   ->capture_default_str());
   needs_model(cmd.add_option("--mbs", m.setup.micro_batch_size, "Micro-batch size (sequences)")->capture_default_str());
   model->needs(needs_model(cmd.add_option("--gbs", m.setup.global_batch_size,
@@ -1157,10 +1167,11 @@ int Main(int argc, char** argv) {
       ->check(CLI::IsMember({"bf16", "fp8"}));
   search->add_option("--schedules", srch.schedules,
                      "Schedules to try (comma-separated; default 1f1b, interleaved where --vpp > 1): 1f1b, zb-h1 "
-                     "(split backward, one chunk per rank; the report's \"sched\" line says how it compares with "
-                     "the best 1F1B or interleaved plan)")
+                     "(split backward, one chunk per rank), zb-v (split backward, two chunks per rank in a V; needs "
+                     "--vpp to allow 2); the report's \"sched\" line says how the winner compares with the best "
+                     "1F1B or interleaved plan")
       ->delimiter(',')
-      ->check(CLI::IsMember({"1f1b", "zb-h1"}));
+      ->check(CLI::IsMember({"1f1b", "zb-h1", "zb-v"}));
   AddSetupOptions(*search, srch.options.base, srch.words, [](CLI::Option* o) { return o; });
   search->add_flag("--json", srch.json, "Print the search as JSON (statistics, ranking, every configuration's verdict)");
   search->add_option("--out", srch.out, "Also write the search JSON to this file");

@@ -114,6 +114,15 @@ class Case:
         pipeline = self.problem["pipeline"]
         return int(pipeline.get("chunks", pipeline.get("virtual_stages", 1)))
 
+    # -- placement (docs/semantics.md, "Ranks, chunks and stages"): loop, or V for zb-v ------------
+    def stage_at(self, rank: int, chunk: int) -> int:
+        P = self.P
+        return chunk * P + (P - 1 - rank if self.schedule == "zb-v" and chunk % 2 else rank)
+
+    def rank_of(self, s: int) -> int:
+        P = self.P
+        return P - 1 - s % P if self.schedule == "zb-v" and (s // P) % 2 else s % P
+
     @property
     def M(self) -> int:
         return int(self.problem["pipeline"]["micro_batches"])
@@ -189,7 +198,7 @@ def load_case(folder: Path) -> Case:
     seen = []
     for s, st in enumerate(stages):
         if "rank" in st:
-            assert st["rank"] == s % P, f"{folder}: stage {s} rank {st['rank']} != {s % P}"
+            assert st["rank"] == case.rank_of(s), f"{folder}: stage {s} rank {st['rank']} != {case.rank_of(s)}"
         if "chunk" in st:
             assert st["chunk"] == s // P, f"{folder}: stage {s} chunk {st['chunk']} != {s // P}"
         idx = [int(l["index"]) for l in st["layers"]]
@@ -197,7 +206,7 @@ def load_case(folder: Path) -> Case:
         for l in st["layers"]:
             if "name" in l:
                 assert l["name"] == names[int(l["index"])], f"{folder}: layer {l['index']} name"
-        case.stages.append(Stage(index=s, rank=s % P, chunk=s // P, layers=idx, options=opts))
+        case.stages.append(Stage(index=s, rank=case.rank_of(s), chunk=s // P, layers=idx, options=opts))
         seen += idx
     assert seen == list(range(n)), f"{folder}: plan layers are not 0..{n - 1} in order"
     return case

@@ -164,7 +164,7 @@ def test_torchtitan_args(case):
                 f"layer {i}: torchtitan checkpoints only transformer blocks"
 
 
-def _load_csv_on_rank(rank, world, csv_path, P, V, M):
+def _load_csv_on_rank(rank, world, csv_path, P, V, M, stage_ids, schedule):
     import torch
     import torch.distributed as dist
     from torch.distributed.pipelining import PipelineStage
@@ -173,7 +173,7 @@ def _load_csv_on_rank(rank, world, csv_path, P, V, M):
                                                           _simulate_comms_compute)
 
     dist.init_process_group("gloo", rank=rank, world_size=world)
-    stages = [PipelineStage(torch.nn.Linear(2, 2), rank + v * P, P * V, torch.device("cpu"))
+    stages = [PipelineStage(torch.nn.Linear(2, 2), stage_ids[rank][v], P * V, torch.device("cpu"))
               for v in range(V)]
     sched = _PipelineScheduleRuntime(stages, n_microbatches=M, loss_fn=lambda out, target: out.sum())
     sched._load_csv(csv_path)  # validates, infers stage -> rank, lowers to comms
@@ -183,17 +183,26 @@ def _load_csv_on_rank(rank, world, csv_path, P, V, M):
     # torch's own simulator of the lowered schedule (raises on a deadlock); it does not know
     # UNSHARD/RESHARD/REDUCE_GRAD, which only matter with FSDP, so they are left out.
     steps = _simulate_comms_compute(lowered, lambda s: sched.stage_index_to_group_rank[s], P * V)
+    torch_order = None
+    if schedule == "zb-v":
+        # torch's own ZBVZeroBubble over the same stages: the order it would run.
+        from torch.distributed.pipelining.schedules import ScheduleZBVZeroBubble
+        zbv = ScheduleZBVZeroBubble(stages, n_microbatches=M, loss_fn=lambda out, target: out.sum())
+        torch_order = {r: [str(a) for a in acts if a is not None] for r, acts in zbv.pipeline_order.items()}
     dist.destroy_process_group()
-    return dict(order=order, stage_to_rank=dict(sched.stage_index_to_group_rank), steps=len(steps))
+    return dict(order=order, stage_to_rank=dict(sched.stage_index_to_group_rank), steps=len(steps),
+                torch_order=torch_order)
 
 
 @pytest.mark.parametrize("case", cases_with("schedule.csv"), indirect=True)
 def test_schedule_csv(case):
     require("torch")
     P, V, M = case.P, case.V, case.M
-    res = run_ranks(_load_csv_on_rank, P, str(case.file("schedule.csv")), P, V, M)
+    stage_ids = [[case.stage_at(r, v) for v in range(V)] for r in range(P)]
+    res = run_ranks(_load_csv_on_rank, P, str(case.file("schedule.csv")), P, V, M, stage_ids, case.schedule)
     r0 = res[0]
-    assert r0["stage_to_rank"] == {s: s % P for s in range(P * V)}, "stage s must run on rank s mod P"
+    assert r0["stage_to_rank"] == {s: case.rank_of(s) for s in range(P * V)}, \
+        "torch infers another stage placement from the CSV than the plan's"
     import re
     for rank in range(P):
         acts = [a for a in r0["order"][rank] if a]
@@ -202,12 +211,16 @@ def test_schedule_csv(case):
             m = re.fullmatch(r"(\d+)(F|B|I|W)(\d+)", a)
             assert m, f"rank {rank}: action {a!r} is not <stage><F|B|I|W><micro-batch>"
             s, kind, mb = int(m.group(1)), m.group(2), int(m.group(3))
-            assert s % P == rank, f"rank {rank} runs stage {s}"
+            assert case.rank_of(s) == rank, f"rank {rank} runs stage {s}"
             assert 0 <= mb < M
             seen.setdefault((s, mb), []).append(kind)
+        if r0["torch_order"] is not None:
+            assert acts == r0["torch_order"][rank], \
+                f"rank {rank}: the CSV's order is not torch's ZBVZeroBubble order {r0['torch_order'][rank]}"
         for v in range(V):
             for mb in range(M):
-                kinds = seen.get((rank + v * P, mb), [])
-                assert kinds and kinds[0] == "F", f"rank {rank}: stage {rank + v * P} mb {mb}: {kinds}"
+                stage = case.stage_at(rank, v)
+                kinds = seen.get((stage, mb), [])
+                assert kinds and kinds[0] == "F", f"rank {rank}: stage {stage} mb {mb}: {kinds}"
                 assert sorted(kinds) in (["B", "F"], ["F", "I", "W"]), \
-                    f"rank {rank}: stage {rank + v * P} mb {mb} has {kinds}"
+                    f"rank {rank}: stage {stage} mb {mb} has {kinds}"

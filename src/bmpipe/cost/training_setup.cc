@@ -253,7 +253,9 @@ Status ValidateSetup(const ModelSpec& model, const DeviceSpec& device, const Tra
                                     "raise --mbs or --dp, or lower --gbs",
                                     s.global_batch_size, s.micro_batch_size, s.dp, m, kMaxMicroBatches));
   }
-  if (s.vpp > 1 && m % s.pp != 0 && s.micro_batch_group == 0) {
+  const bool interleaved = s.vpp > 1 && (s.schedule == ScheduleKind::kOneFOneB ||
+                                         s.schedule == ScheduleKind::kInterleavedOneFOneB);
+  if (interleaved && m % s.pp != 0 && s.micro_batch_group == 0) {
     return InvalidInput(fmt::format("interleaving (--vpp {}) in Megatron's default groups of --pp {} micro-batches "
                                     "needs the micro-batch count {} (= gbs / (mbs x dp)) to be a multiple of --pp; "
                                     "change --gbs, give --microbatch-group, or use --vpp 1",
@@ -262,6 +264,10 @@ Status ValidateSetup(const ModelSpec& model, const DeviceSpec& device, const Tra
   const ScheduleTraits& traits = TraitsOf(s.schedule);
   if (s.vpp > 1 && traits.max_chunks == 1 && s.schedule != ScheduleKind::kOneFOneB) {
     return InvalidInput(fmt::format("--schedule {} cannot interleave; use --vpp 1", traits.name));
+  }
+  if (traits.min_chunks == traits.max_chunks && traits.min_chunks > 1 && s.vpp != traits.min_chunks) {
+    return InvalidInput(fmt::format("--schedule {} runs {} model chunks per pipeline rank; use --vpp {}", traits.name,
+                                    traits.min_chunks, traits.min_chunks));
   }
   const long stages = static_cast<long>(s.pp) * s.vpp;
   if (stages > model.layers + 2) {

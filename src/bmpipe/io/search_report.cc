@@ -205,7 +205,13 @@ std::string MegatronFlags(const SearchOptions& options, const SearchConfig& c) {
   if (c.zero >= 2) flags += fmt::format(" (ZeRO-{}: see the export)", c.zero);
   if (c.precision == Precision::kFp8) flags += " --fp8-format hybrid";
   if (options.base.flash_attention) flags += " --use-flash-attn";
-  return flags + fmt::format("  (data parallel {} follows from {} devices)", c.dp, options.devices);
+  flags += fmt::format("  (data parallel {} follows from {} devices)", c.dp, options.devices);
+  if (TraitsOf(c.schedule).split_backward) {
+    flags += fmt::format("; the parallel sizes only: Megatron runs no '{}', its op order runs in "
+                         "torch.distributed.pipelining",
+                         ScheduleName(c.schedule));
+  }
+  return flags;
 }
 
 Json SearchToJson(const SearchOptions& options, const SearchResult& result) {

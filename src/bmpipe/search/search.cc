@@ -409,7 +409,11 @@ Result<SearchResult> SearchConfigurations(const ModelSpec& model, const DeviceSp
                 for (const auto& [ep, etp] : experts) {
                   for (Precision precision : precisions) {
                     for (ScheduleKind schedule : schedules) {
-                      if (vpp > 1 && schedule != ScheduleKind::kOneFOneB) continue;  // one chunk per rank
+                      // 1F1B interleaves with vpp > 1; the others run the chunks their row says.
+                      const ScheduleTraits& traits = TraitsOf(schedule);
+                      if (schedule != ScheduleKind::kOneFOneB && (vpp < traits.min_chunks || vpp > traits.max_chunks)) {
+                        continue;
+                      }
                       if (enumerating.Expired()) break;
                       ++result.combinations;
                       const SearchConfig c{tp, pp, dp, vpp, mbs, sp, zero, cp, ep, etp, precision, schedule};
