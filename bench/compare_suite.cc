@@ -119,6 +119,15 @@ std::vector<Case> Cases() {
   zb70.schedule = ScheduleKind::kZeroBubbleH1;
   cases.push_back({"llama3-70b, 512 H100, memory-loose, ZB-H1", "as the memory-loose case under ZB-H1",
                    FromModel(llama70, "h100-80gb", zb70)});
+  // ZB-V: two chunks per rank in a V, backward split (the m = p case's 32 stages).
+  TrainingSetup zbv405 = Setup(8, 16, 128, 2, 2048, 8192, true);
+  zbv405.schedule = ScheduleKind::kZeroBubbleV;
+  cases.push_back({"llama3-405b, 16384 H100, m = p, ZB-V", "as the m = p case under ZB-V (2 chunks per rank in a V)",
+                   FromModel(llama405, "h100-80gb", zbv405)});
+  TrainingSetup zbv70 = Setup(8, 8, 8, 2, 512, 8192, true);
+  zbv70.schedule = ScheduleKind::kZeroBubbleV;
+  cases.push_back({"llama3-70b, 512 H100, memory-loose, ZB-V", "as the memory-loose case under ZB-V",
+                   FromModel(llama70, "h100-80gb", zbv70)});
   Problem demo = LoadProblem(std::string(BMPIPE_SOURCE_DIR) + "/examples/mindformers-demo/problem.yaml").value();
   cases.push_back({"MindFormers tool demo", "the tool's own demo: 16 stages, 16 micro-batches, 56 GB", demo});
   Problem demo3 = LoadProblem(std::string(BMPIPE_SOURCE_DIR) + "/examples/mindformers-demo/problem-vpp3.yaml").value();

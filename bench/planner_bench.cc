@@ -1,12 +1,14 @@
 // Planning time and status of the planner on a grid of synthetic Llama-like models:
-// layers x pipeline ranks x micro-batches, 1F1B and interleaved 1F1B (2 chunks per rank).
+// layers x pipeline ranks x micro-batches, 1F1B and interleaved 1F1B (2 chunks per rank), and
+// the split-backward schedules (ZB-H1 one chunk, ZB-V two).
 // Prints a Markdown table (docs/planner.md has one). With --cbc it also runs CBC on the
 // time-indexed integer program for the same case and prints its time and status.
 //
 //   build/bench/bench_planner [--time-limit S] [--cbc] [--cbc-max-stages N] [--layers L,...]
-//                             [--ranks P,...] [--factors F,...] [--schedules 1f1b,interleaved,zb-h1]
+//                             [--ranks P,...] [--factors F,...] [--schedules 1f1b,interleaved,zb-h1,zb-v]
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -49,7 +51,9 @@ Problem SyntheticProblem(ScheduleKind schedule, int layers, int ranks, int chunk
   p.layers.push_back(layer("lm_head", 3 * parameters, 14'000'000, 28'000'000, activation, false));
   // Rank 0 without recomputation: its layers' static memory plus all it holds in flight.
   const double per_rank_layers = static_cast<double>(layers) / (ranks * chunks);
-  const double held = chunks == 1 ? std::min(ranks, micro_batches) : std::min(micro_batches * chunks, 2 * (ranks - 1) + (chunks - 1) * ranks + 1);
+  const double held = schedule == ScheduleKind::kZeroBubbleV ? std::min(2 * micro_batches, 2 * ranks)
+                      : chunks == 1 ? std::min(ranks, micro_batches)
+                                    : std::min(micro_batches * chunks, 2 * (ranks - 1) + (chunks - 1) * ranks + 1);
   const double need = 3.0 * parameters + per_rank_layers * chunks * parameters + held * per_rank_layers * activation;
   p.reserved_bytes = 2'000'000'000;
   p.memory_bytes = p.reserved_bytes + static_cast<Bytes>(need / 1.3);
@@ -109,8 +113,13 @@ int Main(int argc, char** argv) {
               cbc ? " CBC time (s) | CBC status | CBC iteration (s) |" : "");
   std::printf("|---|---|---|---|---|---|---|---|---|---|---|---|%s\n", cbc ? "---|---|---|" : "");
   for (const std::string& schedule : schedules) {
-    const int chunks = schedule == "interleaved" ? 2 : 1;
-    const ScheduleKind kind = chunks > 1 ? ScheduleKind::kInterleavedOneFOneB : ScheduleFromName(schedule).value();
+    const std::optional<ScheduleKind> named = ScheduleFromName(schedule);
+    if (!named) {
+      std::fprintf(stderr, "bench_planner: unknown schedule '%s'; use %s\n", schedule.c_str(), ScheduleNames().c_str());
+      return 2;
+    }
+    const ScheduleKind kind = *named;
+    const int chunks = kind == ScheduleKind::kInterleavedOneFOneB ? 2 : TraitsOf(kind).min_chunks;
     for (int l : layers) {
       for (int p : ranks) {
         if (p * chunks > l + 2) continue;

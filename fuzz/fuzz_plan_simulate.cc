@@ -1,7 +1,8 @@
 // Property harness for the planner (solve/planner.h) and the simulator: the input is decoded into
 // a small valid Problem (1-4 ranks, 1-2 chunks, 1-8 micro-batches, up to 10 layers, 1-3 options,
-// bounded costs, every schedule), planned by branch and bound with small limits, and the answer
-// checked: a returned plan simulates to the reported iteration time, and fits in memory.
+// W times under split backwards, bounded costs, every schedule; interleaving without micro-batch
+// groups), planned by branch and bound with small limits, and the answer checked: a returned plan
+// simulates to the reported iteration time, and fits in memory.
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
@@ -20,17 +21,23 @@ namespace {
 
 Problem DecodeProblem(FuzzedDataProvider& in) {
   Problem p;
-  switch (in.ConsumeIntegralInRange(0, 2)) {
+  switch (in.ConsumeIntegralInRange(0, 4)) {
     case 0:
       p.pipeline = {ScheduleKind::kGPipe, in.ConsumeIntegralInRange(1, 4), 1, in.ConsumeIntegralInRange(1, 8)};
       break;
     case 1:
       p.pipeline = {ScheduleKind::kOneFOneB, in.ConsumeIntegralInRange(1, 4), 1, in.ConsumeIntegralInRange(1, 8)};
       break;
-    default: {
+    case 2: {
       const int ranks = in.ConsumeIntegralInRange(1, 4);
       p.pipeline = {ScheduleKind::kInterleavedOneFOneB, ranks, 2, ranks * in.ConsumeIntegralInRange(1, 8 / ranks)};
+      break;
     }
+    case 3:
+      p.pipeline = {ScheduleKind::kZeroBubbleH1, in.ConsumeIntegralInRange(1, 4), 1, in.ConsumeIntegralInRange(1, 8)};
+      break;
+    default:
+      p.pipeline = {ScheduleKind::kZeroBubbleV, in.ConsumeIntegralInRange(1, 4), 2, in.ConsumeIntegralInRange(1, 8)};
   }
   const int n = in.ConsumeIntegralInRange(p.pipeline.stages(), 10);
   for (int l = 0; l < n; ++l) {
@@ -54,6 +61,17 @@ Problem DecodeProblem(FuzzedDataProvider& in) {
       option.saved_bytes = in.ConsumeIntegralInRange<Bytes>(0, 1000);
       option.peak_extra_bytes = in.ConsumeIntegralInRange<Bytes>(0, 500);
       layer.options.push_back(option);
+    }
+    if (p.pipeline.SplitBackward()) {
+      // The weight-gradient part: at most every option's backward, at least 1 ns on the first layer
+      // (a split schedule needs some W; ValidateProblem).
+      if (l == 0) {
+        for (LayerOption& o : layer.options) o.backward_ns = std::max<TimeNs>(o.backward_ns, 1);
+      }
+      TimeNs least = layer.options[0].backward_ns;
+      for (const LayerOption& o : layer.options) least = std::min(least, o.backward_ns);
+      layer.weight_grad_ns = in.ConsumeIntegralInRange<TimeNs>(l == 0 ? 1 : 0, least);
+      layer.weight_grad_bytes = in.ConsumeIntegralInRange<Bytes>(0, 500);
     }
     p.layers.push_back(layer);
   }
