@@ -110,24 +110,23 @@ std::vector<Case> Cases() {
                    FromModel(llama405, "h100-80gb", Setup(8, 16, 128, 1, 2048, 8192, true))});
   cases.push_back({"llama3-405b, 16384 H100, m = p, interleaved", "as above with 2 chunks per rank (32 stages)",
                    FromModel(llama405, "h100-80gb", Setup(8, 16, 128, 2, 2048, 8192, true))});
-  // The split-backward schedule on the same two setups: every planner under ZB-H1 (Megatron runs none).
-  TrainingSetup zb405 = Setup(8, 16, 128, 1, 2048, 8192, true);
-  zb405.schedule = ScheduleKind::kZeroBubbleH1;
-  cases.push_back({"llama3-405b, 16384 H100, m = p, ZB-H1", "as the m = p case under ZB-H1 (backward split into B and W)",
-                   FromModel(llama405, "h100-80gb", zb405)});
-  TrainingSetup zb70 = Setup(8, 8, 8, 1, 512, 8192, true);
-  zb70.schedule = ScheduleKind::kZeroBubbleH1;
-  cases.push_back({"llama3-70b, 512 H100, memory-loose, ZB-H1", "as the memory-loose case under ZB-H1",
-                   FromModel(llama70, "h100-80gb", zb70)});
-  // ZB-V: two chunks per rank in a V, backward split (the m = p case's 32 stages).
-  TrainingSetup zbv405 = Setup(8, 16, 128, 2, 2048, 8192, true);
-  zbv405.schedule = ScheduleKind::kZeroBubbleV;
-  cases.push_back({"llama3-405b, 16384 H100, m = p, ZB-V", "as the m = p case under ZB-V (2 chunks per rank in a V)",
-                   FromModel(llama405, "h100-80gb", zbv405)});
-  TrainingSetup zbv70 = Setup(8, 8, 8, 2, 512, 8192, true);
-  zbv70.schedule = ScheduleKind::kZeroBubbleV;
-  cases.push_back({"llama3-70b, 512 H100, memory-loose, ZB-V", "as the memory-loose case under ZB-V",
-                   FromModel(llama70, "h100-80gb", zbv70)});
+  // The split-backward schedules on the same two setups: every planner under ZB-H1 and ZB-V
+  // (Megatron runs neither).
+  struct SplitCase {
+    ScheduleKind schedule;
+    const char* name;
+    int chunks;
+    const char* how;
+  };
+  for (const SplitCase& z : {SplitCase{ScheduleKind::kZeroBubbleH1, "ZB-H1", 1, "backward split into B and W"},
+                             SplitCase{ScheduleKind::kZeroBubbleV, "ZB-V", 2, "2 chunks per rank in a V"}}) {
+    TrainingSetup big = Setup(8, 16, 128, z.chunks, 2048, 8192, true), loose = Setup(8, 8, 8, z.chunks, 512, 8192, true);
+    big.schedule = loose.schedule = z.schedule;
+    cases.push_back({fmt::format("llama3-405b, 16384 H100, m = p, {}", z.name),
+                     fmt::format("as the m = p case under {} ({})", z.name, z.how), FromModel(llama405, "h100-80gb", big)});
+    cases.push_back({fmt::format("llama3-70b, 512 H100, memory-loose, {}", z.name),
+                     fmt::format("as the memory-loose case under {}", z.name), FromModel(llama70, "h100-80gb", loose)});
+  }
   Problem demo = LoadProblem(std::string(BMPIPE_SOURCE_DIR) + "/examples/mindformers-demo/problem.yaml").value();
   cases.push_back({"MindFormers tool demo", "the tool's own demo: 16 stages, 16 micro-batches, 56 GB", demo});
   Problem demo3 = LoadProblem(std::string(BMPIPE_SOURCE_DIR) + "/examples/mindformers-demo/problem-vpp3.yaml").value();

@@ -72,6 +72,17 @@ TEST(Schedule, ZeroBubbleH1DefersTheLastRanksW) {
   EXPECT_EQ(Describe(s.rank_ops()[2]), "F2.0 B2.0 F2.1 B2.1 F2.2 B2.2 W2.0 F2.3 B2.3 W2.1 W2.2 W2.3");
 }
 
+// The most (stage, micro-batch) activations rank r keeps at once, saved or held for a W.
+int MostHeld(const Schedule& s, RankIdx r) {
+  int held = 0, most = 0;
+  for (const Op& op : s.ops_of(r)) {
+    const MemoryEffect e = s.EffectOf(op.kind);
+    held += e.saved + e.held;
+    most = std::max(most, held);
+  }
+  return most;
+}
+
 // ZB-H1 holds, on every rank, at most p micro-batches' activations, saved (F done, B not) or held
 // (B done, W not): rank 0's count under 1F1B, as the zero-bubble paper's ZB-H1 keeps it.
 TEST(Schedule, ZeroBubbleH1HoldsAtMostPMicroBatches) {
@@ -79,12 +90,7 @@ TEST(Schedule, ZeroBubbleH1HoldsAtMostPMicroBatches) {
     for (int m : {1, 3, 8, 24}) {
       const Schedule s(Pipeline{ScheduleKind::kZeroBubbleH1, p, 1, m});
       for (RankIdx r = 0; r < p; ++r) {
-        int held = 0, most = 0;
-        for (const Op& op : s.ops_of(r)) {
-          const MemoryEffect e = s.EffectOf(op.kind);
-          held += e.saved + e.held;
-          most = std::max(most, held);
-        }
+        const int most = MostHeld(s, r);
         EXPECT_LE(most, std::min(p, m)) << "p " << p << " m " << m << " rank " << r;
         if (r == 0) {
           EXPECT_EQ(most, std::min(p, m)) << "p " << p << " m " << m;
@@ -134,13 +140,7 @@ TEST(Schedule, ZeroBubbleVHoldsAtMostTwoPChunkMicroBatches) {
     for (int m : {1, 3, 8, 24}) {
       const Schedule s(Pipeline{ScheduleKind::kZeroBubbleV, p, 2, m});
       for (RankIdx r = 0; r < p; ++r) {
-        int held = 0, most = 0;
-        for (const Op& op : s.ops_of(r)) {
-          const MemoryEffect e = s.EffectOf(op.kind);
-          held += e.saved + e.held;
-          most = std::max(most, held);
-        }
-        EXPECT_LE(most, std::min(2 * p, 2 * m)) << "p " << p << " m " << m << " rank " << r;
+        EXPECT_LE(MostHeld(s, r), std::min(2 * p, 2 * m)) << "p " << p << " m " << m << " rank " << r;
       }
     }
   }
