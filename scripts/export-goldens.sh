@@ -54,7 +54,7 @@ declare -A targets=(
   [llama3-70b-zero3]="megatron torchtitan"
   [llama3-8b-pp8-zb-h1]="torch"
   [llama3-70b-pp4-vpp2-groups]="megatron torch"
-  [llama3-8b-pp4-zb-v]="torch"
+  [llama3-8b-pp4-zb-v]="torch torchtitan"
 )
 declare -A format=([megatron]=megatron [megatron-local]=megatron [deepspeed]=deepspeed [torchtitan]=torchtitan
                    [mindformers]=mindformers [torch]=csv)

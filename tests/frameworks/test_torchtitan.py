@@ -24,7 +24,8 @@ from conftest import cases_with, require
 from distrun import run_ranks
 
 SCHEDULE_NAMES = {("gpipe", False): "GPipe", ("1f1b", False): "1F1B",
-                  ("1f1b", True): "Interleaved1F1B", ("interleaved-1f1b", True): "Interleaved1F1B"}
+                  ("1f1b", True): "Interleaved1F1B", ("interleaved-1f1b", True): "Interleaved1F1B",
+                  ("zb-v", True): "ZBVZeroBubble"}
 
 
 def parse_titan(case):
@@ -65,7 +66,7 @@ def test_torchtitan_args(case):
     import torch
     from torch.distributed.pipelining.schedules import PipelineScheduleSingle, get_schedule_class
     from torchtitan.distributed.activation_checkpoint import FullAC, SelectiveAC
-    from torchtitan.distributed.pipeline_parallel import _split_module
+    from torchtitan.distributed.pipeline_parallel import _get_pp_rank_to_stage_indices_mapping, _split_module
 
     cfg, argv = parse_titan(case)
     par, trn = cfg.parallelism, cfg.training
@@ -82,6 +83,12 @@ def test_torchtitan_args(case):
         csv = (case.folder / par.pipeline_parallel_schedule_csv)
         assert csv.resolve() == case.file("schedule.csv").resolve(), \
             "pipeline_parallel_schedule_csv must name the case's schedule.csv (relative to the args file)"
+
+    # -- the stages each rank builds, by torchtitan's own mapping (loop, or V for ZBVZeroBubble) ------
+    for r in range(P):
+        got = _get_pp_rank_to_stage_indices_mapping(r, P, par.pipeline_parallel_schedule, P * V)
+        assert tuple(got) == tuple(case.stage_at(r, v) for v in range(V)), \
+            f"rank {r}: torchtitan builds stages {got}, the plan puts {[case.stage_at(r, v) for v in range(V)]} there"
 
     # -- module FQNs per model part, split by torchtitan -------------------------------------------
     parts = par.module_fqns_per_model_part

@@ -30,8 +30,9 @@ std::string ScheduleNameTorch(const Pipeline& p) {
       return "1F1B";
     case ScheduleKind::kInterleavedOneFOneB:
       return "Interleaved1F1B";
-    case ScheduleKind::kZeroBubbleH1:
     case ScheduleKind::kZeroBubbleV:
+      return "ZBVZeroBubble";  // bmpipe's zb-v order is its order; the name gives the V placement
+    case ScheduleKind::kZeroBubbleH1:
       break;  // refused by ExportTorchTitan
   }
   return "1F1B";
@@ -56,9 +57,9 @@ Result<std::string> ExportTorchTitan(const Problem& problem, const Plan& plan) {
   const WholeModelRecompute recompute = ClassifyWholeModelRecompute(problem, plan);
   const std::optional<TrainingInfo>& t = problem.training;
   const auto [module, config] = BaseConfig(problem);
-  if (p.SplitBackward()) {
-    return InvalidInput(fmt::format("schedule '{}': the torchtitan export covers GPipe, 1F1B and Interleaved1F1B; "
-                                    "export the op order with --to csv (I and W actions) for "
+  if (p.SplitBackward() && p.schedule != ScheduleKind::kZeroBubbleV) {
+    return InvalidInput(fmt::format("schedule '{}': the torchtitan export covers GPipe, 1F1B, Interleaved1F1B and "
+                                    "ZBVZeroBubble (zb-v); export the op order with --to csv (I and W actions) for "
                                     "torch.distributed.pipelining's schedule runtime",
                                     ScheduleName(p.schedule)));
   }
@@ -78,8 +79,11 @@ Result<std::string> ExportTorchTitan(const Problem& problem, const Plan& plan) {
   out += fmt::format("--parallelism.pipeline_parallel_schedule {}\n", ScheduleNameTorch(p));
   out += "# the op order bmpipe simulated, per rank (bmpipe export --to csv writes this file)\n";
   out += "--parallelism.pipeline_parallel_schedule_csv schedule.csv\n";
-  out += "# the modules of each stage, one argument per stage (the lines below), chunk-major: stage\n"
-         "# v x pipeline_parallel_degree + r is chunk v of rank r\n";
+  out += p.schedule == ScheduleKind::kZeroBubbleV
+             ? "# the modules of each stage, one argument per stage (the lines below), in stage order: rank r\n"
+               "# holds stages r and 2 x pipeline_parallel_degree - 1 - r (ZBVZeroBubble's V)\n"
+             : "# the modules of each stage, one argument per stage (the lines below), chunk-major: stage\n"
+               "# v x pipeline_parallel_degree + r is chunk v of rank r\n";
   out += "--parallelism.module_fqns_per_model_part";
   for (StageIdx s = 0; s < plan.num_stages(); ++s) {
     // torchtitan's model always has the embedding and the head; they go where the problem's first

@@ -83,8 +83,11 @@ Status CheckPipeline(const Target& target, const Pipeline& pipeline) {
                                     target.name, target.framework));
   }
   // Split backwards run in torch.distributed.pipelining's schedule runtime (I and W actions of the
-  // exported CSV); Megatron-LM, MindFormers, DeepSpeed and torchtitan's named schedules have none.
-  if (pipeline.SplitBackward() && target.kind != TargetKind::kAny && target.kind != TargetKind::kTorch) {
+  // exported CSV); torchtitan runs ZB-V (its ZBVZeroBubble places the stages in a V); Megatron-LM,
+  // MindFormers and DeepSpeed have none.
+  const bool torchtitan_runs = target.kind == TargetKind::kTorchTitan && pipeline.schedule == ScheduleKind::kZeroBubbleV;
+  if (pipeline.SplitBackward() && target.kind != TargetKind::kAny && target.kind != TargetKind::kTorch &&
+      !torchtitan_runs) {
     return InvalidInput(fmt::format("target {} ({}) runs no split-backward schedule such as '{}'; plan with "
                                     "schedule 1f1b, or with --target torch (torch.distributed.pipelining runs the "
                                     "exported CSV)",
