@@ -903,9 +903,10 @@ Plan ReadTorchTitan(const std::string& text, const Problem& problem, std::vector
   if (name == "GPipe") kind = ScheduleKind::kGPipe;
   if (name == "1F1B") kind = ScheduleKind::kOneFOneB;
   if (name == "Interleaved1F1B") kind = ScheduleKind::kInterleavedOneFOneB;
+  if (name == "ZBVZeroBubble") kind = ScheduleKind::kZeroBubbleV;  // torch's order is bmpipe's zb-v
   if (!kind) {
-    Fail(fmt::format("--parallelism.pipeline_parallel_schedule {}: bmpipe simulates GPipe, 1F1B and Interleaved1F1B; "
-                     "give one of those",
+    Fail(fmt::format("--parallelism.pipeline_parallel_schedule {}: bmpipe simulates GPipe, 1F1B, Interleaved1F1B and "
+                     "ZBVZeroBubble; give one of those",
                      name));
   }
   if (*kind != p.schedule) {
