@@ -253,8 +253,7 @@ Status ValidateSetup(const ModelSpec& model, const DeviceSpec& device, const Tra
                                     "raise --mbs or --dp, or lower --gbs",
                                     s.global_batch_size, s.micro_batch_size, s.dp, m, kMaxMicroBatches));
   }
-  const bool interleaved = s.vpp > 1 && (s.schedule == ScheduleKind::kOneFOneB ||
-                                         s.schedule == ScheduleKind::kInterleavedOneFOneB);
+  const bool interleaved = s.vpp > 1 && SetupPipeline(s).schedule == ScheduleKind::kInterleavedOneFOneB;
   if (interleaved && m % s.pp != 0 && s.micro_batch_group == 0) {
     return InvalidInput(fmt::format("interleaving (--vpp {}) in Megatron's default groups of --pp {} micro-batches "
                                     "needs the micro-batch count {} (= gbs / (mbs x dp)) to be a multiple of --pp; "
