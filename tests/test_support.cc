@@ -41,7 +41,7 @@ RandomCase MakeRandomCase(std::mt19937_64& rng) {
   };
   RandomCase c;
   Problem& p = c.problem;
-  const int kind = static_cast<int>(uniform(0, 4));
+  const int kind = static_cast<int>(uniform(0, 6));
   p.pipeline.ranks = static_cast<int>(uniform(1, 6));
   if (kind == 0) {
     p.pipeline.schedule = ScheduleKind::kGPipe;
@@ -49,8 +49,8 @@ RandomCase MakeRandomCase(std::mt19937_64& rng) {
   } else if (kind == 1) {
     p.pipeline.schedule = ScheduleKind::kOneFOneB;
     p.pipeline.micro_batches = static_cast<int>(uniform(1, 12));
-  } else if (kind == 2) {
-    p.pipeline.schedule = ScheduleKind::kInterleavedOneFOneB;
+  } else if (kind == 2 || kind == 5) {
+    p.pipeline.schedule = kind == 2 ? ScheduleKind::kInterleavedOneFOneB : ScheduleKind::kInterleavedZeroBubble;
     p.pipeline.chunks = static_cast<int>(uniform(2, 3));
     if (uniform(0, 1) == 0) {
       p.pipeline.micro_batches = p.pipeline.ranks * static_cast<int>(uniform(1, 3));
@@ -65,8 +65,8 @@ RandomCase MakeRandomCase(std::mt19937_64& rng) {
       }
       p.pipeline.micro_batch_group = groups[static_cast<std::size_t>(uniform(0, static_cast<std::int64_t>(groups.size()) - 1))];
     }
-  } else if (kind == 3) {
-    p.pipeline.schedule = ScheduleKind::kZeroBubbleH1;
+  } else if (kind == 3 || kind == 6) {
+    p.pipeline.schedule = kind == 3 ? ScheduleKind::kZeroBubbleH1 : ScheduleKind::kZeroBubbleH2;
     p.pipeline.micro_batches = static_cast<int>(uniform(1, 12));
   } else {
     p.pipeline.schedule = ScheduleKind::kZeroBubbleV;

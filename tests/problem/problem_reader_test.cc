@@ -188,7 +188,7 @@ TEST(ProblemReader, OldPipelineNamesAreReadWithANote) {
   const Result<Problem> refused = ReadProblem(doc, "p.json", &notes);
   ASSERT_FALSE(refused.ok());
   EXPECT_EQ(refused.error().message,
-            "p.json: pipeline.micro_batches = 4: interleaved 1F1B needs at least pipeline.ranks = 9 micro-batches "
+            "p.json: pipeline.micro_batches = 4: schedule 'interleaved-1f1b' needs at least pipeline.ranks = 9 micro-batches "
             "(Megatron's order); raise micro_batches or set chunks to 1");
   EXPECT_EQ(notes.size(), 2u);
   doc["pipeline"]["stages"] = 2;
@@ -229,7 +229,7 @@ TEST(ProblemReader, InterleavingRunsMegatronsMicroBatchGroups) {
   doc["pipeline"]["chunks"] = 2;
   doc["pipeline"]["micro_batches"] = 5;
   EXPECT_EQ(ErrorOf(doc),
-            "p.json: pipeline.micro_batches = 5: interleaved 1F1B in Megatron's default groups of pipeline.ranks = 2 "
+            "p.json: pipeline.micro_batches = 5: schedule 'interleaved-1f1b' in Megatron's default groups of pipeline.ranks = 2 "
             "micro-batches needs a multiple of 2; use 4 or 6, or set pipeline.micro_batch_group to 3 or 5 (Megatron's "
             "--microbatch-group-size-per-virtual-pipeline-stage), or set chunks to 1");
   // Groups of 3: 5 = 3 + 2, the last group at least the ranks.
@@ -238,15 +238,15 @@ TEST(ProblemReader, InterleavingRunsMegatronsMicroBatchGroups) {
   EXPECT_EQ(p.pipeline.MicroBatchGroup(), 3);
   doc["pipeline"]["micro_batch_group"] = 4;  // 5 = 4 + 1: the last group is shorter than the ranks
   EXPECT_EQ(ErrorOf(doc),
-            "p.json: pipeline.micro_batch_group = 4: interleaved 1F1B runs each chunk on groups of N micro-batches "
+            "p.json: pipeline.micro_batch_group = 4: schedule 'interleaved-1f1b' runs each chunk on groups of N micro-batches "
             "with pipeline.ranks <= N <= micro_batches and micro_batches mod N either 0 or at least the ranks; with 5 "
             "micro-batches on 2 ranks set pipeline.micro_batch_group to 3 or 5 (Megatron's "
             "--microbatch-group-size-per-virtual-pipeline-stage), or set chunks to 1");
   doc["pipeline"]["chunks"] = 1;
   doc["pipeline"]["micro_batch_group"] = 3;
   EXPECT_EQ(ErrorOf(doc),
-            "p.json: pipeline.micro_batch_group = 3: only schedule 'interleaved-1f1b' runs micro-batch groups; remove "
-            "it");
+            "p.json: pipeline.micro_batch_group = 3: schedule '1f1b' runs no micro-batch groups (only "
+            "'interleaved-1f1b' and 'interleaved-zb' do); remove it");
 }
 
 TEST(ProblemReader, ScheduleNames) {
@@ -254,7 +254,7 @@ TEST(ProblemReader, ScheduleNames) {
   doc["pipeline"]["schedule"] = "zb-h3";
   EXPECT_EQ(ErrorOf(doc),
             "p.json: pipeline.schedule = \"zb-h3\": unknown schedule; use one of 'gpipe', '1f1b', 'interleaved-1f1b', "
-            "'zb-h1', 'zb-v'");
+            "'zb-h1', 'zb-h2', 'zb-v', 'interleaved-zb'");
   doc["pipeline"]["schedule"] = "zb-h1";
   EXPECT_EQ(ErrorOf(doc),
             "p.json: pipeline.schedule = 'zb-h1' splits each backward into its input-gradient and weight-gradient "

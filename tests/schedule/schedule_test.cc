@@ -100,6 +100,66 @@ TEST(Schedule, ZeroBubbleH1HoldsAtMostPMicroBatches) {
   }
 }
 
+// ZB-H2, p = 3, m = 6: twice ZB-H1's warm-up (2(p-1-r) forwards, then (forward, backward)
+// pairs, so rank 0 runs 2p-1 forwards before its first B) and twice its W deferral (the W of the
+// k-th backward after backward k + 2r). The last rank defers 2(p-1) W's, which fill the tail.
+TEST(Schedule, ZeroBubbleH2DoublesTheWarmUpAndTheDeferral) {
+  Schedule s = Schedule(Pipeline{ScheduleKind::kZeroBubbleH2, 3, 1, 6});
+  EXPECT_EQ(Describe(s.rank_ops()[0]),
+            "F0.0 F0.1 F0.2 F0.3 F0.4 B0.0 W0.0 F0.5 B0.1 W0.1 B0.2 W0.2 B0.3 W0.3 B0.4 W0.4 B0.5 W0.5");
+  EXPECT_EQ(Describe(s.rank_ops()[1]),
+            "F1.0 F1.1 F1.2 B1.0 F1.3 B1.1 F1.4 B1.2 W1.0 F1.5 B1.3 W1.1 B1.4 W1.2 B1.5 W1.3 W1.4 W1.5");
+  EXPECT_EQ(Describe(s.rank_ops()[2]),
+            "F2.0 B2.0 F2.1 B2.1 F2.2 B2.2 F2.3 B2.3 F2.4 B2.4 W2.0 F2.5 B2.5 W2.1 W2.2 W2.3 W2.4 W2.5");
+}
+
+// ZB-H2 holds at most 2p-1 micro-batches per rank (the zero-bubble paper's (2p-1) M_B), and every
+// rank reaches that count when m is large enough.
+TEST(Schedule, ZeroBubbleH2HoldsAtMostTwoPMinusOneMicroBatches) {
+  for (int p : {1, 2, 4, 8}) {
+    for (int m : {1, 3, 8, 24}) {
+      const Schedule s(Pipeline{ScheduleKind::kZeroBubbleH2, p, 1, m});
+      for (RankIdx r = 0; r < p; ++r) {
+        const int most = MostHeld(s, r);
+        EXPECT_LE(most, std::min(2 * p - 1, m)) << "p " << p << " m " << m << " rank " << r;
+        if (m >= 2 * p) {
+          EXPECT_EQ(most, 2 * p - 1) << "p " << p << " m " << m << " rank " << r;
+        }
+      }
+    }
+  }
+}
+
+// Interleaved ZB, p = 2, v = 2, m = 4: torch's ScheduleInterleavedZeroBubble (the ZB1P order):
+// interleaved 1F1B's table with a warm-up of (v-1)N + (p-1-r) forwards (one per rank from the
+// last, not two), and the W of the k-th backward after backward k + r.
+TEST(Schedule, InterleavedZeroBubbleFollowsTorchsOrder) {
+  Schedule s = Schedule(Pipeline{ScheduleKind::kInterleavedZeroBubble, 2, 2, 4});
+  EXPECT_EQ(Describe(s.rank_ops()[0]),
+            "F0.0 F0.1 F2.0 F2.1 B2.0 W2.0 F0.2 B2.1 W2.1 F0.3 B0.0 W0.0 F2.2 B0.1 W0.1 F2.3 B2.2 W2.2 B2.3 W2.3 B0.2 "
+            "W0.2 B0.3 W0.3");
+  EXPECT_EQ(Describe(s.rank_ops()[1]),
+            "F1.0 F1.1 F3.0 B3.0 F3.1 B3.1 W3.0 F1.2 B1.0 W3.1 F1.3 B1.1 W1.0 F3.2 B3.2 W1.1 F3.3 B3.3 W3.2 B1.2 W3.3 "
+            "B1.3 W1.2 W1.3");
+}
+
+// Interleaved ZB holds at most (v-1)N + p chunk micro-batches per rank (N the micro-batch group):
+// rank 0's warm-up and one, where interleaved 1F1B's rank 0 holds (v-1)N + 2p-1 (both at most
+// the m*v a rank runs).
+TEST(Schedule, InterleavedZeroBubbleHoldsLessThanInterleavedOneFOneB) {
+  for (int p : {2, 4, 8}) {
+    for (int v : {2, 3}) {
+      for (int m : {p, 2 * p, 3 * p}) {
+        const Schedule zb(Pipeline{ScheduleKind::kInterleavedZeroBubble, p, v, m});
+        const Schedule one(Pipeline{ScheduleKind::kInterleavedOneFOneB, p, v, m});
+        for (RankIdx r = 0; r < p; ++r) EXPECT_LE(MostHeld(zb, r), (v - 1) * p + p) << p << " " << v << " " << m;
+        EXPECT_EQ(MostHeld(zb, 0), (v - 1) * p + p);
+        EXPECT_EQ(MostHeld(one, 0), std::min((v - 1) * p + 2 * p - 1, m * v));
+      }
+    }
+  }
+}
+
 // ZB-V's V placement: rank r holds stage r (chunk 0) and stage 2p-1-r (chunk 1), both ways.
 TEST(Schedule, ZeroBubbleVPlacesChunksInAV) {
   const Pipeline p{ScheduleKind::kZeroBubbleV, 4, 2, 8};

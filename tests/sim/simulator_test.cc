@@ -227,7 +227,8 @@ namespace {
 // ZB-H1 (p-1)(F+B-W) (Qi et al., "Zero Bubble Pipeline Parallelism", §2.1), ZB-V (p-1)F in
 // chunk-stage times: half ZB-H1's bubble ratio at the same activation memory. (The paper's "zero"
 // for ZB-V leaves out this ramp, which its optimizer post-validation overlaps with the next
-// iteration; bmpipe's iteration starts and ends together on every rank, docs/semantics.md.)
+// iteration; bmpipe's iteration starts and ends together on every rank, docs/semantics.md.) ZB-H2
+// and interleaved ZB also idle (p-1)F: below, with B and W apart.
 TEST(Simulator, BubblesOfEqualStagesMatchTheClosedForms) {
   struct Case {
     ScheduleKind kind;
@@ -242,9 +243,15 @@ TEST(Simulator, BubblesOfEqualStagesMatchTheClosedForms) {
                         Case{ScheduleKind::kZeroBubbleV, 4, 2, 8, 0, 3 * 1.0},
                         Case{ScheduleKind::kZeroBubbleV, 4, 2, 7, 0, 3 * 1.0},
                         Case{ScheduleKind::kZeroBubbleV, 8, 2, 24, 0, 7 * 1.0},
-                        Case{ScheduleKind::kZeroBubbleV, 8, 2, 15, 0, 7 * 1.0}}) {
+                        Case{ScheduleKind::kZeroBubbleV, 8, 2, 15, 0, 7 * 1.0},
+                        Case{ScheduleKind::kZeroBubbleH2, 4, 1, 8, 0, 3 * 1.0},
+                        Case{ScheduleKind::kZeroBubbleH2, 8, 1, 24, 0, 7 * 1.0},
+                        Case{ScheduleKind::kInterleavedZeroBubble, 4, 2, 8, 0, 3 * 1.0},
+                        Case{ScheduleKind::kInterleavedZeroBubble, 4, 3, 8, 0, 3 * 1.0},
+                        Case{ScheduleKind::kInterleavedZeroBubble, 8, 2, 16, 0, 7 * 1.0},
+                        Case{ScheduleKind::kInterleavedZeroBubble, 4, 2, 10, 5, 3 * 1.0}}) {
     Problem problem = UniformProblem(c.kind, c.p, c.v, c.m, c.p * c.v, 1000, 2000);
-    for (Layer& layer : problem.layers) layer.weight_grad_ns = 1000;  // W = F (used by zb-h1 only)
+    for (Layer& layer : problem.layers) layer.weight_grad_ns = 1000;  // W = F (split backwards only)
     problem.pipeline.micro_batch_group = c.group;
     const SimResult sim = SimulateOk(problem, OneLayerPerStage(problem));
     const double busy = static_cast<double>(sim.ranks[0].busy_ns);
@@ -253,6 +260,34 @@ TEST(Simulator, BubblesOfEqualStagesMatchTheClosedForms) {
     // The report's ideal bubble is that idle time over the rank's work.
     EXPECT_DOUBLE_EQ(sim.bubble.ideal, c.idle_units / (3.0 * c.v * c.m)) << ScheduleName(c.kind);
     EXPECT_NEAR(sim.bubble.imbalance, 0, 1e-12) << ScheduleName(c.kind);
+  }
+}
+
+// Equal stages, no p2p, T_F, T_B (input gradient) and T_W apart: the zero-bubble paper's closed
+// forms (Qi et al., Table 1 and §3). ZB-H1 idles (p-1)(F+B-W), and interleaved ZB the same in
+// chunk-stage times. ZB-H2 idles (p-1)(F+B-2W) inside its parallelogram, which the paper's
+// optimizer post-validation lets the next iteration overlap with its ramp. In bmpipe's iteration,
+// which starts and ends together on every rank, the last rank waits (p-1)F for its first forward
+// whatever the schedule, so each idles (p-1) max(F, closed form): for ZB-H1 that is the closed
+// form while B >= W, for ZB-H2 while B >= 2W.
+TEST(Simulator, ZeroBubbleClosedFormsWithBAndWApart) {
+  struct Times {
+    double f, b, w;
+  };
+  for (const Times& t : {Times{1, 1, 1}, Times{1, 1, 0.5}, Times{1, 1.5, 0.5}, Times{2, 1, 1}, Times{1, 2, 1},
+                         Times{1, 1, 2}, Times{1.5, 2.5, 0.75}}) {
+    for (const ScheduleKind kind :
+         {ScheduleKind::kZeroBubbleH1, ScheduleKind::kZeroBubbleH2, ScheduleKind::kInterleavedZeroBubble}) {
+      const int p = 4, v = kind == ScheduleKind::kInterleavedZeroBubble ? 2 : 1, m = 12;
+      Problem problem = UniformProblem(kind, p, v, m, p * v, static_cast<std::int64_t>(1000 * t.f),
+                                       static_cast<std::int64_t>(1000 * (t.b + t.w)));
+      for (Layer& layer : problem.layers) layer.weight_grad_ns = static_cast<std::int64_t>(1000 * t.w);
+      const SimResult sim = SimulateOk(problem, OneLayerPerStage(problem));
+      const double idle = static_cast<double>(sim.iteration_ns - sim.ranks[0].busy_ns) / 1000;
+      const double closed_form = kind == ScheduleKind::kZeroBubbleH2 ? t.f + t.b - 2 * t.w : t.f + t.b - t.w;
+      const double want = (p - 1) * std::max(t.f, closed_form);
+      EXPECT_NEAR(idle, want, 1e-9) << ScheduleName(kind) << " F " << t.f << " B " << t.b << " W " << t.w;
+    }
   }
 }
 

@@ -23,15 +23,17 @@ namespace {
 Problem RandomPlannerProblem(std::mt19937_64& rng) {
   auto uniform = [&](std::int64_t lo, std::int64_t hi) { return std::uniform_int_distribution<std::int64_t>(lo, hi)(rng); };
   Problem p;
-  const int kind = static_cast<int>(uniform(0, 5));
-  if (kind == 2) {
-    p.pipeline = {ScheduleKind::kInterleavedOneFOneB, 2, 2, 2 * static_cast<int>(uniform(1, 3))};
+  const int kind = static_cast<int>(uniform(0, 7));
+  if (kind == 2 || kind == 7) {
+    p.pipeline = {kind == 2 ? ScheduleKind::kInterleavedOneFOneB : ScheduleKind::kInterleavedZeroBubble, 2, 2,
+                  2 * static_cast<int>(uniform(1, 3))};
   } else if (kind == 3) {
     // Megatron's micro-batch groups: 3 or 5 micro-batches on 2 ranks, groups of 3 (or 5).
     p.pipeline = {ScheduleKind::kInterleavedOneFOneB, 2, 2, uniform(0, 1) == 0 ? 3 : 5};
     p.pipeline.micro_batch_group = 3;
-  } else if (kind == 4) {
-    p.pipeline = {ScheduleKind::kZeroBubbleH1, static_cast<int>(uniform(1, 4)), 1, static_cast<int>(uniform(1, 8))};
+  } else if (kind == 4 || kind == 6) {
+    p.pipeline = {kind == 4 ? ScheduleKind::kZeroBubbleH1 : ScheduleKind::kZeroBubbleH2, static_cast<int>(uniform(1, 4)),
+                  1, static_cast<int>(uniform(1, 8))};
   } else if (kind == 5) {
     p.pipeline = {ScheduleKind::kZeroBubbleV, static_cast<int>(uniform(1, 2)), 2, static_cast<int>(uniform(1, 6))};
   } else {

@@ -253,7 +253,7 @@ Status ValidateSetup(const ModelSpec& model, const DeviceSpec& device, const Tra
                                     "raise --mbs or --dp, or lower --gbs",
                                     s.global_batch_size, s.micro_batch_size, s.dp, m, kMaxMicroBatches));
   }
-  const bool interleaved = s.vpp > 1 && SetupPipeline(s).schedule == ScheduleKind::kInterleavedOneFOneB;
+  const bool interleaved = s.vpp > 1 && TraitsOf(SetupPipeline(s).schedule).micro_batch_groups;
   if (interleaved && m % s.pp != 0 && s.micro_batch_group == 0) {
     return InvalidInput(fmt::format("interleaving (--vpp {}) in Megatron's default groups of --pp {} micro-batches "
                                     "needs the micro-batch count {} (= gbs / (mbs x dp)) to be a multiple of --pp; "
@@ -262,7 +262,13 @@ Status ValidateSetup(const ModelSpec& model, const DeviceSpec& device, const Tra
   }
   const ScheduleTraits& traits = TraitsOf(s.schedule);
   if (s.vpp > 1 && traits.max_chunks == 1 && s.schedule != ScheduleKind::kOneFOneB) {
-    return InvalidInput(fmt::format("--schedule {} cannot interleave; use --vpp 1", traits.name));
+    return InvalidInput(fmt::format("--schedule {} cannot interleave; use --vpp 1{}", traits.name,
+                                    traits.split_backward ? ", or --schedule interleaved-zb" : ""));
+  }
+  if (s.vpp < traits.min_chunks && traits.max_chunks > traits.min_chunks) {
+    return InvalidInput(fmt::format("--schedule {} runs at least {} model chunks per pipeline rank; use --vpp {} or "
+                                    "more",
+                                    traits.name, traits.min_chunks, traits.min_chunks));
   }
   if (traits.min_chunks == traits.max_chunks && traits.min_chunks > 1 && s.vpp != traits.min_chunks) {
     return InvalidInput(fmt::format("--schedule {} runs {} model chunks per pipeline rank; use --vpp {}", traits.name,

@@ -22,22 +22,6 @@
 namespace bmpipe {
 namespace {
 
-std::string ScheduleNameTorch(const Pipeline& p) {
-  switch (p.schedule) {
-    case ScheduleKind::kGPipe:
-      return "GPipe";
-    case ScheduleKind::kOneFOneB:
-      return "1F1B";
-    case ScheduleKind::kInterleavedOneFOneB:
-      return "Interleaved1F1B";
-    case ScheduleKind::kZeroBubbleV:
-      return "ZBVZeroBubble";  // bmpipe's zb-v order is its order; the name gives the V placement
-    case ScheduleKind::kZeroBubbleH1:
-      break;  // refused by ExportTorchTitan
-  }
-  return "1F1B";
-}
-
 // torchtitan's --module and --config for the cost model's presets it also ships; empty otherwise.
 // (torchtitan's llama3_405b trains its linear layers in float8, which bmpipe's bf16 costs do not
 // describe: not used.)
@@ -57,11 +41,12 @@ Result<std::string> ExportTorchTitan(const Problem& problem, const Plan& plan) {
   const WholeModelRecompute recompute = ClassifyWholeModelRecompute(problem, plan);
   const std::optional<TrainingInfo>& t = problem.training;
   const auto [module, config] = BaseConfig(problem);
-  if (p.SplitBackward() && p.schedule != ScheduleKind::kZeroBubbleV) {
-    return InvalidInput(fmt::format("schedule '{}': the torchtitan export covers GPipe, 1F1B, Interleaved1F1B and "
-                                    "ZBVZeroBubble (zb-v); export the op order with --to csv (I and W actions) for "
+  const std::string_view torch_class = TraitsOf(p.schedule).torch_class;
+  if (torch_class.empty()) {
+    return InvalidInput(fmt::format("schedule '{}': torchtitan names no schedule with this placement and order (it "
+                                    "runs {}); export the op order with --to csv (I and W actions) for "
                                     "torch.distributed.pipelining's schedule runtime",
-                                    ScheduleName(p.schedule)));
+                                    ScheduleName(p.schedule), TorchScheduleClasses()));
   }
 
   std::string out = Header(problem, plan, "#");
@@ -76,10 +61,10 @@ Result<std::string> ExportTorchTitan(const Problem& problem, const Plan& plan) {
   }
   out += fmt::format("# the model must have {} decoder layers (layers.0 to layers.{})\n", shape.body(), shape.body() - 1);
   out += fmt::format("--parallelism.pipeline_parallel_degree {}\n", p.ranks);
-  out += fmt::format("--parallelism.pipeline_parallel_schedule {}\n", ScheduleNameTorch(p));
+  out += fmt::format("--parallelism.pipeline_parallel_schedule {}\n", torch_class);
   out += "# the op order bmpipe simulated, per rank (bmpipe export --to csv writes this file)\n";
   out += "--parallelism.pipeline_parallel_schedule_csv schedule.csv\n";
-  out += p.schedule == ScheduleKind::kZeroBubbleV
+  out += TraitsOf(p.schedule).placement == Placement::kV
              ? "# the modules of each stage, one argument per stage (the lines below), in stage order: rank r\n"
                "# holds stages r and 2 x pipeline_parallel_degree - 1 - r (ZBVZeroBubble's V)\n"
              : "# the modules of each stage, one argument per stage (the lines below), chunk-major: stage\n"

@@ -899,15 +899,10 @@ Plan ReadTorchTitan(const std::string& text, const Problem& problem, std::vector
         p.ranks, "pipeline.ranks");
   const Flag* schedule = flags.Get("--parallelism.pipeline_parallel_schedule");
   const std::string name = schedule ? schedule->values.front() : "1F1B";
-  std::optional<ScheduleKind> kind;
-  if (name == "GPipe") kind = ScheduleKind::kGPipe;
-  if (name == "1F1B") kind = ScheduleKind::kOneFOneB;
-  if (name == "Interleaved1F1B") kind = ScheduleKind::kInterleavedOneFOneB;
-  if (name == "ZBVZeroBubble") kind = ScheduleKind::kZeroBubbleV;  // torch's order is bmpipe's zb-v
+  const std::optional<ScheduleKind> kind = ScheduleFromTorchClass(name);
   if (!kind) {
-    Fail(fmt::format("--parallelism.pipeline_parallel_schedule {}: bmpipe simulates GPipe, 1F1B, Interleaved1F1B and "
-                     "ZBVZeroBubble; give one of those",
-                     name));
+    Fail(fmt::format("--parallelism.pipeline_parallel_schedule {}: bmpipe simulates {}; give one of those", name,
+                     TorchScheduleClasses()));
   }
   if (*kind != p.schedule) {
     Fail(fmt::format("--parallelism.pipeline_parallel_schedule {}: the problem's schedule is {}; give the matching "

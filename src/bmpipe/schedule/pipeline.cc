@@ -18,11 +18,34 @@ std::string ScheduleNames() {
   return names;
 }
 
+std::optional<ScheduleKind> ScheduleFromTorchClass(std::string_view name) {
+  for (const ScheduleTraits& t : kSchedules) {
+    if (!t.torch_class.empty() && t.torch_class == name) return t.kind;
+  }
+  return std::nullopt;
+}
+
+std::string TorchScheduleClasses() {
+  std::string names;
+  for (const ScheduleTraits& t : kSchedules) {
+    if (!t.torch_class.empty()) names += fmt::format("{}{} ({})", names.empty() ? "" : ", ", t.torch_class, t.name);
+  }
+  return names;
+}
+
 std::int64_t Pipeline::Ops() const {
   return (SplitBackward() ? 3 : 2) * std::int64_t{stages()} * micro_batches;
 }
 
 namespace {
+
+std::string GroupedScheduleNames() {
+  std::string names;
+  for (const ScheduleTraits& t : kSchedules) {
+    if (t.micro_batch_groups) names += fmt::format("{}'{}'", names.empty() ? "" : " and ", t.name);
+  }
+  return names;
+}
 
 // Megatron's conditions on its micro-batch groups: p <= N <= m, and the last group, if short,
 // holds at least p micro-batches.
@@ -36,11 +59,12 @@ Status ValidateInterleaving(const Pipeline& p) {
     return InvalidInput(fmt::format("pipeline.micro_batch_group = {}: must be at least 1 (0 or absent: the ranks, {})",
                                     p.micro_batch_group, p.ranks));
   }
+  const std::string_view name = ScheduleName(p.schedule);
   if (p.micro_batches < p.ranks) {
     return InvalidInput(fmt::format(
-        "pipeline.micro_batches = {}: interleaved 1F1B needs at least pipeline.ranks = {} micro-batches (Megatron's "
+        "pipeline.micro_batches = {}: schedule '{}' needs at least pipeline.ranks = {} micro-batches (Megatron's "
         "order); raise micro_batches or set chunks to 1",
-        p.micro_batches, p.ranks));
+        p.micro_batches, name, p.ranks));
   }
   const int group = p.MicroBatchGroup();
   if (GroupRuns(p.ranks, p.micro_batches, group)) return {};
@@ -57,16 +81,16 @@ Status ValidateInterleaving(const Pipeline& p) {
     // Megatron's default groups of p micro-batches: m must be a multiple of p.
     const int below = p.micro_batches / p.ranks * p.ranks, above = below + p.ranks;
     return InvalidInput(fmt::format(
-        "pipeline.micro_batches = {}: interleaved 1F1B in Megatron's default groups of pipeline.ranks = {} "
+        "pipeline.micro_batches = {}: schedule '{}' in Megatron's default groups of pipeline.ranks = {} "
         "micro-batches needs a multiple of {}; use {}, or {}set chunks to 1",
-        p.micro_batches, p.ranks, p.ranks, below > 0 ? fmt::format("{} or {}", below, above) : std::to_string(above),
+        p.micro_batches, name, p.ranks, p.ranks, below > 0 ? fmt::format("{} or {}", below, above) : std::to_string(above),
         groups));
   }
   return InvalidInput(fmt::format(
-      "pipeline.micro_batch_group = {}: interleaved 1F1B runs each chunk on groups of N micro-batches with "
+      "pipeline.micro_batch_group = {}: schedule '{}' runs each chunk on groups of N micro-batches with "
       "pipeline.ranks <= N <= micro_batches and micro_batches mod N either 0 or at least the ranks; with {} "
       "micro-batches on {} ranks {}set chunks to 1",
-      group, p.micro_batches, p.ranks, groups));
+      group, name, p.micro_batches, p.ranks, groups));
 }
 
 }  // namespace
@@ -105,21 +129,23 @@ Status ValidatePipeline(const Pipeline& p, int num_layers) {
     if (p.schedule == ScheduleKind::kOneFOneB) {
       return InternalError("1F1B with several chunks per rank must be the interleaved schedule");
     }
+    const std::string_view one_chunk = traits.split_backward ? "zb-h1" : "1f1b";
     const std::string allowed = traits.min_chunks == traits.max_chunks
                                     ? (traits.min_chunks == 1 ? std::string("one") : fmt::format("{}", traits.min_chunks))
                                     : fmt::format("at least {}", traits.min_chunks);
     return InvalidInput(fmt::format("pipeline.chunks = {}: schedule '{}' runs {} chunk{} per rank; set chunks to {}{}",
                                     p.chunks, traits.name, allowed, traits.max_chunks == 1 ? "" : "s",
                                     traits.min_chunks == 1 && traits.max_chunks == 1 ? "1" : allowed,
-                                    traits.max_chunks == 1 ? " or use schedule 'interleaved-1f1b' for interleaving"
-                                                           : " or use schedule '1f1b'"));
+                                    traits.max_chunks > 1       ? fmt::format(" or use schedule '{}'", one_chunk)
+                                    : traits.split_backward     ? " or use schedule 'interleaved-zb' for interleaving"
+                                                                : " or use schedule 'interleaved-1f1b' for interleaving"));
   }
-  if (p.micro_batch_group != 0 && p.schedule != ScheduleKind::kInterleavedOneFOneB) {
+  if (p.micro_batch_group != 0 && !traits.micro_batch_groups) {
     return InvalidInput(fmt::format(
-        "pipeline.micro_batch_group = {}: only schedule 'interleaved-1f1b' runs micro-batch groups; remove it",
-        p.micro_batch_group));
+        "pipeline.micro_batch_group = {}: schedule '{}' runs no micro-batch groups (only {} do); remove it",
+        p.micro_batch_group, traits.name, GroupedScheduleNames()));
   }
-  if (p.schedule == ScheduleKind::kInterleavedOneFOneB) {
+  if (traits.micro_batch_groups) {
     Status interleaving = ValidateInterleaving(p);
     if (!interleaving.ok()) return interleaving;
   }

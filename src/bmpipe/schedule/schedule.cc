@@ -55,19 +55,29 @@ std::vector<Op> OneFOneBOrder(const Pipeline& p, const OrderTable& table, RankId
   return ops;
 }
 
-// ZB-H1 on rank r: 1F1B's order with W(j) right after B(j + r), and the W's left over after the
-// last B. The last ranks defer their W's most, so that their B's, which every earlier rank waits
-// for, run first; the deferred W's fill the cool-down. Each rank then holds p micro-batches'
-// activations at most, saved or waiting for W, as rank 0 does under 1F1B.
-std::vector<Op> ZeroBubbleH1Order(const Pipeline& p, const OrderTable& table, RankIdx r) {
+// The 1F1B family's order with the backward split (ZB-H1, ZB-H2, interleaved ZB) on rank r: the
+// unsplit order with the W of the k-th backward right after backward k + lag, lag =
+// w_lag_per_rank * r, and the W's left over after the last backward, in order. The last ranks
+// defer their W's most, so that their B's, which every earlier rank waits for, run first; the
+// deferred W's fill the cool-down.
+std::vector<Op> SplitBackwardOrder(const Pipeline& p, const OrderTable& table, RankIdx r) {
   std::vector<Op> ops;
-  ops.reserve(3 * static_cast<std::size_t>(p.micro_batches));
-  int next_w = 0;
+  ops.reserve(3 * static_cast<std::size_t>(p.micro_batches) * p.chunks);
+  const int lag = TraitsOf(p.schedule).w_lag_per_rank * r;
+  std::vector<Op> backwards;  // in order; W(backwards[k]) follows backward k + lag
+  backwards.reserve(static_cast<std::size_t>(p.micro_batches) * p.chunks);
+  std::size_t next_w = 0;
+  auto weight_grad = [&] {
+    const Op& b = backwards[next_w++];
+    ops.push_back({b.stage, b.micro_batch, OpKind::kWeightGrad});
+  };
   for (const Op& op : OneFOneBOrder(p, table, r)) {
     ops.push_back(op);
-    if (op.kind == OpKind::kBackward && op.micro_batch >= r) ops.push_back({op.stage, next_w++, OpKind::kWeightGrad});
+    if (op.kind != OpKind::kBackward) continue;
+    backwards.push_back(op);
+    if (backwards.size() > static_cast<std::size_t>(lag)) weight_grad();
   }
-  while (next_w < p.micro_batches) ops.push_back({p.StageAt(r, 0), next_w++, OpKind::kWeightGrad});
+  while (next_w < backwards.size()) weight_grad();
   return ops;
 }
 
@@ -124,20 +134,17 @@ std::vector<Op> ZeroBubbleVOrder(const Pipeline& p, RankIdx r) {
 }
 
 std::vector<Op> OrderOf(const Pipeline& p, const OrderTable& table, RankIdx r) {
-  switch (p.schedule) {
-    case ScheduleKind::kGPipe: {
+  switch (TraitsOf(p.schedule).order) {
+    case OrderKind::kAllForwardsFirst: {
       std::vector<Op> ops;
       ops.reserve(2 * static_cast<std::size_t>(p.micro_batches));
       for (int j = 0; j < p.micro_batches; ++j) ops.push_back({r, j, OpKind::kForward});
       for (int j = 0; j < p.micro_batches; ++j) ops.push_back({r, j, OpKind::kBackward});
       return ops;
     }
-    case ScheduleKind::kOneFOneB:
-    case ScheduleKind::kInterleavedOneFOneB:
-      return OneFOneBOrder(p, table, r);
-    case ScheduleKind::kZeroBubbleH1:
-      return ZeroBubbleH1Order(p, table, r);
-    case ScheduleKind::kZeroBubbleV:
+    case OrderKind::kOneFOneB:
+      return p.SplitBackward() ? SplitBackwardOrder(p, table, r) : OneFOneBOrder(p, table, r);
+    case OrderKind::kZeroBubbleV:
       return ZeroBubbleVOrder(p, r);
   }
   return {};
@@ -147,15 +154,13 @@ std::vector<Op> OrderOf(const Pipeline& p, const OrderTable& table, RankIdx r) {
 
 int WarmupForwards(const Pipeline& p, RankIdx r) {
   const int total = p.micro_batches * p.chunks;
-  switch (p.schedule) {
-    case ScheduleKind::kGPipe:
+  const ScheduleTraits& t = TraitsOf(p.schedule);
+  switch (t.order) {
+    case OrderKind::kAllForwardsFirst:
       return total;
-    case ScheduleKind::kOneFOneB:
-    case ScheduleKind::kZeroBubbleH1:
-      return std::min(p.ranks - r - 1, total);
-    case ScheduleKind::kInterleavedOneFOneB:
-      return std::min(2 * (p.ranks - r - 1) + (p.chunks - 1) * p.MicroBatchGroup(), total);
-    case ScheduleKind::kZeroBubbleV:
+    case OrderKind::kOneFOneB:
+      return std::min(t.warmup_per_rank * (p.ranks - r - 1) + (p.chunks - 1) * p.MicroBatchGroup(), total);
+    case OrderKind::kZeroBubbleV:
       // 2(p-r)-1 chunk-0 forwards, r pairs, and one chunk-1 forward before the first B.
       return std::min(2 * p.ranks, total);
   }
@@ -165,8 +170,7 @@ int WarmupForwards(const Pipeline& p, RankIdx r) {
 namespace {
 
 std::vector<std::vector<Op>> OrdersOf(const Pipeline& p) {
-  const bool megatron = p.schedule != ScheduleKind::kGPipe && p.schedule != ScheduleKind::kZeroBubbleV;
-  const OrderTable table = megatron ? MegatronTable(p) : OrderTable{};
+  const OrderTable table = TraitsOf(p.schedule).order == OrderKind::kOneFOneB ? MegatronTable(p) : OrderTable{};
   std::vector<std::vector<Op>> orders(p.ranks);
   for (RankIdx r = 0; r < p.ranks; ++r) orders[r] = OrderOf(p, table, r);
   return orders;

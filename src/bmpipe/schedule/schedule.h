@@ -63,14 +63,16 @@ class Schedule {
  public:
   // Builds the order and the graph for a validated pipeline (ValidatePipeline):
   // - GPipe: all m forwards, then all m backwards in order 0..m-1;
-  // - 1F1B: w = min(p-r-1, m) forwards, m-w (forward, backward) pairs, w backwards;
-  // - interleaved 1F1B: Megatron's order over m*v chunk-micro-batches in groups of N micro-batches
-  //   (Pipeline::MicroBatchGroup): the k-th forward is the k-th entry of the table that lists, per
-  //   group, every chunk in turn with the group's micro-batches; the k-th backward is the same
-  //   entry with chunk v-1-c; warm-up min(2(p-r-1) + (v-1)N, m*v);
-  // - ZB-H1: 1F1B's order with each backward split into B and W, W(j) right after B(j + r) on
-  //   rank r (the rest after the last B): the deferred W's fill the cool-down, and every rank
-  //   holds at most p micro-batches (saved or waiting for W), rank 0's count under 1F1B;
+  // - the 1F1B family (ScheduleTraits::order kOneFOneB): w warm-up forwards, then (forward,
+  //   backward) pairs, then the w backwards left, the k-th forward and backward from Megatron's
+  //   order table over m*v chunk-micro-batches in groups of N micro-batches
+  //   (Pipeline::MicroBatchGroup): per group, every chunk in turn with the group's micro-batches;
+  //   the k-th backward is the k-th entry with chunk v-1-c. w = min((v-1)N + h(p-r-1), m*v), h
+  //   the table's warmup_per_rank: 1 for 1F1B, ZB-H1 and interleaved ZB, 2 for interleaved 1F1B
+  //   and ZB-H2;
+  // - with a split backward (ZB-H1, ZB-H2, interleaved ZB): that order with the W of the k-th
+  //   backward right after backward k + l*r (l the table's w_lag_per_rank: 1, or 2 for ZB-H2),
+  //   the rest after the last backward: the deferred W's fill the cool-down;
   // - ZB-V: torch's ZBVZeroBubble order over the V placement (schedule.cc, ZeroBubbleVOrder).
   explicit Schedule(const Pipeline& pipeline);
   // Any other order over the same ops: every op of the pipeline's schedule kind exactly once, on

@@ -97,7 +97,9 @@ std::string DescribeShortfall(const Problem& problem, const MemoryShortfall& s) 
   text += " What would help: more pipeline stages (pipeline.stages) to spread the layers";
   if (p.schedule == ScheduleKind::kGPipe) {
     text += "; 1F1B instead of GPipe (GPipe holds all micro-batches at once)";
-  } else if (p.schedule == ScheduleKind::kInterleavedOneFOneB) {
+  } else if (p.schedule == ScheduleKind::kZeroBubbleH2) {
+    text += "; ZB-H1 instead of ZB-H2 (ZB-H2 holds up to 2p-1 micro-batches, ZB-H1 p)";
+  } else if (p.chunks > 1) {
     text += "; fewer virtual stages (interleaving holds more micro-batches in flight on early ranks)";
   }
   text += "; a layer option that saves fewer activations (more recomputation); a smaller micro-batch; more tensor "

@@ -83,9 +83,10 @@ Status CheckPipeline(const Target& target, const Pipeline& pipeline) {
                                     target.name, target.framework));
   }
   // Split backwards run in torch.distributed.pipelining's schedule runtime (I and W actions of the
-  // exported CSV); torchtitan runs ZB-V (its ZBVZeroBubble places the stages in a V); Megatron-LM,
-  // MindFormers and DeepSpeed have none.
-  const bool torchtitan_runs = target.kind == TargetKind::kTorchTitan && pipeline.schedule == ScheduleKind::kZeroBubbleV;
+  // exported CSV); torchtitan runs those torch names a schedule class for (ZBVZeroBubble places the
+  // stages in a V); Megatron-LM, MindFormers and DeepSpeed have none.
+  const bool torchtitan_runs =
+      target.kind == TargetKind::kTorchTitan && !TraitsOf(pipeline.schedule).torch_class.empty();
   if (pipeline.SplitBackward() && target.kind != TargetKind::kAny && target.kind != TargetKind::kTorch &&
       !torchtitan_runs) {
     return InvalidInput(fmt::format("target {} ({}) runs no split-backward schedule such as '{}'; plan with "
