@@ -1,11 +1,12 @@
 // Planning time and status of the planner on a grid of synthetic Llama-like models:
 // layers x pipeline ranks x micro-batches, 1F1B and interleaved 1F1B (2 chunks per rank), and
-// the split-backward schedules (ZB-H1 one chunk, ZB-V two).
+// the split-backward schedules (ZB-H1 and ZB-H2 one chunk, ZB-V and interleaved ZB two).
 // Prints a Markdown table (docs/planner.md has one). With --cbc it also runs CBC on the
 // time-indexed integer program for the same case and prints its time and status.
 //
 //   build/bench/bench_planner [--time-limit S] [--cbc] [--cbc-max-stages N] [--layers L,...]
-//                             [--ranks P,...] [--factors F,...] [--schedules 1f1b,interleaved,zb-h1,zb-v]
+//                             [--ranks P,...] [--factors F,...] [--schedules 1f1b,interleaved,zb-h1,...]
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <optional>
@@ -13,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "bmpipe/schedule/schedule.h"
 #include "bmpipe/sim/simulator.h"
 #include "bmpipe/solve/planner.h"
 
@@ -51,9 +53,18 @@ Problem SyntheticProblem(ScheduleKind schedule, int layers, int ranks, int chunk
   p.layers.push_back(layer("lm_head", 3 * parameters, 14'000'000, 28'000'000, activation, false));
   // Rank 0 without recomputation: its layers' static memory plus all it holds in flight.
   const double per_rank_layers = static_cast<double>(layers) / (ranks * chunks);
-  const double held = schedule == ScheduleKind::kZeroBubbleV ? std::min(2 * micro_batches, 2 * ranks)
-                      : chunks == 1 ? std::min(ranks, micro_batches)
-                                    : std::min(micro_batches * chunks, 2 * (ranks - 1) + (chunks - 1) * ranks + 1);
+  // The most (stage, micro-batch) activations rank 0 keeps at once, saved or held for a W, by the
+  // schedule's own order (min(p, m) under 1F1B, its warm-up + 1 under interleaved 1F1B).
+  int held = 0;
+  {
+    const Schedule order(p.pipeline);
+    int now = 0;
+    for (const Op& op : order.ops_of(0)) {
+      const MemoryEffect e = order.EffectOf(op.kind);
+      now += e.saved + e.held;
+      held = std::max(held, now);
+    }
+  }
   const double need = 3.0 * parameters + per_rank_layers * chunks * parameters + held * per_rank_layers * activation;
   p.reserved_bytes = 2'000'000'000;
   p.memory_bytes = p.reserved_bytes + static_cast<Bytes>(need / 1.3);
@@ -119,7 +130,7 @@ int Main(int argc, char** argv) {
       return 2;
     }
     const ScheduleKind kind = *named;
-    const int chunks = kind == ScheduleKind::kInterleavedOneFOneB ? 2 : TraitsOf(kind).min_chunks;
+    const int chunks = TraitsOf(kind).min_chunks;
     for (int l : layers) {
       for (int p : ranks) {
         if (p * chunks > l + 2) continue;

@@ -21,7 +21,7 @@ namespace {
 
 Problem DecodeProblem(FuzzedDataProvider& in) {
   Problem p;
-  switch (in.ConsumeIntegralInRange(0, 4)) {
+  switch (in.ConsumeIntegralInRange(0, 6)) {
     case 0:
       p.pipeline = {ScheduleKind::kGPipe, in.ConsumeIntegralInRange(1, 4), 1, in.ConsumeIntegralInRange(1, 8)};
       break;
@@ -36,6 +36,14 @@ Problem DecodeProblem(FuzzedDataProvider& in) {
     case 3:
       p.pipeline = {ScheduleKind::kZeroBubbleH1, in.ConsumeIntegralInRange(1, 4), 1, in.ConsumeIntegralInRange(1, 8)};
       break;
+    case 4:
+      p.pipeline = {ScheduleKind::kZeroBubbleH2, in.ConsumeIntegralInRange(1, 4), 1, in.ConsumeIntegralInRange(1, 8)};
+      break;
+    case 5: {
+      const int ranks = in.ConsumeIntegralInRange(1, 4);
+      p.pipeline = {ScheduleKind::kInterleavedZeroBubble, ranks, 2, ranks * in.ConsumeIntegralInRange(1, 8 / ranks)};
+      break;
+    }
     default:
       p.pipeline = {ScheduleKind::kZeroBubbleV, in.ConsumeIntegralInRange(1, 4), 2, in.ConsumeIntegralInRange(1, 8)};
   }

@@ -33,6 +33,8 @@ declare -A cases=(
   [llama3-8b-pp8-zb-h1]="--model llama3-8b --device h100-80gb --tp 1 --pp 8 --dp 1 --gbs 32 --seq 4096 --schedule zb-h1"
   [llama3-70b-pp4-vpp2-groups]="--model llama3-70b --device h100-80gb --tp 8 --pp 4 --vpp 2 --dp 16 --gbs 288 --seq 8192 --microbatch-group 6 --sequence-parallel --flash-attn --distributed-optimizer"
   [llama3-8b-pp4-zb-v]="--model llama3-8b --device h100-80gb --tp 1 --pp 4 --vpp 2 --dp 1 --gbs 8 --seq 4096 --schedule zb-v"
+  [llama3-8b-pp8-zb-h2]="--model llama3-8b --device h100-80gb --tp 1 --pp 8 --dp 1 --gbs 32 --seq 4096 --schedule zb-h2"
+  [llama3-8b-pp4-vpp2-interleaved-zb]="--model llama3-8b --device h100-80gb --tp 1 --pp 4 --vpp 2 --dp 1 --gbs 8 --seq 4096 --schedule interleaved-zb"
 )
 # case name, the targets it is exported for
 declare -A targets=(
@@ -55,6 +57,8 @@ declare -A targets=(
   [llama3-8b-pp8-zb-h1]="torch"
   [llama3-70b-pp4-vpp2-groups]="megatron torch"
   [llama3-8b-pp4-zb-v]="torch torchtitan"
+  [llama3-8b-pp8-zb-h2]="torch"
+  [llama3-8b-pp4-vpp2-interleaved-zb]="torch torchtitan"
 )
 declare -A format=([megatron]=megatron [megatron-local]=megatron [deepspeed]=deepspeed [torchtitan]=torchtitan
                    [mindformers]=mindformers [torch]=csv)

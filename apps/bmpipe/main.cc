@@ -890,7 +890,9 @@ void AddModelOptions(CLI::App& cmd, ModelArgs& m, CLI::Option* problem_opt) {
   needs_model(cmd.add_option("--tp", m.setup.tp, "Tensor-parallel size")->capture_default_str());
   needs_model(cmd.add_option("--pp", m.setup.pp, "Pipeline-parallel size (pipeline ranks)")->capture_default_str());
   needs_model(cmd.add_option("--dp", m.setup.dp, "Data-parallel size")->capture_default_str());
-  needs_model(cmd.add_option("--vpp", m.setup.vpp, "Model chunks per pipeline rank; > 1 runs interleaved 1F1B (2 with --schedule zb-v)")
+  needs_model(cmd.add_option("--vpp", m.setup.vpp,
+                             "Model chunks per pipeline rank; > 1 runs interleaved 1F1B (2 with --schedule zb-v, 2 or "
+                             "more with interleaved-zb)")
                   ->capture_default_str());
   needs_model(cmd.add_option("--mbs", m.setup.micro_batch_size, "Micro-batch size (sequences)")->capture_default_str());
   model->needs(needs_model(cmd.add_option("--gbs", m.setup.global_batch_size,
@@ -920,7 +922,7 @@ void AddModelOptions(CLI::App& cmd, ModelArgs& m, CLI::Option* problem_opt) {
     needs_model(cmd.add_option("--schedule", m.schedule, help)->check(CLI::IsMember(names))->capture_default_str());
   }
   needs_model(cmd.add_option("--microbatch-group", m.setup.micro_batch_group,
-                             "Interleaved 1F1B: micro-batches each chunk runs in a row (Megatron's "
+                             "Interleaved 1F1B and interleaved ZB: micro-batches each chunk runs in a row (Megatron's "
                              "--microbatch-group-size-per-virtual-pipeline-stage; default --pp). Lets the micro-batch "
                              "count be any number of at least --pp")
                   ->check(CLI::PositiveNumber));
@@ -1165,13 +1167,23 @@ int Main(int argc, char** argv) {
                      "bytes per parameter for its weight caches)")
       ->delimiter(',')
       ->check(CLI::IsMember({"bf16", "fp8"}));
-  search->add_option("--schedules", srch.schedules,
-                     "Schedules to try (comma-separated; default 1f1b, interleaved where --vpp > 1): 1f1b, zb-h1 "
-                     "(split backward, one chunk per rank), zb-v (split backward, two chunks per rank in a V; needs "
-                     "--vpp to allow 2); the report's \"sched\" line says how the winner compares with the best "
-                     "1F1B or interleaved plan")
-      ->delimiter(',')
-      ->check(CLI::IsMember({"1f1b", "zb-h1", "zb-v"}));
+  {
+    // Every schedule but GPipe; 1f1b stands for interleaved 1F1B where --vpp > 1.
+    std::vector<std::string> names;
+    std::string help = "Schedules to try (comma-separated; default 1f1b, interleaved where --vpp > 1):";
+    for (const ScheduleTraits& t : kSchedules) {
+      if (t.kind == ScheduleKind::kGPipe || t.kind == ScheduleKind::kInterleavedOneFOneB) continue;
+      names.emplace_back(t.name);
+      const std::string chunks = t.kind == ScheduleKind::kOneFOneB ? "any chunks per rank"
+                                 : t.max_chunks == 1              ? "one chunk per rank"
+                                 : t.min_chunks == t.max_chunks   ? fmt::format("{} chunks per rank", t.min_chunks)
+                                                                  : fmt::format("{} or more chunks per rank", t.min_chunks);
+      help += fmt::format(" {} ({}{}),", t.name, t.split_backward ? "split backward, " : "", chunks);
+    }
+    help += " each at the --vpp values it runs; the report's \"sched\" line says how the winner compares with the "
+            "best 1F1B or interleaved plan";
+    search->add_option("--schedules", srch.schedules, help)->delimiter(',')->check(CLI::IsMember(names));
+  }
   AddSetupOptions(*search, srch.options.base, srch.words, [](CLI::Option* o) { return o; });
   search->add_flag("--json", srch.json, "Print the search as JSON (statistics, ranking, every configuration's verdict)");
   search->add_option("--out", srch.out, "Also write the search JSON to this file");

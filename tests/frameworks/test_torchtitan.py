@@ -25,7 +25,11 @@ from distrun import run_ranks
 
 SCHEDULE_NAMES = {("gpipe", False): "GPipe", ("1f1b", False): "1F1B",
                   ("1f1b", True): "Interleaved1F1B", ("interleaved-1f1b", True): "Interleaved1F1B",
-                  ("zb-v", True): "ZBVZeroBubble"}
+                  ("zb-v", True): "ZBVZeroBubble", ("interleaved-zb", True): "InterleavedZeroBubble"}
+
+# The schedules whose op order is, by bmpipe's specification, the order of one of torch's own
+# classes (docs/semantics.md, "Schedules"): the CSV must equal that class's order action by action.
+TORCH_ORDER_CLASSES = {"zb-v": "ScheduleZBVZeroBubble", "interleaved-zb": "ScheduleInterleavedZeroBubble"}
 
 
 def parse_titan(case):
@@ -191,11 +195,12 @@ def _load_csv_on_rank(rank, world, csv_path, P, V, M, stage_ids, schedule):
     # UNSHARD/RESHARD/REDUCE_GRAD, which only matter with FSDP, so they are left out.
     steps = _simulate_comms_compute(lowered, lambda s: sched.stage_index_to_group_rank[s], P * V)
     torch_order = None
-    if schedule == "zb-v":
-        # torch's own ZBVZeroBubble over the same stages: the order it would run.
-        from torch.distributed.pipelining.schedules import ScheduleZBVZeroBubble
-        zbv = ScheduleZBVZeroBubble(stages, n_microbatches=M, loss_fn=lambda out, target: out.sum())
-        torch_order = {r: [str(a) for a in acts if a is not None] for r, acts in zbv.pipeline_order.items()}
+    if schedule in TORCH_ORDER_CLASSES:
+        # torch's own schedule class over the same stages: the order it would run.
+        from torch.distributed.pipelining import schedules
+        own = getattr(schedules, TORCH_ORDER_CLASSES[schedule])(stages, n_microbatches=M,
+                                                                 loss_fn=lambda out, target: out.sum())
+        torch_order = {r: [str(a) for a in acts if a is not None] for r, acts in own.pipeline_order.items()}
     dist.destroy_process_group()
     return dict(order=order, stage_to_rank=dict(sched.stage_index_to_group_rank), steps=len(steps),
                 torch_order=torch_order)
@@ -223,7 +228,8 @@ def test_schedule_csv(case):
             seen.setdefault((s, mb), []).append(kind)
         if r0["torch_order"] is not None:
             assert acts == r0["torch_order"][rank], \
-                f"rank {rank}: the CSV's order is not torch's ZBVZeroBubble order {r0['torch_order'][rank]}"
+                (f"rank {rank}: the CSV's order is not torch's {TORCH_ORDER_CLASSES[case.schedule]} order "
+                 f"{r0['torch_order'][rank]}")
         for v in range(V):
             for mb in range(M):
                 stage = case.stage_at(rank, v)
