@@ -87,6 +87,13 @@ Status CheckPipeline(const Target& target, const Pipeline& pipeline) {
   // stages in a V); Megatron-LM, MindFormers and DeepSpeed have none.
   const bool torchtitan_runs =
       target.kind == TargetKind::kTorchTitan && !TraitsOf(pipeline.schedule).torch_class.empty();
+  if (pipeline.SplitBackward() && target.kind == TargetKind::kTorchTitan && !torchtitan_runs) {
+    return InvalidInput(fmt::format("target {} ({}) runs a split-backward schedule only where torch names a schedule "
+                                    "class for it ({}), not '{}'; plan with one of those, or with --target torch "
+                                    "(torch.distributed.pipelining runs the exported CSV)",
+                                    target.name, target.framework, TorchScheduleClasses(),
+                                    ScheduleName(pipeline.schedule)));
+  }
   if (pipeline.SplitBackward() && target.kind != TargetKind::kAny && target.kind != TargetKind::kTorch &&
       !torchtitan_runs) {
     return InvalidInput(fmt::format("target {} ({}) runs no split-backward schedule such as '{}'; plan with "
