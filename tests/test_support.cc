@@ -41,7 +41,7 @@ RandomCase MakeRandomCase(std::mt19937_64& rng) {
   };
   RandomCase c;
   Problem& p = c.problem;
-  const int kind = static_cast<int>(uniform(0, 6));
+  const int kind = static_cast<int>(uniform(0, 7));
   p.pipeline.ranks = static_cast<int>(uniform(1, 6));
   if (kind == 0) {
     p.pipeline.schedule = ScheduleKind::kGPipe;
@@ -68,10 +68,14 @@ RandomCase MakeRandomCase(std::mt19937_64& rng) {
   } else if (kind == 3 || kind == 6) {
     p.pipeline.schedule = kind == 3 ? ScheduleKind::kZeroBubbleH1 : ScheduleKind::kZeroBubbleH2;
     p.pipeline.micro_batches = static_cast<int>(uniform(1, 12));
-  } else {
+  } else if (kind == 4) {
     p.pipeline.schedule = ScheduleKind::kZeroBubbleV;
     p.pipeline.chunks = 2;
     p.pipeline.micro_batches = static_cast<int>(uniform(1, 12));
+  } else {
+    p.pipeline.schedule = ScheduleKind::kDualPipeV;
+    p.pipeline.chunks = 2;
+    p.pipeline.micro_batches = static_cast<int>(uniform(2 * p.pipeline.ranks, 2 * p.pipeline.ranks + 10));
   }
   const int stages = p.pipeline.stages();
   const int n = stages + static_cast<int>(uniform(0, 8));

@@ -254,7 +254,8 @@ TEST(ProblemReader, ScheduleNames) {
   doc["pipeline"]["schedule"] = "zb-h3";
   EXPECT_EQ(ErrorOf(doc),
             "p.json: pipeline.schedule = \"zb-h3\": unknown schedule; use one of 'gpipe', '1f1b', 'interleaved-1f1b', "
-            "'zb-h1', 'zb-h2', 'zb-v', 'interleaved-zb'");
+            "'zb-h1', 'zb-h2', 'zb-v', 'interleaved-zb', "
+            "'dualpipev'");
   doc["pipeline"]["schedule"] = "zb-h1";
   EXPECT_EQ(ErrorOf(doc),
             "p.json: pipeline.schedule = 'zb-h1' splits each backward into its input-gradient and weight-gradient "

@@ -206,6 +206,59 @@ TEST(Schedule, ZeroBubbleVHoldsAtMostTwoPChunkMicroBatches) {
   }
 }
 
+// "F0.3+B3.1+W3.1": ops joined into one action (Op::joined) written with '+'.
+std::string DescribeActions(const std::vector<Op>& ops) {
+  std::string out;
+  for (const Op& op : ops) {
+    if (!out.empty()) out += op.joined ? '+' : ' ';
+    out += "FBW"[static_cast<int>(op.kind)] + std::to_string(op.stage) + "." + std::to_string(op.micro_batch);
+  }
+  return out;
+}
+
+// DualPipeV, p = 2, m = 4: torch's ScheduleDualPipeV order (the framework test compares the
+// export with torch's own, action by action). Rank 0 holds stages 0 and 3, rank 1 stages 1 and 2
+// (the V). "F0.3+B3.1+W3.1" is torch's (0F3;3B1)OVERLAP_F_B, "B3.2+W3.2" a full backward (3B2),
+// a lone B a split one (3I0) whose W runs at a later W step.
+TEST(Schedule, DualPipeVFollowsTorchsOrder) {
+  const Schedule s(Pipeline{ScheduleKind::kDualPipeV, 2, 2, 4});
+  EXPECT_EQ(DescribeActions(s.rank_ops()[0]),
+            "F0.0 F0.1 F0.2 F3.0 B3.0 W3.0 F3.1 F0.3+B3.1+W3.1 F3.2+B0.0+W0.0 B3.2+W3.2 F3.3+B0.1+W0.1 B3.3+W3.3 "
+            "B0.2 W0.2 B0.3 W0.3");
+  EXPECT_EQ(DescribeActions(s.rank_ops()[1]),
+            "F1.0 F2.0 F1.1 F2.1 F1.2 B2.0+W2.0 F2.2+B1.0+W1.0 F1.3+B2.1+W2.1 F2.3+B1.1+W1.1 B2.2+W2.2 B1.2+W1.2 "
+            "B2.3 B1.3 W2.3 W1.3");
+  // An action's first op waits for its ops' dependencies outside it, each read as the end of the
+  // action holding it; the action's other ops wait for none.
+  const OpEdges first = s.Dependencies({2, 2, OpKind::kForward});  // F2.2+B1.0+W1.0 on rank 1
+  ASSERT_EQ(first.count, 2);
+  EXPECT_EQ(s.OpOf(first.edge[0].op).kind, OpKind::kForward);  // F1.2 (a lone op)
+  EXPECT_EQ(s.OpOf(first.edge[1].op).stage, 2);                 // B2.0's action ends with W2.0
+  EXPECT_EQ(s.OpOf(first.edge[1].op).kind, OpKind::kWeightGrad);
+  EXPECT_EQ(s.Dependencies({1, 0, OpKind::kBackward}).count, 0);
+  // Its last op is waited for by every dependent of its ops outside it, each read as the first op
+  // of its action: F3.2 (after F2.2) and B0.0 (after B1.0), both in rank 0's F3.2+B0.0+W0.0.
+  const OpEdges last = s.Dependents({1, 0, OpKind::kWeightGrad});
+  ASSERT_EQ(last.count, 2);
+  const OpId f32 = s.IdOf({3, 2, OpKind::kForward});
+  EXPECT_EQ(last.edge[0].op, f32);
+  EXPECT_EQ(last.edge[1].op, f32);
+  EXPECT_EQ(s.Dependents({2, 2, OpKind::kForward}).count, 0);
+}
+
+// DualPipeV holds at most 2p+1 chunk micro-batches per rank (saved or waiting for W): DualPipe's
+// "PP+1" with PP = 2p stages, one more than ZB-V.
+TEST(Schedule, DualPipeVHoldsAtMostTwoPPlusOneChunkMicroBatches) {
+  for (int p : {1, 2, 4, 8}) {
+    for (int m : {2 * p, 2 * p + 3, 4 * p}) {
+      const Schedule s(Pipeline{ScheduleKind::kDualPipeV, p, 2, m});
+      int most = 0;
+      for (RankIdx r = 0; r < p; ++r) most = std::max(most, MostHeld(s, r));
+      EXPECT_EQ(most, 2 * p + 1) << "p " << p << " m " << m;
+    }
+  }
+}
+
 // The op graph: B(s, j) is waited for by B(s-1, j) and W(s, j) (two dependents), and each edge
 // says whether it crosses ranks and which stage's output it carries.
 TEST(Schedule, SplitBackwardHasTwoDependents) {

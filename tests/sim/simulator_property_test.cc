@@ -20,10 +20,11 @@ constexpr int kCases = 400;
 
 // The reference semantics written out again, independently of schedule/ and sim/: where a stage
 // runs, what an op waits for, how long it runs and what it does to memory.
-// Loop placement: stage s on rank s mod p; V (zb-v): stages 0..p-1 on ranks 0..p-1, stages
-// p..2p-1 back on ranks p-1..0.
+// Loop placement: stage s on rank s mod p; V (zb-v, dualpipev): stages 0..p-1 on ranks 0..p-1,
+// stages p..2p-1 back on ranks p-1..0.
 RankIdx RankOfStage(const Pipeline& p, StageIdx s) {
-  if (p.schedule == ScheduleKind::kZeroBubbleV && s >= p.ranks) return 2 * p.ranks - 1 - s;
+  const bool v = p.schedule == ScheduleKind::kZeroBubbleV || p.schedule == ScheduleKind::kDualPipeV;
+  if (v && s >= p.ranks) return 2 * p.ranks - 1 - s;
   return s % p.ranks;
 }
 
@@ -53,8 +54,10 @@ struct Event {
   TimeNs start = -1, end = -1;
 };
 
-// Times the ops the plain way: sweep the ranks again and again, timing each rank's next op once
-// everything it waits for has ended, until no rank can move.
+// Times the ops the plain way: sweep the ranks again and again, timing each rank's next action
+// (its next op and the ops joined to it) once everything its ops wait for outside it has ended,
+// until no rank can move. An action's ops run back to back; each counts as ended when the action
+// ends.
 std::vector<std::vector<Event>> SimulateByHand(const Pipeline& p, const std::vector<std::vector<Op>>& orders,
                                                const std::vector<StageCost>& stages) {
   auto key = [&](const Op& op) { return std::make_tuple(static_cast<int>(op.kind), op.stage, op.micro_batch); };
@@ -65,23 +68,38 @@ std::vector<std::vector<Event>> SimulateByHand(const Pipeline& p, const std::vec
     moved = false;
     for (RankIdx r = 0; r < p.ranks; ++r) {
       while (next[r] < orders[r].size()) {
-        const Op& op = orders[r][next[r]];
+        std::size_t last = next[r];
+        while (last + 1 < orders[r].size() && orders[r][last + 1].joined) ++last;
+        auto inside = [&](const Op& dep) {
+          for (std::size_t k = next[r]; k <= last; ++k) {
+            if (key(orders[r][k]) == key(dep)) return true;
+          }
+          return false;
+        };
         TimeNs ready = next[r] == 0 ? 0 : events[r].back().end;
         bool waiting = false;
-        for (const Op& dep : WaitsFor(p, op)) {
-          auto it = ended.find(key(dep));
-          if (it == ended.end()) {
-            waiting = true;
-            break;
+        for (std::size_t k = next[r]; k <= last && !waiting; ++k) {
+          const Op& op = orders[r][k];
+          for (const Op& dep : WaitsFor(p, op)) {
+            if (inside(dep)) continue;
+            auto it = ended.find(key(dep));
+            if (it == ended.end()) {
+              waiting = true;
+              break;
+            }
+            const bool crosses = RankOfStage(p, dep.stage) != r;
+            ready = std::max(ready, it->second + (crosses ? stages[std::min(dep.stage, op.stage)].p2p_out_ns : 0));
           }
-          const bool crosses = RankOfStage(p, dep.stage) != r;
-          ready = std::max(ready, it->second + (crosses ? stages[std::min(dep.stage, op.stage)].p2p_out_ns : 0));
         }
         if (waiting) break;
-        const TimeNs end = ready + DurationOf(p, stages[op.stage], op.kind);
-        events[r].push_back({ready, end});
-        ended[key(op)] = end;
-        ++next[r];
+        TimeNs at = ready;
+        for (std::size_t k = next[r]; k <= last; ++k) {
+          const TimeNs end = at + DurationOf(p, stages[orders[r][k].stage], orders[r][k].kind);
+          events[r].push_back({at, end});
+          at = end;
+        }
+        for (std::size_t k = next[r]; k <= last; ++k) ended[key(orders[r][k])] = at;
+        next[r] = last + 1;
         moved = true;
       }
     }

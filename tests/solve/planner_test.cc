@@ -23,7 +23,7 @@ namespace {
 Problem RandomPlannerProblem(std::mt19937_64& rng) {
   auto uniform = [&](std::int64_t lo, std::int64_t hi) { return std::uniform_int_distribution<std::int64_t>(lo, hi)(rng); };
   Problem p;
-  const int kind = static_cast<int>(uniform(0, 7));
+  const int kind = static_cast<int>(uniform(0, 8));
   if (kind == 2 || kind == 7) {
     p.pipeline = {kind == 2 ? ScheduleKind::kInterleavedOneFOneB : ScheduleKind::kInterleavedZeroBubble, 2, 2,
                   2 * static_cast<int>(uniform(1, 3))};
@@ -36,6 +36,9 @@ Problem RandomPlannerProblem(std::mt19937_64& rng) {
                   1, static_cast<int>(uniform(1, 8))};
   } else if (kind == 5) {
     p.pipeline = {ScheduleKind::kZeroBubbleV, static_cast<int>(uniform(1, 2)), 2, static_cast<int>(uniform(1, 6))};
+  } else if (kind == 8) {
+    const int ranks = static_cast<int>(uniform(1, 2));
+    p.pipeline = {ScheduleKind::kDualPipeV, ranks, 2, static_cast<int>(uniform(2 * ranks, 6))};
   } else {
     p.pipeline = {kind == 0 ? ScheduleKind::kGPipe : ScheduleKind::kOneFOneB, static_cast<int>(uniform(1, 4)), 1,
                   static_cast<int>(uniform(1, 8))};
@@ -130,7 +133,7 @@ TEST(Planner, AgreesWithBruteForceAndCbcOnRandomSmallProblems) {
 TEST(Planner, FamilyBoundIsALowerBound) {
   std::mt19937_64 rng(2718);
   int tight = 0;
-  for (int c = 0; c < 40; ++c) {
+  for (int c = 0; c < 80; ++c) {
     const Problem problem = RandomPlannerProblem(rng);
     const PlannerResult brute = Plan(problem, PlannerKind::kBruteForce);
     if (brute.status != PlanStatus::kOptimal) continue;

@@ -140,6 +140,12 @@ Status ValidatePipeline(const Pipeline& p, int num_layers) {
                                     : traits.split_backward     ? " or use schedule 'interleaved-zb' for interleaving"
                                                                 : " or use schedule 'interleaved-1f1b' for interleaving"));
   }
+  if (traits.order == OrderKind::kDualPipeV && p.micro_batches < p.stages()) {
+    return InvalidInput(fmt::format(
+        "pipeline.micro_batches = {}: schedule '{}' needs at least as many micro-batches as stages (ranks x chunks "
+        "= {}, torch's DualPipeV); raise micro_batches or use schedule 'zb-v'",
+        p.micro_batches, traits.name, p.stages()));
+  }
   if (p.micro_batch_group != 0 && !traits.micro_batch_groups) {
     return InvalidInput(fmt::format(
         "pipeline.micro_batch_group = {}: schedule '{}' runs no micro-batch groups (only {} do); remove it",

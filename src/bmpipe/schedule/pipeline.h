@@ -35,6 +35,7 @@ enum class ScheduleKind {
   kZeroBubbleH2,         // ZB-H1 with twice the warm-up and twice the W deferral (ZB-H2)
   kZeroBubbleV,          // two chunks per rank placed in a V, backward split (ZB-V)
   kInterleavedZeroBubble,  // interleaved 1F1B with the backward split, torch's ZB1P order
+  kDualPipeV,              // DeepSeek's DualPipe cut in half: V placement, overlapped F and B pairs
 };
 
 // Where the stages sit. Loop: stage s is chunk s div p of rank s mod p (Megatron's). V: chunks
@@ -47,7 +48,8 @@ enum class Placement : std::uint8_t { kLoop, kV };
 // forwards, (forward, backward) pairs, cool-down backwards, and, when the backward is split, the
 // W of each backward deferred by a number of backwards that grows with the rank. kZeroBubbleV:
 // torch's ZBVZeroBubble order over the V placement.
-enum class OrderKind : std::uint8_t { kAllForwardsFirst, kOneFOneB, kZeroBubbleV };
+// kDualPipeV: torch's DualPipeV order over the V placement, with actions that run several ops.
+enum class OrderKind : std::uint8_t { kAllForwardsFirst, kOneFOneB, kZeroBubbleV, kDualPipeV };
 
 // One row of the schedule table: everything that differs between schedules except the op order,
 // which schedule.cc builds.
@@ -59,7 +61,7 @@ struct ScheduleTraits {
   bool split_backward;  // the backward runs as B (input gradient) and W (weight gradient) ops
   Placement placement;
   // The bubble with equal stages, no p2p and B = W = F is (p-1)/(v*m) / ideal_bubble_divisor.
-  int ideal_bubble_divisor;
+  double ideal_bubble_divisor;
   OrderKind order;
   // kOneFOneB: rank r's warm-up is (v-1)*N + warmup_per_rank*(p-1-r) forwards (N: the micro-batch
   // group), and with a split backward the W of its k-th backward runs right after backward
@@ -99,6 +101,11 @@ inline constexpr ScheduleTraits kSchedules[] = {
      "interleaved 1F1B with the backward split into B and W and the W's deferred as in ZB-H1, torch's "
      "InterleavedZeroBubble order, any micro-batch count",
      2, kMaxStages, true, Placement::kLoop, 3, OrderKind::kOneFOneB, 1, 1, true, "InterleavedZeroBubble"},
+    {ScheduleKind::kDualPipeV, "dualpipev",
+     "DeepSeek's DualPipe folded onto half the ranks (two chunks per rank in a V), torch's DualPipeV order: "
+     "one chunk's forward and the other's full backward as one action in the steady phase, split backwards "
+     "at the ends (at least 2p micro-batches)",
+     2, 2, true, Placement::kV, 1.5, OrderKind::kDualPipeV, 0, 0, false, "DualPipeV"},
 };
 inline constexpr bool TableInKindOrder() {
   for (std::size_t i = 0; i < std::size(kSchedules); ++i) {

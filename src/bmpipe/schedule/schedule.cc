@@ -1,6 +1,7 @@
 #include "bmpipe/schedule/schedule.h"
 
 #include <algorithm>
+#include <cassert>
 
 namespace bmpipe {
 namespace {
@@ -133,6 +134,85 @@ std::vector<Op> ZeroBubbleVOrder(const Pipeline& p, RankIdx r) {
   return ops;
 }
 
+// DualPipeV on rank r, which holds stage r (chunk 0) and stage 2p-1-r (chunk 1) as ZB-V does:
+// torch.distributed.pipelining's ScheduleDualPipeV order (DeepSeek's DualPipe folded onto p
+// ranks). Its actions are single ops, full backwards (B joined by its W) and overlapped pairs (a
+// forward joined by another chunk's full backward); a split B queues its W, which runs at the
+// next "W" step. The eight steps, with n = m micro-batches:
+//  1. 2(p-r-1) chunk-0 F;  2. r+1 (chunk-0 F, chunk-1 F);  3. p-r-1 (chunk-1 B, W, chunk-1 F);
+//  4. n-2p+r+1 rounds of (chunk-0 F + chunk-1 full B) then (chunk-1 F + chunk-0 full B), the
+//     first of them on the last rank as chunk-0 F and chunk-1 full B apart;
+//  5. p-r-1 (chunk-1 full B, chunk-1 F + chunk-0 full B);
+//  6. r+1 (chunk-1 B, chunk-0 B), full until the middle one, split from there (on odd ranks
+//     from its chunk-1 B, on even ranks from its chunk-0 B);
+//  7. p-r-1 (W, chunk-0 B) with the backward kind step 6 ended with;  8. r+1 W.
+std::vector<Op> DualPipeVOrder(const Pipeline& p, RankIdx r) {
+  const int ranks = p.ranks;
+  const StageIdx s0 = p.StageAt(r, 0), s1 = p.StageAt(r, 1);
+  std::vector<Op> ops;
+  ops.reserve(3 * 2 * static_cast<std::size_t>(p.micro_batches));
+  int forwards[2] = {0, 0}, backwards[2] = {0, 0};
+  std::vector<Op> weight_queue;  // the W's of split B's, oldest first
+  std::size_t next_weight = 0;
+  auto chunk = [&](StageIdx s) { return s == s0 ? 0 : 1; };
+  auto forward = [&](StageIdx s) { ops.push_back({s, forwards[chunk(s)]++, OpKind::kForward}); };
+  // A full backward: B and its W as one action, joined to the op before it when `joined`.
+  auto full_backward = [&](StageIdx s, bool joined) {
+    const int j = backwards[chunk(s)]++;
+    ops.push_back({s, j, OpKind::kBackward, joined});
+    ops.push_back({s, j, OpKind::kWeightGrad, true});
+  };
+  auto split_backward = [&](StageIdx s) {
+    const int j = backwards[chunk(s)]++;
+    ops.push_back({s, j, OpKind::kBackward});
+    weight_queue.push_back({s, j, OpKind::kWeightGrad});
+  };
+  auto backward = [&](StageIdx s, bool split) { split ? split_backward(s) : full_backward(s, false); };
+  auto pending_weight = [&] {
+    if (next_weight < weight_queue.size()) ops.push_back(weight_queue[next_weight++]);
+  };
+  auto overlapped = [&](StageIdx forward_stage, StageIdx backward_stage) {
+    forward(forward_stage);
+    full_backward(backward_stage, true);
+  };
+  for (int k = 0; k < 2 * (ranks - r - 1); ++k) forward(s0);
+  for (int k = 0; k < r + 1; ++k) {
+    forward(s0);
+    forward(s1);
+  }
+  for (int k = 0; k < ranks - r - 1; ++k) {
+    split_backward(s1);
+    pending_weight();
+    forward(s1);
+  }
+  for (int k = 0; k < p.micro_batches - 2 * ranks + r + 1; ++k) {
+    if (k == 0 && r == ranks - 1) {
+      forward(s0);
+      full_backward(s1, false);
+    } else {
+      overlapped(s0, s1);
+    }
+    overlapped(s1, s0);
+  }
+  for (int k = 0; k < ranks - r - 1; ++k) {
+    full_backward(s1, false);
+    overlapped(s1, s0);
+  }
+  bool split = false;
+  for (int k = 0; k < r + 1; ++k) {
+    if (k == (r + 1) / 2 && r % 2 == 1) split = true;
+    backward(s1, split);
+    if (k == (r + 1) / 2 && r % 2 == 0) split = true;
+    backward(s0, split);
+  }
+  for (int k = 0; k < ranks - r - 1; ++k) {
+    pending_weight();
+    backward(s0, split);
+  }
+  for (int k = 0; k < r + 1; ++k) pending_weight();
+  return ops;
+}
+
 std::vector<Op> OrderOf(const Pipeline& p, const OrderTable& table, RankIdx r) {
   switch (TraitsOf(p.schedule).order) {
     case OrderKind::kAllForwardsFirst: {
@@ -146,6 +226,8 @@ std::vector<Op> OrderOf(const Pipeline& p, const OrderTable& table, RankIdx r) {
       return p.SplitBackward() ? SplitBackwardOrder(p, table, r) : OneFOneBOrder(p, table, r);
     case OrderKind::kZeroBubbleV:
       return ZeroBubbleVOrder(p, r);
+    case OrderKind::kDualPipeV:
+      return DualPipeVOrder(p, r);
   }
   return {};
 }
@@ -161,7 +243,9 @@ int WarmupForwards(const Pipeline& p, RankIdx r) {
     case OrderKind::kOneFOneB:
       return std::min(t.warmup_per_rank * (p.ranks - r - 1) + (p.chunks - 1) * p.MicroBatchGroup(), total);
     case OrderKind::kZeroBubbleV:
-      // 2(p-r)-1 chunk-0 forwards, r pairs, and one chunk-1 forward before the first B.
+    case OrderKind::kDualPipeV:
+      // ZB-V: 2(p-r)-1 chunk-0 forwards, r pairs, and one chunk-1 forward before the first B;
+      // DualPipeV: 2(p-r-1) chunk-0 forwards and r+1 pairs.
       return std::min(2 * p.ranks, total);
   }
   return total;
@@ -186,6 +270,9 @@ Result<Schedule> Schedule::FromOrders(const Pipeline& p, std::vector<std::vector
   std::vector<char> seen(static_cast<std::size_t>(kinds) * p.stages() * p.micro_batches, 0);
   std::size_t count = 0;
   for (RankIdx r = 0; r < p.ranks; ++r) {
+    if (!rank_ops[r].empty() && rank_ops[r].front().joined) {
+      return InternalError("the first op of a rank's order cannot join an op before it");
+    }
     for (const Op& op : rank_ops[r]) {
       if (op.stage < 0 || op.stage >= p.stages() || op.micro_batch < 0 || op.micro_batch >= p.micro_batches ||
           static_cast<int>(op.kind) >= kinds || p.RankOf(op.stage) != r) {
@@ -205,8 +292,58 @@ Schedule::Schedule(const Pipeline& p, std::vector<std::vector<Op>> rank_ops)
   for (StageIdx s = 0; s < p.stages(); ++s) rank_of_stage_.push_back(p.RankOf(s));
   position_.resize(static_cast<std::size_t>(num_op_ids()));
   for (RankIdx r = 0; r < p.ranks; ++r) {
-    for (std::size_t i = 0; i < rank_ops_[r].size(); ++i) position_[IdOf(rank_ops_[r][i])] = static_cast<std::uint32_t>(i);
+    for (std::size_t i = 0; i < rank_ops_[r].size(); ++i) {
+      position_[IdOf(rank_ops_[r][i])] = static_cast<std::uint32_t>(i);
+      has_actions_ = has_actions_ || rank_ops_[r][i].joined;
+    }
   }
+  if (!has_actions_) return;
+  action_first_.resize(position_.size());
+  action_last_.resize(position_.size());
+  for (const std::vector<Op>& ops : rank_ops_) {
+    for (std::size_t i = 0; i < ops.size(); ++i) {
+      const OpId id = IdOf(ops[i]);
+      action_first_[id] = ops[i].joined ? action_first_[IdOf(ops[i - 1])] : id;
+    }
+    for (std::size_t i = ops.size(); i-- > 0;) {
+      const OpId id = IdOf(ops[i]);
+      action_last_[id] = i + 1 < ops.size() && ops[i + 1].joined ? action_last_[IdOf(ops[i + 1])] : id;
+    }
+  }
+}
+
+OpEdges Schedule::ActionDependencies(const Op& op) const {
+  const OpId id = IdOf(op);
+  OpEdges out;
+  if (action_first_[id] != id) return out;
+  const std::vector<Op>& ops = rank_ops_[rank_of_stage_[op.stage]];
+  for (std::size_t i = position_[id];; ++i) {
+    for (OpEdge e : OpDependencies(ops[i])) {
+      if (action_first_[e.op] == id) continue;  // within the action
+      e.op = action_last_[e.op];
+      assert(out.count < 2 && "an action's ops have at most two dependencies outside it");
+      out.edge[out.count++] = e;
+    }
+    if (IdOf(ops[i]) == action_last_[id]) break;
+  }
+  return out;
+}
+
+OpEdges Schedule::ActionDependents(const Op& op) const {
+  const OpId id = IdOf(op);
+  OpEdges out;
+  if (action_last_[id] != id) return out;
+  const OpId first = action_first_[id];
+  const std::vector<Op>& ops = rank_ops_[rank_of_stage_[op.stage]];
+  for (std::size_t i = position_[first]; i <= position_[id]; ++i) {
+    for (OpEdge e : OpDependents(ops[i])) {
+      if (action_first_[e.op] == first) continue;  // within the action
+      e.op = action_first_[e.op];
+      assert(out.count < 2 && "an action's ops have at most two dependents outside it");
+      out.edge[out.count++] = e;
+    }
+  }
+  return out;
 }
 
 double Schedule::IdealBubble() const {

@@ -19,6 +19,11 @@ struct Op {
   StageIdx stage;
   MicroBatchIdx micro_batch;
   OpKind kind;
+  // Runs in one action with the op before it on its rank (docs/semantics.md, "Actions"): the
+  // action starts when all its ops' dependencies are met and its ops run back to back; what
+  // waits for any of them waits for the action's end. A full backward is B joined by its W; an
+  // overlapped forward and backward is F joined by B and W.
+  bool joined = false;
 };
 
 // What an op does to its stage's memory, in units of the stage's per-micro-batch bytes: `saved`
@@ -102,7 +107,21 @@ class Schedule {
   // The op graph (docs/semantics.md): F(s,j) waits for F(s-1,j); B(S-1,j) for F(S-1,j); B(s,j) for
   // B(s+1,j); W(s,j) for B(s,j). Computed from the op in a few instructions rather than stored:
   // the simulator reads one per op, and holding them would cost more than deriving them.
-  OpEdges Dependencies(const Op& op) const {
+  OpEdges Dependencies(const Op& op) const { return has_actions_ ? ActionDependencies(op) : OpDependencies(op); }
+  // The ops that wait for `op`: Dependencies read the other way.
+  OpEdges Dependents(const Op& op) const { return has_actions_ ? ActionDependents(op) : OpDependents(op); }
+  // Whether some op runs joined to the one before it (Op::joined).
+  bool has_actions() const { return has_actions_; }
+
+  MemoryEffect EffectOf(OpKind kind) const { return bmpipe::EffectOf(kind, pipeline_.SplitBackward()); }
+  // The bubble of the schedule with equal stages, no p2p and B = W = F (for unsplit schedules
+  // B = 2F): idle time over useful time on every rank (ScheduleTraits::ideal_bubble_divisor).
+  double IdealBubble() const;
+
+ private:
+  Schedule(const Pipeline& pipeline, std::vector<std::vector<Op>> rank_ops);
+  // The op graph of single ops, before actions join them.
+  OpEdges OpDependencies(const Op& op) const {
     const StageIdx s = op.stage;
     const MicroBatchIdx j = op.micro_batch;
     switch (op.kind) {
@@ -117,8 +136,7 @@ class Schedule {
     }
     return {};
   }
-  // The ops that wait for `op`: Dependencies read the other way.
-  OpEdges Dependents(const Op& op) const {
+  OpEdges OpDependents(const Op& op) const {
     const StageIdx s = op.stage;
     const MicroBatchIdx j = op.micro_batch;
     OpEdges out;
@@ -135,14 +153,12 @@ class Schedule {
     }
     return {};
   }
-
-  MemoryEffect EffectOf(OpKind kind) const { return bmpipe::EffectOf(kind, pipeline_.SplitBackward()); }
-  // The bubble of the schedule with equal stages, no p2p and B = W = F (for unsplit schedules
-  // B = 2F): idle time over useful time on every rank (ScheduleTraits::ideal_bubble_divisor).
-  double IdealBubble() const;
-
- private:
-  Schedule(const Pipeline& pipeline, std::vector<std::vector<Op>> rank_ops);
+  // With actions: the first op of an action waits for every dependency of its ops outside the
+  // action, each read as the end of the action holding it; the action's other ops wait for
+  // nothing but the rank. The last op of an action is waited for by every dependent of its ops
+  // outside it, each read as the first op of its action; the others by none.
+  OpEdges ActionDependencies(const Op& op) const;
+  OpEdges ActionDependents(const Op& op) const;
   // The one edge between an op of stage `stage` and `other`, carrying stage `boundary`'s output.
   OpEdges Edge(const Op& other, StageIdx boundary, StageIdx stage) const {
     OpEdges e;
@@ -156,6 +172,8 @@ class Schedule {
   std::vector<std::vector<Op>> rank_ops_;
   std::vector<RankIdx> rank_of_stage_;   // Pipeline::RankOf per stage, looked up rather than divided
   std::vector<std::uint32_t> position_;  // per OpId: where it runs in its rank's order
+  bool has_actions_ = false;
+  std::vector<OpId> action_first_, action_last_;  // per OpId, with actions: its action's first and last op
 };
 
 // Number of forwards rank r runs before its first backward.

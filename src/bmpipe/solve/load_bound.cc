@@ -13,12 +13,14 @@ struct Chain {
   int forwards = 0, backwards = 0, transfers = 0;
 };
 
-// The chain that must finish before `op` can start (every op the schedules know has at most one
-// dependency).
+// A chain that must finish before `op` can start: its first dependency, that one's first, and so
+// on. It stops at a W (the end of an action that runs a full backward, whose B and W it would
+// price as two B's), so that it stays a lower bound.
 Chain ChainBefore(const Schedule& schedule, Op op) {
   Chain chain;
   for (OpEdges deps = schedule.Dependencies(op); deps.count > 0; deps = schedule.Dependencies(op)) {
     op = schedule.OpOf(deps.edge[0].op);
+    if (op.kind == OpKind::kWeightGrad) break;
     (op.kind == OpKind::kForward ? chain.forwards : chain.backwards) += 1;
     chain.transfers += deps.edge[0].crosses_ranks ? 1 : 0;
   }
