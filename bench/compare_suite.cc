@@ -110,8 +110,8 @@ std::vector<Case> Cases() {
                    FromModel(llama405, "h100-80gb", Setup(8, 16, 128, 1, 2048, 8192, true))});
   cases.push_back({"llama3-405b, 16384 H100, m = p, interleaved", "as above with 2 chunks per rank (32 stages)",
                    FromModel(llama405, "h100-80gb", Setup(8, 16, 128, 2, 2048, 8192, true))});
-  // The split-backward schedules on the same two setups: every planner under ZB-H1, ZB-H2, ZB-V and
-  // interleaved ZB (Megatron runs none of them).
+  // The split-backward schedules on the same two setups: every planner under ZB-H1, ZB-H2, ZB-V,
+  // interleaved ZB and DualPipeV (Megatron runs none of them).
   struct SplitCase {
     ScheduleKind schedule;
     const char* name;
@@ -122,7 +122,9 @@ std::vector<Case> Cases() {
                              SplitCase{ScheduleKind::kZeroBubbleH2, "ZB-H2", 1, "twice ZB-H1's warm-up and W deferral"},
                              SplitCase{ScheduleKind::kZeroBubbleV, "ZB-V", 2, "2 chunks per rank in a V"},
                              SplitCase{ScheduleKind::kInterleavedZeroBubble, "interleaved ZB", 2,
-                                       "2 chunks per rank, torch's InterleavedZeroBubble order"}}) {
+                                       "2 chunks per rank, torch's InterleavedZeroBubble order"},
+                             SplitCase{ScheduleKind::kDualPipeV, "DualPipeV", 2,
+                                       "2 chunks per rank in a V, torch's DualPipeV order, overlapped pairs run in turn"}}) {
     TrainingSetup big = Setup(8, 16, 128, z.chunks, 2048, 8192, true), loose = Setup(8, 8, 8, z.chunks, 512, 8192, true);
     big.schedule = loose.schedule = z.schedule;
     cases.push_back({fmt::format("llama3-405b, 16384 H100, m = p, {}", z.name),

@@ -21,7 +21,7 @@ namespace {
 
 Problem DecodeProblem(FuzzedDataProvider& in) {
   Problem p;
-  switch (in.ConsumeIntegralInRange(0, 6)) {
+  switch (in.ConsumeIntegralInRange(0, 7)) {
     case 0:
       p.pipeline = {ScheduleKind::kGPipe, in.ConsumeIntegralInRange(1, 4), 1, in.ConsumeIntegralInRange(1, 8)};
       break;
@@ -42,6 +42,11 @@ Problem DecodeProblem(FuzzedDataProvider& in) {
     case 5: {
       const int ranks = in.ConsumeIntegralInRange(1, 4);
       p.pipeline = {ScheduleKind::kInterleavedZeroBubble, ranks, 2, ranks * in.ConsumeIntegralInRange(1, 8 / ranks)};
+      break;
+    }
+    case 6: {
+      const int ranks = in.ConsumeIntegralInRange(1, 4);
+      p.pipeline = {ScheduleKind::kDualPipeV, ranks, 2, in.ConsumeIntegralInRange(2 * ranks, 12)};
       break;
     }
     default:

@@ -35,6 +35,7 @@ declare -A cases=(
   [llama3-8b-pp4-zb-v]="--model llama3-8b --device h100-80gb --tp 1 --pp 4 --vpp 2 --dp 1 --gbs 8 --seq 4096 --schedule zb-v"
   [llama3-8b-pp8-zb-h2]="--model llama3-8b --device h100-80gb --tp 1 --pp 8 --dp 1 --gbs 32 --seq 4096 --schedule zb-h2"
   [llama3-8b-pp4-vpp2-interleaved-zb]="--model llama3-8b --device h100-80gb --tp 1 --pp 4 --vpp 2 --dp 1 --gbs 8 --seq 4096 --schedule interleaved-zb"
+  [llama3-8b-pp4-dualpipev]="--model llama3-8b --device h100-80gb --tp 1 --pp 4 --vpp 2 --dp 1 --gbs 8 --seq 4096 --schedule dualpipev"
 )
 # case name, the targets it is exported for
 declare -A targets=(
@@ -59,6 +60,7 @@ declare -A targets=(
   [llama3-8b-pp4-zb-v]="torch torchtitan"
   [llama3-8b-pp8-zb-h2]="torch"
   [llama3-8b-pp4-vpp2-interleaved-zb]="torch torchtitan"
+  [llama3-8b-pp4-dualpipev]="torch torchtitan"
 )
 declare -A format=([megatron]=megatron [megatron-local]=megatron [deepspeed]=deepspeed [torchtitan]=torchtitan
                    [mindformers]=mindformers [torch]=csv)

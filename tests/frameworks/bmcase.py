@@ -22,6 +22,9 @@ import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 
+# The schedules that place stages in a V (docs/semantics.md, "Ranks, chunks and stages").
+V_SCHEDULES = ("zb-v", "dualpipev")
+
 REPO = Path(__file__).resolve().parents[2]
 EXPORTS = REPO / "tests" / "golden" / "exports"
 
@@ -114,14 +117,14 @@ class Case:
         pipeline = self.problem["pipeline"]
         return int(pipeline.get("chunks", pipeline.get("virtual_stages", 1)))
 
-    # -- placement (docs/semantics.md, "Ranks, chunks and stages"): loop, or V for zb-v ------------
+    # -- placement (docs/semantics.md, "Ranks, chunks and stages"): loop, or V for zb-v and dualpipev ---
     def stage_at(self, rank: int, chunk: int) -> int:
         P = self.P
-        return chunk * P + (P - 1 - rank if self.schedule == "zb-v" and chunk % 2 else rank)
+        return chunk * P + (P - 1 - rank if self.schedule in V_SCHEDULES and chunk % 2 else rank)
 
     def rank_of(self, s: int) -> int:
         P = self.P
-        return P - 1 - s % P if self.schedule == "zb-v" and (s // P) % 2 else s % P
+        return P - 1 - s % P if self.schedule in V_SCHEDULES and (s // P) % 2 else s % P
 
     @property
     def M(self) -> int:

@@ -25,11 +25,13 @@ from distrun import run_ranks
 
 SCHEDULE_NAMES = {("gpipe", False): "GPipe", ("1f1b", False): "1F1B",
                   ("1f1b", True): "Interleaved1F1B", ("interleaved-1f1b", True): "Interleaved1F1B",
-                  ("zb-v", True): "ZBVZeroBubble", ("interleaved-zb", True): "InterleavedZeroBubble"}
+                  ("zb-v", True): "ZBVZeroBubble", ("interleaved-zb", True): "InterleavedZeroBubble",
+                  ("dualpipev", True): "DualPipeV"}
 
 # The schedules whose op order is, by bmpipe's specification, the order of one of torch's own
 # classes (docs/semantics.md, "Schedules"): the CSV must equal that class's order action by action.
-TORCH_ORDER_CLASSES = {"zb-v": "ScheduleZBVZeroBubble", "interleaved-zb": "ScheduleInterleavedZeroBubble"}
+TORCH_ORDER_CLASSES = {"zb-v": "ScheduleZBVZeroBubble", "interleaved-zb": "ScheduleInterleavedZeroBubble",
+                       "dualpipev": "ScheduleDualPipeV"}
 
 
 def parse_titan(case):
@@ -179,7 +181,7 @@ def _load_csv_on_rank(rank, world, csv_path, P, V, M, stage_ids, schedule):
     import torch
     import torch.distributed as dist
     from torch.distributed.pipelining import PipelineStage
-    from torch.distributed.pipelining.schedules import (REDUCE_GRAD, RESHARD, UNSHARD,
+    from torch.distributed.pipelining.schedules import (OVERLAP_F_B, REDUCE_GRAD, RESHARD, UNSHARD,
                                                           _PipelineScheduleRuntime,
                                                           _simulate_comms_compute)
 
@@ -189,10 +191,15 @@ def _load_csv_on_rank(rank, world, csv_path, P, V, M, stage_ids, schedule):
     sched = _PipelineScheduleRuntime(stages, n_microbatches=M, loss_fn=lambda out, target: out.sum())
     sched._load_csv(csv_path)  # validates, infers stage -> rank, lowers to comms
     order = {r: [str(a) if a is not None else "" for a in acts] for r, acts in sched.pipeline_order.items()}
-    lowered = {r: [a for a in acts if a is not None and a.computation_type not in (UNSHARD, RESHARD, REDUCE_GRAD)]
-               for r, acts in sched.pipeline_order_with_comms.items()}
     # torch's own simulator of the lowered schedule (raises on a deadlock); it does not know
-    # UNSHARD/RESHARD/REDUCE_GRAD, which only matter with FSDP, so they are left out.
+    # UNSHARD/RESHARD/REDUCE_GRAD, which only matter with FSDP, so they are left out, nor
+    # OVERLAP_F_B, whose sub-actions the runtime runs one after the other, so they stand for it.
+    def expanded(acts):
+        for a in acts:
+            if a is None or a.computation_type in (UNSHARD, RESHARD, REDUCE_GRAD):
+                continue
+            yield from (a.sub_actions if a.computation_type == OVERLAP_F_B else (a,))
+    lowered = {r: list(expanded(acts)) for r, acts in sched.pipeline_order_with_comms.items()}
     steps = _simulate_comms_compute(lowered, lambda s: sched.stage_index_to_group_rank[s], P * V)
     torch_order = None
     if schedule in TORCH_ORDER_CLASSES:
@@ -220,12 +227,15 @@ def test_schedule_csv(case):
         acts = [a for a in r0["order"][rank] if a]
         seen = {}
         for a in acts:
-            m = re.fullmatch(r"(\d+)(F|B|I|W)(\d+)", a)
-            assert m, f"rank {rank}: action {a!r} is not <stage><F|B|I|W><micro-batch>"
-            s, kind, mb = int(m.group(1)), m.group(2), int(m.group(3))
-            assert case.rank_of(s) == rank, f"rank {rank} runs stage {s}"
-            assert 0 <= mb < M
-            seen.setdefault((s, mb), []).append(kind)
+            # An overlapped action, (<F>;<B>)OVERLAP_F_B, runs its two sub-actions.
+            over = re.fullmatch(r"\((.*);(.*)\)OVERLAP_F_B", a)
+            for sub in over.groups() if over else (a,):
+                m = re.fullmatch(r"(\d+)(F|B|I|W)(\d+)", sub)
+                assert m, f"rank {rank}: action {sub!r} is not <stage><F|B|I|W><micro-batch>"
+                s, kind, mb = int(m.group(1)), m.group(2), int(m.group(3))
+                assert case.rank_of(s) == rank, f"rank {rank} runs stage {s}"
+                assert 0 <= mb < M
+                seen.setdefault((s, mb), []).append(kind)
         if r0["torch_order"] is not None:
             assert acts == r0["torch_order"][rank], \
                 (f"rank {rank}: the CSV's order is not torch's {TORCH_ORDER_CLASSES[case.schedule]} order "

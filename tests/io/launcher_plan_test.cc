@@ -47,13 +47,15 @@ std::vector<Case> Cases() {
           {"demo", LoadProblem(testing::SourcePath("examples/mindformers-demo/problem.yaml")).value()},
           {"demo-vpp3", LoadProblem(testing::SourcePath("examples/mindformers-demo/problem-vpp3.yaml")).value()},
           {"llama3-8b", Llama8b()},
-          // ZB-V and interleaved ZB: only torchtitan (ZBVZeroBubble, InterleavedZeroBubble) of these
-          // formats runs them.
+          // ZB-V, interleaved ZB and DualPipeV: only torchtitan (ZBVZeroBubble,
+          // InterleavedZeroBubble, DualPipeV) of these formats runs them.
           {"llama3-8b zb-v",
            LoadProblem(testing::SourcePath("tests/golden/exports/llama3-8b-pp4-zb-v-torch/problem.json")).value()},
           {"llama3-8b interleaved-zb",
            LoadProblem(testing::SourcePath("tests/golden/exports/llama3-8b-pp4-vpp2-interleaved-zb-torch/problem.json"))
-               .value()}};
+               .value()},
+          {"llama3-8b dualpipev",
+           LoadProblem(testing::SourcePath("tests/golden/exports/llama3-8b-pp4-dualpipev-torch/problem.json")).value()}};
 }
 
 Plan Planned(const Problem& problem) {

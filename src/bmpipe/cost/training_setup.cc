@@ -265,6 +265,11 @@ Status ValidateSetup(const ModelSpec& model, const DeviceSpec& device, const Tra
     return InvalidInput(fmt::format("--schedule {} cannot interleave; use --vpp 1{}", traits.name,
                                     traits.split_backward ? ", or --schedule interleaved-zb" : ""));
   }
+  if (traits.order == OrderKind::kDualPipeV && m < s.pp * s.vpp) {
+    return InvalidInput(fmt::format("--schedule {} needs at least as many micro-batches as stages, --pp x --vpp = "
+                                    "{}, and gbs / (mbs x dp) = {}; raise --gbs or use --schedule zb-v",
+                                    traits.name, s.pp * s.vpp, m));
+  }
   if (s.vpp < traits.min_chunks && traits.max_chunks > traits.min_chunks) {
     return InvalidInput(fmt::format("--schedule {} runs at least {} model chunks per pipeline rank; use --vpp {} or "
                                     "more",

@@ -293,23 +293,27 @@ Result<std::string> MindFormers(const Problem& problem, const Plan& plan) {
 std::string Csv(const Problem& problem) {
   const Schedule schedule = Schedule(problem.pipeline);
   std::string out;
-  // torch.distributed.pipelining's actions: F forward, B whole backward, I input gradient, W weight gradient.
+  // torch.distributed.pipelining's actions: F forward, B whole backward, I input gradient, W weight
+  // gradient; an action of several ops (Op::joined) is a full backward (B joined by its W, "B") or
+  // an overlapped forward and full backward ("(<F>;<B>)OVERLAP_F_B").
   const bool split = problem.pipeline.SplitBackward();
-  auto action = [&](OpKind kind) {
-    switch (kind) {
-      case OpKind::kForward:
-        return 'F';
-      case OpKind::kBackward:
-        return split ? 'I' : 'B';
-      case OpKind::kWeightGrad:
-        return 'W';
-    }
-    return '?';
-  };
+  auto action = [](const Op& op, char kind) { return fmt::format("{}{}{}", op.stage, kind, op.micro_batch); };
   for (const std::vector<Op>& ops : schedule.rank_ops()) {
     std::string row;
-    for (const Op& op : ops) {
-      row += fmt::format("{}{}{}{}", row.empty() ? "" : ",", op.stage, action(op.kind), op.micro_batch);
+    for (std::size_t i = 0; i < ops.size();) {
+      std::size_t end = i + 1;
+      while (end < ops.size() && ops[end].joined) ++end;
+      std::string text;
+      if (end - i == 1) {
+        const OpKind kind = ops[i].kind;
+        text = action(ops[i], kind == OpKind::kForward ? 'F' : kind == OpKind::kWeightGrad ? 'W' : split ? 'I' : 'B');
+      } else if (end - i == 2) {  // B and its W
+        text = action(ops[i], 'B');
+      } else {  // F, then B and its W
+        text = fmt::format("({};{})OVERLAP_F_B", action(ops[i], 'F'), action(ops[i + 1], 'B'));
+      }
+      row += (row.empty() ? "" : ",") + text;
+      i = end;
     }
     out += row + "\n";
   }
