@@ -8,11 +8,12 @@
 namespace bmpipe {
 namespace {
 
-// "F0.1" = forward of stage 0, micro-batch 1.
+// "F0.1" = forward of stage 0, micro-batch 1; ops joined into one action (Op::joined) are
+// written with '+' between them: "F0.3+B3.1+W3.1".
 std::string Describe(const std::vector<Op>& ops) {
   std::string out;
   for (const Op& op : ops) {
-    if (!out.empty()) out += ' ';
+    if (!out.empty()) out += op.joined ? '+' : ' ';
     out += "FBW"[static_cast<int>(op.kind)] + std::to_string(op.stage) + "." + std::to_string(op.micro_batch);
   }
   return out;
@@ -206,26 +207,16 @@ TEST(Schedule, ZeroBubbleVHoldsAtMostTwoPChunkMicroBatches) {
   }
 }
 
-// "F0.3+B3.1+W3.1": ops joined into one action (Op::joined) written with '+'.
-std::string DescribeActions(const std::vector<Op>& ops) {
-  std::string out;
-  for (const Op& op : ops) {
-    if (!out.empty()) out += op.joined ? '+' : ' ';
-    out += "FBW"[static_cast<int>(op.kind)] + std::to_string(op.stage) + "." + std::to_string(op.micro_batch);
-  }
-  return out;
-}
-
 // DualPipeV, p = 2, m = 4: torch's ScheduleDualPipeV order (the framework test compares the
 // export with torch's own, action by action). Rank 0 holds stages 0 and 3, rank 1 stages 1 and 2
 // (the V). "F0.3+B3.1+W3.1" is torch's (0F3;3B1)OVERLAP_F_B, "B3.2+W3.2" a full backward (3B2),
 // a lone B a split one (3I0) whose W runs at a later W step.
 TEST(Schedule, DualPipeVFollowsTorchsOrder) {
   const Schedule s(Pipeline{ScheduleKind::kDualPipeV, 2, 2, 4});
-  EXPECT_EQ(DescribeActions(s.rank_ops()[0]),
+  EXPECT_EQ(Describe(s.rank_ops()[0]),
             "F0.0 F0.1 F0.2 F3.0 B3.0 W3.0 F3.1 F0.3+B3.1+W3.1 F3.2+B0.0+W0.0 B3.2+W3.2 F3.3+B0.1+W0.1 B3.3+W3.3 "
             "B0.2 W0.2 B0.3 W0.3");
-  EXPECT_EQ(DescribeActions(s.rank_ops()[1]),
+  EXPECT_EQ(Describe(s.rank_ops()[1]),
             "F1.0 F2.0 F1.1 F2.1 F1.2 B2.0+W2.0 F2.2+B1.0+W1.0 F1.3+B2.1+W2.1 F2.3+B1.1+W1.1 B2.2+W2.2 B1.2+W1.2 "
             "B2.3 B1.3 W2.3 W1.3");
   // An action's first op waits for its ops' dependencies outside it, each read as the end of the
