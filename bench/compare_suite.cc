@@ -127,8 +127,8 @@ std::vector<Case> Cases() {
                                        "2 chunks per rank in a V, torch's DualPipeV order, overlapped pairs run in turn"}}) {
     TrainingSetup big = Setup(8, 16, 128, z.chunks, 2048, 8192, true), loose = Setup(8, 8, 8, z.chunks, 512, 8192, true);
     big.schedule = loose.schedule = z.schedule;
-    // DualPipeV needs at least as many micro-batches as stages (2p): not the m = p case.
-    if (TraitsOf(z.schedule).order != OrderKind::kDualPipeV) {
+    // DualPipe and DualPipeV need at least 2p micro-batches: not the m = p case.
+    if (TraitsOf(z.schedule).min_micro_batches_per_rank == 0) {
       cases.push_back({fmt::format("llama3-405b, 16384 H100, m = p, {}", z.name),
                        fmt::format("as the m = p case under {} ({})", z.name, z.how),
                        FromModel(llama405, "h100-80gb", big)});

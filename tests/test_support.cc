@@ -41,7 +41,7 @@ RandomCase MakeRandomCase(std::mt19937_64& rng) {
   };
   RandomCase c;
   Problem& p = c.problem;
-  const int kind = static_cast<int>(uniform(0, 7));
+  const int kind = static_cast<int>(uniform(0, 8));
   p.pipeline.ranks = static_cast<int>(uniform(1, 6));
   if (kind == 0) {
     p.pipeline.schedule = ScheduleKind::kGPipe;
@@ -72,10 +72,16 @@ RandomCase MakeRandomCase(std::mt19937_64& rng) {
     p.pipeline.schedule = ScheduleKind::kZeroBubbleV;
     p.pipeline.chunks = 2;
     p.pipeline.micro_batches = static_cast<int>(uniform(1, 12));
-  } else {
+  } else if (kind == 7) {
     p.pipeline.schedule = ScheduleKind::kDualPipeV;
     p.pipeline.chunks = 2;
     p.pipeline.micro_batches = static_cast<int>(uniform(2 * p.pipeline.ranks, 2 * p.pipeline.ranks + 10));
+  } else {
+    // DualPipe: an even number of ranks and of micro-batches, at least 2p.
+    p.pipeline.schedule = ScheduleKind::kDualPipe;
+    p.pipeline.ranks = 2 * static_cast<int>(uniform(1, 3));
+    p.pipeline.chunks = 2;
+    p.pipeline.micro_batches = 2 * static_cast<int>(uniform(p.pipeline.ranks, p.pipeline.ranks + 5));
   }
   const int stages = p.pipeline.stages();
   const int n = stages + static_cast<int>(uniform(0, 8));

@@ -255,7 +255,7 @@ TEST(ProblemReader, ScheduleNames) {
   EXPECT_EQ(ErrorOf(doc),
             "p.json: pipeline.schedule = \"zb-h3\": unknown schedule; use one of 'gpipe', '1f1b', 'interleaved-1f1b', "
             "'zb-h1', 'zb-h2', 'zb-v', 'interleaved-zb', "
-            "'dualpipev'");
+            "'dualpipe', 'dualpipev'");
   doc["pipeline"]["schedule"] = "zb-h1";
   EXPECT_EQ(ErrorOf(doc),
             "p.json: pipeline.schedule = 'zb-h1' splits each backward into its input-gradient and weight-gradient "

@@ -250,6 +250,56 @@ TEST(Schedule, DualPipeVHoldsAtMostTwoPPlusOneChunkMicroBatches) {
   }
 }
 
+// DualPipe, p = 4, m = 8, written out by hand from DeepSeek's DualPipe.step: micro-batches 0-3
+// run stage s on rank s, 4-7 on rank 3-s. Every rank runs DualPipeV's order for two ranks (p/2)
+// and four micro-batches (m/2), its chunk 0 the stage nearer its end of the pipeline over the half
+// that enters there: ranks 0 and 1 are DualPipeV's p = 2, m = 4 ranks (above) with chunk 1's
+// micro-batches shifted by 4, and ranks 3 and 2 the same with the halves swapped.
+TEST(Schedule, DualPipeFollowsDeepSeeksOrder) {
+  const Schedule s(Pipeline{ScheduleKind::kDualPipe, 4, 2, 8});
+  EXPECT_EQ(Describe(s.rank_ops()[0]),
+            "F0.0 F0.1 F0.2 F3.4 B3.4 W3.4 F3.5 F0.3+B3.5+W3.5 F3.6+B0.0+W0.0 B3.6+W3.6 F3.7+B0.1+W0.1 B3.7+W3.7 "
+            "B0.2 W0.2 B0.3 W0.3");
+  EXPECT_EQ(Describe(s.rank_ops()[1]),
+            "F1.0 F2.4 F1.1 F2.5 F1.2 B2.4+W2.4 F2.6+B1.0+W1.0 F1.3+B2.5+W2.5 F2.7+B1.1+W1.1 B2.6+W2.6 B1.2+W1.2 "
+            "B2.7 B1.3 W2.7 W1.3");
+  EXPECT_EQ(Describe(s.rank_ops()[2]),
+            "F1.4 F2.0 F1.5 F2.1 F1.6 B2.0+W2.0 F2.2+B1.4+W1.4 F1.7+B2.1+W2.1 F2.3+B1.5+W1.5 B2.2+W2.2 B1.6+W1.6 "
+            "B2.3 B1.7 W2.3 W1.7");
+  EXPECT_EQ(Describe(s.rank_ops()[3]),
+            "F0.4 F0.5 F0.6 F3.0 B3.0 W3.0 F3.1 F0.7+B3.1+W3.1 F3.2+B0.4+W0.4 B3.2+W3.2 F3.3+B0.5+W0.5 B3.3+W3.3 "
+            "B0.6 W0.6 B0.7 W0.7");
+  // The placement both ways, and the edges of the second half crossing to the mirrored ranks.
+  const Pipeline& p = s.pipeline();
+  EXPECT_EQ(p.stages(), 4);
+  EXPECT_EQ(p.RankOf(1, 0), 1);
+  EXPECT_EQ(p.RankOf(1, 1), 2);
+  EXPECT_EQ(p.StageAt(2, 0), 1);
+  EXPECT_EQ(p.StageAt(2, 1), 2);
+  EXPECT_EQ(s.RankOf({1, 5, OpKind::kForward}), 2);
+  const OpEdges next = s.Dependents({1, 5, OpKind::kForward});
+  ASSERT_EQ(next.count, 1);
+  EXPECT_EQ(s.RankOfOp(next.edge[0].op), 1);  // F2.5 on rank 1
+  EXPECT_TRUE(next.edge[0].crosses_ranks);
+  // Orders that put an op on a rank without that copy are refused.
+  std::vector<std::vector<Op>> moved = s.rank_ops();
+  std::swap(moved[0], moved[3]);
+  EXPECT_FALSE(Schedule::FromOrders(p, moved).ok());
+}
+
+// DualPipe holds at most p+1 stage micro-batches per rank (saved or waiting for W): the "PP+1" of
+// DualPipe's paper, with two copies of every stage's parameters.
+TEST(Schedule, DualPipeHoldsAtMostPPlusOneStageMicroBatches) {
+  for (int p : {2, 4, 8}) {
+    for (int m : {2 * p, 2 * p + 2, 4 * p}) {
+      const Schedule s(Pipeline{ScheduleKind::kDualPipe, p, 2, m});
+      int most = 0;
+      for (RankIdx r = 0; r < p; ++r) most = std::max(most, MostHeld(s, r));
+      EXPECT_EQ(most, p + 1) << "p " << p << " m " << m;
+    }
+  }
+}
+
 // The op graph: B(s, j) is waited for by B(s-1, j) and W(s, j) (two dependents), and each edge
 // says whether it crosses ranks and which stage's output it carries.
 TEST(Schedule, SplitBackwardHasTwoDependents) {
@@ -294,9 +344,9 @@ TEST(Schedule, EveryOpOnceOnItsRank) {
     Schedule s = Schedule(p);
     std::vector<int> count(static_cast<std::size_t>(kinds) * p.stages() * p.micro_batches, 0);
     for (RankIdx r = 0; r < p.ranks; ++r) {
-      EXPECT_EQ(s.rank_ops()[r].size(), static_cast<std::size_t>(kinds) * v * p.micro_batches) << t.name;
+      EXPECT_EQ(s.rank_ops()[r].size(), static_cast<std::size_t>(kinds) * v * p.micro_batches / p.Copies()) << t.name;
       for (const Op& op : s.rank_ops()[r]) {
-        EXPECT_EQ(p.RankOf(op.stage), r);
+        EXPECT_EQ(p.RankOf(op.stage, p.CopyOf(op.micro_batch)), r);
         EXPECT_EQ(s.OpOf(s.IdOf(op)).stage, op.stage);
         ++count[s.IdOf(op)];
       }

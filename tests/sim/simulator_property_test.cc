@@ -21,11 +21,13 @@ constexpr int kCases = 400;
 // The reference semantics written out again, independently of schedule/ and sim/: where a stage
 // runs, what an op waits for, how long it runs and what it does to memory.
 // Loop placement: stage s on rank s mod p; V (zb-v, dualpipev): stages 0..p-1 on ranks 0..p-1,
-// stages p..2p-1 back on ranks p-1..0.
-RankIdx RankOfStage(const Pipeline& p, StageIdx s) {
+// stages p..2p-1 back on ranks p-1..0; mirror (dualpipe): the first half of the micro-batches runs
+// stage s on rank s, the second half on rank p-1-s.
+RankIdx RankOfOp(const Pipeline& p, const Op& op) {
+  if (p.schedule == ScheduleKind::kDualPipe) return 2 * op.micro_batch < p.micro_batches ? op.stage : p.ranks - 1 - op.stage;
   const bool v = p.schedule == ScheduleKind::kZeroBubbleV || p.schedule == ScheduleKind::kDualPipeV;
-  if (v && s >= p.ranks) return 2 * p.ranks - 1 - s;
-  return s % p.ranks;
+  if (v && op.stage >= p.ranks) return 2 * p.ranks - 1 - op.stage;
+  return op.stage % p.ranks;
 }
 
 std::vector<Op> WaitsFor(const Pipeline& p, const Op& op) {
@@ -87,7 +89,7 @@ std::vector<std::vector<Event>> SimulateByHand(const Pipeline& p, const std::vec
               waiting = true;
               break;
             }
-            const bool crosses = RankOfStage(p, dep.stage) != r;
+            const bool crosses = RankOfOp(p, dep) != r;
             ready = std::max(ready, it->second + (crosses ? stages[std::min(dep.stage, op.stage)].p2p_out_ns : 0));
           }
         }
@@ -157,7 +159,7 @@ TEST(SimulatorProperty, RandomPlansMatchAnEventSimulationByHand) {
     std::set<std::tuple<int, int, int>> seen;
     for (RankIdx r = 0; r < p.ranks; ++r) {
       for (const Op& op : schedule.rank_ops()[r]) {
-        ASSERT_EQ(RankOfStage(p, op.stage), r);
+        ASSERT_EQ(RankOfOp(p, op), r);
         ASSERT_LT(static_cast<int>(op.kind), kinds);
         ASSERT_TRUE(seen.insert({static_cast<int>(op.kind), op.stage, op.micro_batch}).second);
       }
@@ -169,7 +171,15 @@ TEST(SimulatorProperty, RandomPlansMatchAnEventSimulationByHand) {
     for (RankIdx r = 0; r < p.ranks; ++r) {
       const std::vector<Op>& ops = schedule.rank_ops()[r];
       ASSERT_EQ(events[r].size(), ops.size()) << "the plain simulation deadlocked on rank " << r;
-      const Bytes static_bytes = sim.ranks[r].static_bytes;
+      // Static memory: the reserved bytes and the layers of every stage the rank runs an op of (each
+      // copy of a stage is a full one).
+      std::set<StageIdx> held;
+      for (const Op& op : ops) held.insert(op.stage);
+      Bytes static_bytes = problem.reserved_bytes;
+      for (StageIdx s : held) {
+        for (LayerIdx l = rc.plan.begin(s); l < rc.plan.end(s); ++l) static_bytes += problem.layers[l].static_bytes;
+      }
+      ASSERT_EQ(sim.ranks[r].static_bytes, static_bytes);
       Bytes peak = static_bytes;
       for (std::size_t i = 0; i < ops.size(); ++i) {
         ASSERT_EQ(sim.op_timing[r][i].start_ns, events[r][i].start) << "rank " << r << " op " << i;

@@ -309,6 +309,35 @@ TEST(Simulator, DualPipeVRunsOverlappedPairsInTurn) {
   }
 }
 
+// DualPipe: half the micro-batches enter at each end, so each half fills the pipeline through
+// half the ranks. With equal stages and B <= W every rank idles (p-2)F in stage times, 2(p/2-1)F:
+// the paper's (p/2-1)(F&B+B-3W) with the pair run in turn (F&B = F+B+W) is (p/2-1)(F+2B-2W), and
+// bmpipe's synchronous iteration adds the (p/2-1)F ramp, as for the ZB schedules above. A B longer
+// than its W idles more (the middle ranks' steps 4 and 6 wait for it). Stage times are 1/p of
+// the model here, not DualPipeV's 1/(2p), so at F = B = W DualPipe idles (p-2)/p of one model
+// forward to DualPipeV's (p-1)/p on the same ranks.
+TEST(Simulator, DualPipeFillsFromBothEnds) {
+  for (const auto& [f, b, w] : {std::tuple{1, 1, 1}, std::tuple{2, 1, 1}, std::tuple{3, 1, 2}, std::tuple{1, 1, 3}}) {
+    for (const auto& [p, m] : {std::pair{4, 8}, std::pair{4, 16}, std::pair{6, 24}, std::pair{8, 16}, std::pair{8, 32}}) {
+      Problem problem = UniformProblem(ScheduleKind::kDualPipe, p, 2, m, p, 1000 * f, 1000 * (b + w));
+      for (Layer& layer : problem.layers) layer.weight_grad_ns = 1000 * w;
+      const SimResult sim = SimulateOk(problem, OneLayerPerStage(problem));
+      for (const RankResult& r : sim.ranks) {
+        EXPECT_EQ(sim.iteration_ns - r.busy_ns, (p - 2) * 1000 * f) << "F " << f << " B " << b << " W " << w << " p "
+                                                                    << p << " m " << m;
+      }
+      if (f == 1 && b == 1 && w == 1) {
+        EXPECT_DOUBLE_EQ(sim.bubble.ideal, (p - 2) / (3.0 * m));
+      }
+    }
+  }
+  // B longer than W: more than the ramp.
+  Problem problem = UniformProblem(ScheduleKind::kDualPipe, 8, 2, 16, 8, 1000, 3000);
+  for (Layer& layer : problem.layers) layer.weight_grad_ns = 1000;
+  const SimResult sim = SimulateOk(problem, OneLayerPerStage(problem));
+  EXPECT_EQ(sim.iteration_ns - sim.ranks[0].busy_ns, 11'000);
+}
+
 // An action's ops run back to back and what waits for any of them waits for its end: rank 0
 // runs F(0, 1) and then B(0, 0), apart or joined into one action. Joined, F(1, 1) on rank 1
 // waits for B(0, 0) to end, as torch sends an overlapped action's outputs when it ends.

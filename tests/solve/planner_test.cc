@@ -23,7 +23,7 @@ namespace {
 Problem RandomPlannerProblem(std::mt19937_64& rng) {
   auto uniform = [&](std::int64_t lo, std::int64_t hi) { return std::uniform_int_distribution<std::int64_t>(lo, hi)(rng); };
   Problem p;
-  const int kind = static_cast<int>(uniform(0, 8));
+  const int kind = static_cast<int>(uniform(0, 9));
   if (kind == 2 || kind == 7) {
     p.pipeline = {kind == 2 ? ScheduleKind::kInterleavedOneFOneB : ScheduleKind::kInterleavedZeroBubble, 2, 2,
                   2 * static_cast<int>(uniform(1, 3))};
@@ -39,6 +39,10 @@ Problem RandomPlannerProblem(std::mt19937_64& rng) {
   } else if (kind == 8) {
     const int ranks = static_cast<int>(uniform(1, 2));
     p.pipeline = {ScheduleKind::kDualPipeV, ranks, 2, static_cast<int>(uniform(2 * ranks, 6))};
+  } else if (kind == 9) {
+    // DualPipe: 2 or 4 ranks, an even micro-batch count of at least 2p.
+    const int ranks = 2 * static_cast<int>(uniform(1, 2));
+    p.pipeline = {ScheduleKind::kDualPipe, ranks, 2, 2 * static_cast<int>(uniform(ranks, ranks + 1))};
   } else {
     p.pipeline = {kind == 0 ? ScheduleKind::kGPipe : ScheduleKind::kOneFOneB, static_cast<int>(uniform(1, 4)), 1,
                   static_cast<int>(uniform(1, 8))};

@@ -95,8 +95,11 @@ Bytes StageMemory::Peak(StageIdx s, LayerIdx begin, LayerIdx end, const std::vec
     transient = std::max(transient, o.peak_extra_bytes);
   }
   Bytes peak = 0;
-  for (const MemoryRow& row : rows_[problem_.pipeline.RankOf(s)]) {
-    peak = std::max(peak, row.ChunkBytes(0, saved, weight_grad, transient));
+  const Pipeline& p = problem_.pipeline;
+  for (int copy = 0; copy < p.Copies(); ++copy) {
+    for (const MemoryRow& row : rows_[p.RankOf(s, copy)]) {
+      peak = std::max(peak, row.ChunkBytes(p.ChunkOf(s), saved, weight_grad, transient));
+    }
   }
   return fixed + peak;
 }

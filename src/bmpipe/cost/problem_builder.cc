@@ -177,7 +177,7 @@ Status KeepOffloadWithinHost(const std::vector<LayerKind>& kinds, const ModelSpe
   const Pipeline pipeline = SetupPipeline(s);
   const long in_flight = std::min<long>(WarmupForwards(pipeline, 0) + 1, pipeline.micro_batches);
   // Every other stage holds at least one layer, and a rank's static memory fits the device.
-  long layers = std::min<long>(model.layers, model.layers + 2L - static_cast<long>(s.pp - 1) * s.vpp);
+  long layers = std::min<long>(model.layers, model.layers + 2L - (pipeline.stages() - pipeline.chunks));
   Bytes least_static = 0;
   for (const LayerKind& k : kinds) {
     if (least_static == 0 || k.layer->static_bytes < least_static) least_static = k.layer->static_bytes;

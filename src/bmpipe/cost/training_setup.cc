@@ -265,10 +265,16 @@ Status ValidateSetup(const ModelSpec& model, const DeviceSpec& device, const Tra
     return InvalidInput(fmt::format("--schedule {} cannot interleave; use --vpp 1{}", traits.name,
                                     traits.split_backward ? ", or --schedule interleaved-zb" : ""));
   }
-  if (traits.order == OrderKind::kDualPipeV && m < s.pp * s.vpp) {
-    return InvalidInput(fmt::format("--schedule {} needs at least as many micro-batches as stages, --pp x --vpp = "
+  if (m < traits.min_micro_batches_per_rank * s.pp) {
+    return InvalidInput(fmt::format("--schedule {} needs at least {} micro-batches per pipeline rank, {} x --pp {} = "
                                     "{}, and gbs / (mbs x dp) = {}; raise --gbs or use --schedule zb-v",
-                                    traits.name, s.pp * s.vpp, m));
+                                    traits.name, traits.min_micro_batches_per_rank, traits.min_micro_batches_per_rank,
+                                    s.pp, traits.min_micro_batches_per_rank * s.pp, m));
+  }
+  if (traits.placement == Placement::kMirror && (s.pp % 2 != 0 || m % 2 != 0)) {
+    return InvalidInput(fmt::format("--schedule {} pairs pipeline ranks and feeds half the micro-batches from each end: "
+                                    "it needs an even --pp ({}) and an even micro-batch count gbs / (mbs x dp) ({})",
+                                    traits.name, s.pp, m));
   }
   if (s.vpp < traits.min_chunks && traits.max_chunks > traits.min_chunks) {
     return InvalidInput(fmt::format("--schedule {} runs at least {} model chunks per pipeline rank; use --vpp {} or "
@@ -279,11 +285,12 @@ Status ValidateSetup(const ModelSpec& model, const DeviceSpec& device, const Tra
     return InvalidInput(fmt::format("--schedule {} runs {} model chunks per pipeline rank; use --vpp {}", traits.name,
                                     traits.min_chunks, traits.min_chunks));
   }
-  const long stages = static_cast<long>(s.pp) * s.vpp;
+  const long stages = SetupPipeline(s).stages();
   if (stages > model.layers + 2) {
-    return InvalidInput(fmt::format("--pp {} x --vpp {} = {} stages, but the model has only {} layers (embedding, "
+    return InvalidInput(fmt::format("--pp {} x --vpp {}{} = {} stages, but the model has only {} layers (embedding, "
                                     "{} decoder layers, head); lower --pp or --vpp",
-                                    s.pp, s.vpp, stages, model.layers + 2, model.layers));
+                                    s.pp, s.vpp, SetupPipeline(s).Copies() > 1 ? " / 2 copies" : "", stages,
+                                    model.layers + 2, model.layers));
   }
   if (s.sequence_parallel && s.seq % s.tp != 0) {
     return InvalidInput(fmt::format("--sequence-parallel splits the sequence over --tp {}, but --seq {} is not a "

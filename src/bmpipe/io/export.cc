@@ -352,6 +352,7 @@ TargetKind DefaultTarget(ExportFormat format) {
 Result<std::string> ExportPlan(const Problem& problem, const Plan& plan, ExportFormat format, TargetKind target) {
   Status valid = ValidatePlan(problem, plan);
   if (!valid.ok()) return valid.error();
+  if (problem.pipeline.Copies() > 1) return InvalidInput(std::string(kNoFrameworkRunsDualPipe));
   const TargetKind runs = format == ExportFormat::kMegatron && target == TargetKind::kMegatronLocal ? target : DefaultTarget(format);
   if (problem.training) {
     if (Status setup = TargetRunsSetup(runs, *problem.training, &problem.pipeline); !setup.ok()) return setup.error();

@@ -69,10 +69,18 @@ PlanDocument ReadPlanTree(const Json& doc, const Problem& problem) {
   LayerIdx next = 0;
   for (StageIdx s = 0; s < static_cast<StageIdx>(entries.size()); ++s) {
     const JsonCursor& stage = entries[s];
-    stage.ExpectKeys({"rank", "chunk", "layers", BMPIPE_STAGE_METRIC_KEYS});
+    stage.ExpectKeys({"rank", "mirror_rank", "chunk", "layers", BMPIPE_STAGE_METRIC_KEYS});
     if (auto r = stage.Optional("rank")) {
       if (r->Integer(0, pipeline.ranks - 1, "ranks count from 0") != pipeline.RankOf(s)) {
         r->Fail(fmt::format("stage {} runs on rank {} (stage mod pipeline.ranks)", s, pipeline.RankOf(s)));
+      }
+    }
+    if (auto r = stage.Optional("mirror_rank")) {
+      const RankIdx mirror = pipeline.Copies() > 1 ? pipeline.RankOf(s, 1) : -1;
+      if (mirror < 0) r->Fail(fmt::format("schedule '{}' keeps one copy of each stage; remove mirror_rank",
+                                          ScheduleName(pipeline.schedule)));
+      if (r->Integer(0, pipeline.ranks - 1, "ranks count from 0") != mirror) {
+        r->Fail(fmt::format("stage {}'s second copy runs on rank {} (pipeline.ranks - 1 - stage)", s, mirror));
       }
     }
     if (auto c = stage.Optional("chunk")) {
@@ -154,15 +162,16 @@ Json PlanToJson(const Problem& problem, const Plan& plan, const SimResult& sim, 
                         {"name", problem.layers[l].name},
                         {"option", problem.layers[l].options[plan.option[l]].name}});
     }
-    stages.push_back({{"stage", s},
-                      {"rank", p.RankOf(s)},
-                      {"chunk", p.ChunkOf(s)},
-                      {"forward_s", ToSeconds(c.forward_ns)},
-                      {"backward_s", ToSeconds(c.backward_ns)},
-                      {"recompute_s", ToSeconds(c.recompute_ns)},
-                      {"saved_bytes", c.saved_bytes},
-                      {"transient_bytes", c.transient_bytes},
-                      {"layers", std::move(layers)}});
+    Json stage = {{"stage", s}, {"rank", p.RankOf(s)}};
+    if (p.Copies() > 1) stage["mirror_rank"] = p.RankOf(s, 1);
+    stage.update({{"chunk", p.ChunkOf(s)},
+                  {"forward_s", ToSeconds(c.forward_ns)},
+                  {"backward_s", ToSeconds(c.backward_ns)},
+                  {"recompute_s", ToSeconds(c.recompute_ns)},
+                  {"saved_bytes", c.saved_bytes},
+                  {"transient_bytes", c.transient_bytes},
+                  {"layers", std::move(layers)}});
+    stages.push_back(std::move(stage));
   }
   out["stages"] = std::move(stages);
   Json ranks = Json::array();

@@ -119,9 +119,15 @@ std::string FormatReport(const ReportHeader& header, const Problem& problem, con
     const StageCost c = ComputeStageCost(problem, plan, s);
     const std::string range = plan.end(s) - plan.begin(s) == 1 ? fmt::format("{}", plan.begin(s))
                                                                : fmt::format("{}-{}", plan.begin(s), plan.end(s) - 1);
-    const Bytes peak = sim.ranks[p.RankOf(s)].peak_memory_bytes;
+    // A stage with two copies (DualPipe) runs on two ranks: "r,r'" and the larger peak.
+    Bytes peak = 0;
+    std::string ranks;
+    for (int copy = 0; copy < p.Copies(); ++copy) {
+      peak = std::max(peak, sim.ranks[p.RankOf(s, copy)].peak_memory_bytes);
+      ranks += fmt::format("{}{}", copy > 0 ? "," : "", p.RankOf(s, copy));
+    }
     out += fmt::format("{:>6} {:>5} {:>5}  {:<11} {:>11} {:>11} {:>11} {:>10} {:>10} {:>7}  {:<24} {}\n", s,
-                       p.RankOf(s), p.ChunkOf(s), fmt::format("{} ({})", range, plan.end(s) - plan.begin(s)),
+                       ranks, p.ChunkOf(s), fmt::format("{} ({})", range, plan.end(s) - plan.begin(s)),
                        FormatDuration(c.forward_ns), FormatDuration(c.backward_ns), FormatDuration(c.recompute_ns),
                        FormatBytes(c.saved_bytes), FormatBytes(peak),
                        Percent(static_cast<double>(peak) / static_cast<double>(sim.capacity_bytes)),

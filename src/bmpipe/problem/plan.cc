@@ -22,9 +22,9 @@ Status ValidatePlan(const Problem& problem, const Plan& plan) {
   const int n = problem.num_layers();
   const int stages = problem.pipeline.stages();
   if (plan.num_stages() != stages) {
-    return InvalidInput(fmt::format("the plan has {} stages but the problem has {} (ranks {} x chunks {})",
+    return InvalidInput(fmt::format("the plan has {} stages but the problem has {} (ranks {} x chunks {}{})",
                                     std::max(plan.num_stages(), 0), stages, problem.pipeline.ranks,
-                                    problem.pipeline.chunks));
+                                    problem.pipeline.chunks, problem.pipeline.Copies() > 1 ? " / 2 copies" : ""));
   }
   if (plan.stage_begin.front() != 0) {
     return InvalidInput(fmt::format("stage 0 starts at layer {}; it must start at layer 0", plan.stage_begin.front()));
@@ -77,10 +77,12 @@ std::vector<RankCost> ComputeRankCosts(const Problem& problem, const Plan& plan)
   std::vector<RankCost> ranks(problem.pipeline.ranks);
   for (RankCost& r : ranks) r.static_bytes = problem.reserved_bytes;
   for (StageIdx s = 0; s < plan.num_stages(); ++s) {
-    RankCost& r = ranks[problem.pipeline.RankOf(s)];
-    for (LayerIdx l = plan.begin(s); l < plan.end(s); ++l) {
-      r.static_bytes += problem.layers[l].static_bytes;
-      r.update_ns += problem.layers[l].update_ns;
+    for (int copy = 0; copy < problem.pipeline.Copies(); ++copy) {  // every copy is a full one (DualPipe's)
+      RankCost& r = ranks[problem.pipeline.RankOf(s, copy)];
+      for (LayerIdx l = plan.begin(s); l < plan.end(s); ++l) {
+        r.static_bytes += problem.layers[l].static_bytes;
+        r.update_ns += problem.layers[l].update_ns;
+      }
     }
   }
   return ranks;

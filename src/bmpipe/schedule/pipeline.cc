@@ -113,7 +113,7 @@ Status ValidatePipeline(const Pipeline& p, int num_layers) {
                                     "micro-batch size gives fewer",
                                     p.micro_batches, kMaxMicroBatches));
   }
-  const std::int64_t stages = std::int64_t{p.ranks} * p.chunks;
+  const std::int64_t stages = std::int64_t{p.ranks} * p.chunks;  // stage copies
   if (stages > kMaxStages) {
     return InvalidInput(fmt::format("pipeline: ranks x chunks = {} x {} = {} pipeline stages; bmpipe plans at "
                                     "most {}; lower pipeline.ranks or chunks",
@@ -122,7 +122,7 @@ Status ValidatePipeline(const Pipeline& p, int num_layers) {
   if (p.Ops() > kMaxScheduleOps) {
     return InvalidInput(fmt::format("pipeline: {} stages x {} micro-batches make {} ops under schedule '{}'; bmpipe "
                                     "schedules at most {}; fewer micro-batches or stages would do",
-                                    stages, p.micro_batches, p.Ops(), ScheduleName(p.schedule), kMaxScheduleOps));
+                                    p.stages(), p.micro_batches, p.Ops(), ScheduleName(p.schedule), kMaxScheduleOps));
   }
   const ScheduleTraits& traits = TraitsOf(p.schedule);
   if (p.chunks < traits.min_chunks || p.chunks > traits.max_chunks) {
@@ -140,11 +140,22 @@ Status ValidatePipeline(const Pipeline& p, int num_layers) {
                                     : traits.split_backward     ? " or use schedule 'interleaved-zb' for interleaving"
                                                                 : " or use schedule 'interleaved-1f1b' for interleaving"));
   }
-  if (traits.order == OrderKind::kDualPipeV && p.micro_batches < p.stages()) {
+  if (traits.placement == Placement::kMirror && p.ranks % 2 != 0) {
+    return InvalidInput(fmt::format("pipeline.ranks = {}: schedule '{}' pairs rank r with rank ranks-1-r and needs an "
+                                    "even number of ranks, such as {}; or use schedule 'dualpipev', which folds the "
+                                    "pipeline onto half the ranks",
+                                    p.ranks, traits.name, p.ranks + 1));
+  }
+  if (p.micro_batches < traits.min_micro_batches_per_rank * p.ranks) {
     return InvalidInput(fmt::format(
-        "pipeline.micro_batches = {}: schedule '{}' needs at least as many micro-batches as stages (ranks x chunks "
-        "= {}, torch's DualPipeV); raise micro_batches or use schedule 'zb-v'",
-        p.micro_batches, traits.name, p.stages()));
+        "pipeline.micro_batches = {}: schedule '{}' needs at least {} x pipeline.ranks = {} micro-batches (DeepSeek's "
+        "DualPipe order); raise micro_batches or use schedule 'zb-v'",
+        p.micro_batches, traits.name, traits.min_micro_batches_per_rank, traits.min_micro_batches_per_rank * p.ranks));
+  }
+  if (traits.placement == Placement::kMirror && p.micro_batches % 2 != 0) {
+    return InvalidInput(fmt::format("pipeline.micro_batches = {}: schedule '{}' feeds half the micro-batches from each "
+                                    "end and needs an even number, such as {}",
+                                    p.micro_batches, traits.name, p.micro_batches + 1));
   }
   if (p.micro_batch_group != 0 && !traits.micro_batch_groups) {
     return InvalidInput(fmt::format(

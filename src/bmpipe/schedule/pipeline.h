@@ -5,6 +5,7 @@
 // schedule.h.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <iterator>
@@ -35,21 +36,27 @@ enum class ScheduleKind {
   kZeroBubbleH2,         // ZB-H1 with twice the warm-up and twice the W deferral (ZB-H2)
   kZeroBubbleV,          // two chunks per rank placed in a V, backward split (ZB-V)
   kInterleavedZeroBubble,  // interleaved 1F1B with the backward split, torch's ZB1P order
+  kDualPipe,               // DeepSeek's DualPipe: every stage on two ranks, micro-batches fed from both ends
   kDualPipeV,              // DeepSeek's DualPipe cut in half: V placement, overlapped F and B pairs
 };
 
 // Where the stages sit. Loop: stage s is chunk s div p of rank s mod p (Megatron's). V: chunks
 // alternate direction, so chunk c of rank r is stage c*p + r for even c and c*p + p-1-r for odd c;
 // with two chunks rank r holds stages r and 2p-1-r, and the last rank holds two adjacent stages.
-enum class Placement : std::uint8_t { kLoop, kV };
+// Mirror (DualPipe): p stages, each held by two ranks (two copies of its layers). The first half
+// of the micro-batches (copy 0) runs stage s on rank s, the second half (copy 1) on rank p-1-s,
+// so the two halves flow in opposite directions; stage s is chunk 0 of its ranks when s < p/2 and
+// chunk 1 otherwise, and rank r holds stages min(r, p-1-r) (chunk 0) and max(r, p-1-r) (chunk 1).
+enum class Placement : std::uint8_t { kLoop, kV, kMirror };
 
 // How schedule.cc builds a rank's order. kAllForwardsFirst: GPipe. kOneFOneB: the 1F1B family,
 // Megatron's order table in micro-batch groups (interleaved with several chunks): warm-up
 // forwards, (forward, backward) pairs, cool-down backwards, and, when the backward is split, the
 // W of each backward deferred by a number of backwards that grows with the rank. kZeroBubbleV:
 // torch's ZBVZeroBubble order over the V placement.
-// kDualPipeV: torch's DualPipeV order over the V placement, with actions that run several ops.
-enum class OrderKind : std::uint8_t { kAllForwardsFirst, kOneFOneB, kZeroBubbleV, kDualPipeV };
+// kDualPipe: DeepSeek's DualPipe order, with actions that run several ops; over the V placement it
+// is torch's DualPipeV, over the mirror placement DeepSeek's DualPipe.
+enum class OrderKind : std::uint8_t { kAllForwardsFirst, kOneFOneB, kZeroBubbleV, kDualPipe };
 
 // One row of the schedule table: everything that differs between schedules except the op order,
 // which schedule.cc builds.
@@ -60,7 +67,8 @@ struct ScheduleTraits {
   int min_chunks, max_chunks;
   bool split_backward;  // the backward runs as B (input gradient) and W (weight gradient) ops
   Placement placement;
-  // The bubble with equal stages, no p2p and B = W = F is (p-1)/(v*m) / ideal_bubble_divisor.
+  // The bubble with equal stages, no p2p and B = W = F is (p-1)/(v*m) / ideal_bubble_divisor
+  // ((p-2) for p-1 with the mirror placement).
   double ideal_bubble_divisor;
   OrderKind order;
   // kOneFOneB: rank r's warm-up is (v-1)*N + warmup_per_rank*(p-1-r) forwards (N: the micro-batch
@@ -73,6 +81,8 @@ struct ScheduleTraits {
   // stage placement and op order are this schedule's; empty where torch has none (the exported
   // CSV still runs in torch's schedule runtime).
   std::string_view torch_class = {};
+  // The fewest micro-batches the order runs, per rank (DualPipe's two per rank), or 0 for none.
+  int min_micro_batches_per_rank = 0;
 };
 
 // The schedule table, indexed by ScheduleKind, in the order --help lists them. Adding a schedule
@@ -101,11 +111,16 @@ inline constexpr ScheduleTraits kSchedules[] = {
      "interleaved 1F1B with the backward split into B and W and the W's deferred as in ZB-H1, torch's "
      "InterleavedZeroBubble order, any micro-batch count",
      2, kMaxStages, true, Placement::kLoop, 3, OrderKind::kOneFOneB, 1, 1, true, "InterleavedZeroBubble"},
+    {ScheduleKind::kDualPipe, "dualpipe",
+     "DeepSeek's DualPipe: p stages, each on two ranks (rank r holds stages r and p-1-r, two chunks), half the "
+     "micro-batches fed from each end; one direction's forward and the other's full backward as one action in "
+     "the steady phase (even p, an even count of at least 2p micro-batches)",
+     2, 2, true, Placement::kMirror, 1.5, OrderKind::kDualPipe, 0, 0, false, {}, 2},
     {ScheduleKind::kDualPipeV, "dualpipev",
      "DeepSeek's DualPipe folded onto half the ranks (two chunks per rank in a V), torch's DualPipeV order: "
      "one chunk's forward and the other's full backward as one action in the steady phase, split backwards "
      "at the ends (at least 2p micro-batches)",
-     2, 2, true, Placement::kV, 1.5, OrderKind::kDualPipeV, 0, 0, false, "DualPipeV"},
+     2, 2, true, Placement::kV, 1.5, OrderKind::kDualPipe, 0, 0, false, "DualPipeV", 2},
 };
 inline constexpr bool TableInKindOrder() {
   for (std::size_t i = 0; i < std::size(kSchedules); ++i) {
@@ -132,21 +147,34 @@ struct Pipeline {
   // --microbatch-group-size-per-virtual-pipeline-stage); 0 means p, Megatron's default.
   int micro_batch_group = 0;
 
-  int stages() const { return ranks * chunks; }
+  // The stages the layers are split into: ranks x chunks, or half that where each stage has two
+  // copies (the mirror placement).
+  int stages() const { return ranks * chunks / Copies(); }
   int MicroBatchGroup() const { return micro_batch_group > 0 ? micro_batch_group : ranks; }
   bool SplitBackward() const { return TraitsOf(schedule).split_backward; }
   // The placement (Placement): every consumer maps stages and (rank, chunk) through these.
-  int ChunkOf(StageIdx s) const { return s / ranks; }
-  RankIdx RankOf(StageIdx s) const {
+  // Copies of every stage on the ranks (2 for the mirror placement), and the copy micro-batch j
+  // runs through.
+  int Copies() const { return Mirrored() ? 2 : 1; }
+  int CopyOf(MicroBatchIdx j) const { return Mirrored() && 2 * j >= micro_batches ? 1 : 0; }
+  int ChunkOf(StageIdx s) const { return Mirrored() ? (2 * s >= ranks ? 1 : 0) : s / ranks; }
+  // The rank that holds copy `copy` of stage s.
+  RankIdx RankOf(StageIdx s, int copy = 0) const {
+    if (Mirrored()) return copy == 0 ? s : ranks - 1 - s;
     const int c = s / ranks, i = s - c * ranks;
     return Reversed(c) ? ranks - 1 - i : i;
   }
-  StageIdx StageAt(RankIdx r, int chunk) const { return chunk * ranks + (Reversed(chunk) ? ranks - 1 - r : r); }
+  // The stage chunk `chunk` of rank r holds.
+  StageIdx StageAt(RankIdx r, int chunk) const {
+    if (Mirrored()) return chunk == 0 ? std::min(r, ranks - 1 - r) : std::max(r, ranks - 1 - r);
+    return chunk * ranks + (Reversed(chunk) ? ranks - 1 - r : r);
+  }
   // Ops of all kinds the schedule runs: forward and backward, and W when the backward is split.
   std::int64_t Ops() const;
 
  private:
   bool Reversed(int chunk) const { return (chunk & 1) != 0 && TraitsOf(schedule).placement == Placement::kV; }
+  bool Mirrored() const { return TraitsOf(schedule).placement == Placement::kMirror; }
 };
 
 // Checks the pipeline shape against the number of layers. Messages name the problem file's keys.

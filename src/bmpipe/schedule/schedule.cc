@@ -134,82 +134,93 @@ std::vector<Op> ZeroBubbleVOrder(const Pipeline& p, RankIdx r) {
   return ops;
 }
 
-// DualPipeV on rank r, which holds stage r (chunk 0) and stage 2p-1-r (chunk 1) as ZB-V does:
-// torch.distributed.pipelining's ScheduleDualPipeV order (DeepSeek's DualPipe folded onto p
-// ranks). Its actions are single ops, full backwards (B joined by its W) and overlapped pairs (a
-// forward joined by another chunk's full backward); a split B queues its W, which runs at the
-// next "W" step. The eight steps, with n = m micro-batches:
-//  1. 2(p-r-1) chunk-0 F;  2. r+1 (chunk-0 F, chunk-1 F);  3. p-r-1 (chunk-1 B, W, chunk-1 F);
-//  4. n-2p+r+1 rounds of (chunk-0 F + chunk-1 full B) then (chunk-1 F + chunk-0 full B), the
-//     first of them on the last rank as chunk-0 F and chunk-1 full B apart;
-//  5. p-r-1 (chunk-1 full B, chunk-1 F + chunk-0 full B);
-//  6. r+1 (chunk-1 B, chunk-0 B), full until the middle one, split from there (on odd ranks
-//     from its chunk-1 B, on even ranks from its chunk-0 B);
-//  7. p-r-1 (W, chunk-0 B) with the backward kind step 6 ended with;  8. r+1 W.
-std::vector<Op> DualPipeVOrder(const Pipeline& p, RankIdx r) {
-  const int ranks = p.ranks;
-  const StageIdx s0 = p.StageAt(r, 0), s1 = p.StageAt(r, 1);
+// DeepSeek's DualPipe order on rank r (DualPipeV is the same order folded onto half the ranks).
+// The order sees n ranks in a row, the rank at position h of them (h < n), and two chunks with n
+// micro-batches each, chunk 0 the one whose micro-batches reach the rank first:
+// - DualPipeV over the V placement: n = p ranks, h = r, chunk c is stage StageAt(r, c) over all
+//   m micro-batches (torch.distributed.pipelining's ScheduleDualPipeV);
+// - DualPipe over the mirror placement: n = p/2, h = min(r, p-1-r), chunk 0 the stage h of the
+//   micro-batch half that enters at the rank's end of the pipeline (copy 0 for r < p/2), chunk 1
+//   the stage p-1-h of the other half; m/2 micro-batches each (DeepSeek's DualPipe.step).
+// Its actions are single ops, full backwards (B joined by its W) and overlapped pairs (a forward
+// joined by the other chunk's full backward); a split B queues its W, which runs at the next "W"
+// step. The eight steps:
+//  1. 2(n-h-1) chunk-0 F;  2. h+1 (chunk-0 F, chunk-1 F);  3. n-h-1 (chunk-1 B, W, chunk-1 F);
+//  4. M-2n+h+1 rounds (M micro-batches per chunk) of (chunk-0 F + chunk-1 full B) then (chunk-1 F
+//     + chunk-0 full B), the first of them at h = n-1 as chunk-0 F and chunk-1 full B apart;
+//  5. n-h-1 (chunk-1 full B, chunk-1 F + chunk-0 full B);
+//  6. h+1 (chunk-1 B, chunk-0 B), full until the middle one, split from there (for odd h from
+//     its chunk-1 B, for even h from its chunk-0 B);
+//  7. n-h-1 (W, chunk-0 B) with the backward kind step 6 ended with;  8. h+1 W.
+std::vector<Op> DualPipeOrder(const Pipeline& p, RankIdx r) {
+  const bool mirrored = TraitsOf(p.schedule).placement == Placement::kMirror;
+  const int n = mirrored ? p.ranks / 2 : p.ranks;
+  const int h = mirrored ? std::min(r, p.ranks - 1 - r) : r;
+  const int per_chunk = mirrored ? p.micro_batches / 2 : p.micro_batches;
+  const StageIdx stage[2] = {p.StageAt(r, 0), p.StageAt(r, 1)};
+  // The first micro-batch of each chunk: a mirrored rank in the second half meets copy 1 first.
+  const int flipped = mirrored && 2 * r >= p.ranks ? 1 : 0;
+  const MicroBatchIdx first[2] = {mirrored ? flipped * per_chunk : 0, mirrored ? (1 - flipped) * per_chunk : 0};
   std::vector<Op> ops;
-  ops.reserve(3 * 2 * static_cast<std::size_t>(p.micro_batches));
+  ops.reserve(3 * 2 * static_cast<std::size_t>(per_chunk));
   int forwards[2] = {0, 0}, backwards[2] = {0, 0};
   std::vector<Op> weight_queue;  // the W's of split B's, oldest first
   std::size_t next_weight = 0;
-  auto chunk = [&](StageIdx s) { return s == s0 ? 0 : 1; };
-  auto forward = [&](StageIdx s) { ops.push_back({s, forwards[chunk(s)]++, OpKind::kForward}); };
+  auto forward = [&](int c) { ops.push_back({stage[c], first[c] + forwards[c]++, OpKind::kForward}); };
   // A full backward: B and its W as one action, joined to the op before it when `joined`.
-  auto full_backward = [&](StageIdx s, bool joined) {
-    const int j = backwards[chunk(s)]++;
-    ops.push_back({s, j, OpKind::kBackward, joined});
-    ops.push_back({s, j, OpKind::kWeightGrad, true});
+  auto full_backward = [&](int c, bool joined) {
+    const MicroBatchIdx j = first[c] + backwards[c]++;
+    ops.push_back({stage[c], j, OpKind::kBackward, joined});
+    ops.push_back({stage[c], j, OpKind::kWeightGrad, true});
   };
-  auto split_backward = [&](StageIdx s) {
-    const int j = backwards[chunk(s)]++;
-    ops.push_back({s, j, OpKind::kBackward});
-    weight_queue.push_back({s, j, OpKind::kWeightGrad});
+  auto split_backward = [&](int c) {
+    const MicroBatchIdx j = first[c] + backwards[c]++;
+    ops.push_back({stage[c], j, OpKind::kBackward});
+    weight_queue.push_back({stage[c], j, OpKind::kWeightGrad});
   };
-  auto backward = [&](StageIdx s, bool split) { split ? split_backward(s) : full_backward(s, false); };
+  auto backward = [&](int c, bool split) { split ? split_backward(c) : full_backward(c, false); };
   auto pending_weight = [&] {
     if (next_weight < weight_queue.size()) ops.push_back(weight_queue[next_weight++]);
   };
-  auto overlapped = [&](StageIdx forward_stage, StageIdx backward_stage) {
-    forward(forward_stage);
-    full_backward(backward_stage, true);
+  auto overlapped = [&](int forward_chunk, int backward_chunk) {
+    forward(forward_chunk);
+    full_backward(backward_chunk, true);
   };
-  for (int k = 0; k < 2 * (ranks - r - 1); ++k) forward(s0);
-  for (int k = 0; k < r + 1; ++k) {
-    forward(s0);
-    forward(s1);
+  for (int k = 0; k < 2 * (n - h - 1); ++k) forward(0);
+  for (int k = 0; k < h + 1; ++k) {
+    forward(0);
+    forward(1);
   }
-  for (int k = 0; k < ranks - r - 1; ++k) {
-    split_backward(s1);
+  for (int k = 0; k < n - h - 1; ++k) {
+    split_backward(1);
     pending_weight();
-    forward(s1);
+    forward(1);
   }
-  for (int k = 0; k < p.micro_batches - 2 * ranks + r + 1; ++k) {
-    if (k == 0 && r == ranks - 1) {
-      forward(s0);
-      full_backward(s1, false);
+  for (int k = 0; k < per_chunk - 2 * n + h + 1; ++k) {
+    if (k == 0 && h == n - 1) {
+      forward(0);
+      full_backward(1, false);
     } else {
-      overlapped(s0, s1);
+      overlapped(0, 1);
     }
-    overlapped(s1, s0);
+    overlapped(1, 0);
   }
-  for (int k = 0; k < ranks - r - 1; ++k) {
-    full_backward(s1, false);
-    overlapped(s1, s0);
+  for (int k = 0; k < n - h - 1; ++k) {
+    full_backward(1, false);
+    overlapped(1, 0);
   }
   bool split = false;
-  for (int k = 0; k < r + 1; ++k) {
-    if (k == (r + 1) / 2 && r % 2 == 1) split = true;
-    backward(s1, split);
-    if (k == (r + 1) / 2 && r % 2 == 0) split = true;
-    backward(s0, split);
+  for (int k = 0; k < h + 1; ++k) {
+    if (k == (h + 1) / 2 && h % 2 == 1) split = true;
+    backward(1, split);
+    if (k == (h + 1) / 2 && h % 2 == 0) split = true;
+    backward(0, split);
   }
-  for (int k = 0; k < ranks - r - 1; ++k) {
+  for (int k = 0; k < n - h - 1; ++k) {
     pending_weight();
-    backward(s0, split);
+    backward(0, split);
   }
-  for (int k = 0; k < r + 1; ++k) pending_weight();
+  for (int k = 0; k < h + 1; ++k) pending_weight();
   return ops;
 }
 
@@ -226,8 +237,8 @@ std::vector<Op> OrderOf(const Pipeline& p, const OrderTable& table, RankIdx r) {
       return p.SplitBackward() ? SplitBackwardOrder(p, table, r) : OneFOneBOrder(p, table, r);
     case OrderKind::kZeroBubbleV:
       return ZeroBubbleVOrder(p, r);
-    case OrderKind::kDualPipeV:
-      return DualPipeVOrder(p, r);
+    case OrderKind::kDualPipe:
+      return DualPipeOrder(p, r);
   }
   return {};
 }
@@ -243,10 +254,10 @@ int WarmupForwards(const Pipeline& p, RankIdx r) {
     case OrderKind::kOneFOneB:
       return std::min(t.warmup_per_rank * (p.ranks - r - 1) + (p.chunks - 1) * p.MicroBatchGroup(), total);
     case OrderKind::kZeroBubbleV:
-    case OrderKind::kDualPipeV:
+    case OrderKind::kDualPipe:
       // ZB-V: 2(p-r)-1 chunk-0 forwards, r pairs, and one chunk-1 forward before the first B;
-      // DualPipeV: 2(p-r-1) chunk-0 forwards and r+1 pairs.
-      return std::min(2 * p.ranks, total);
+      // DualPipeV: 2(p-r-1) chunk-0 forwards and r+1 pairs; DualPipe: the same with p/2 for p.
+      return std::min(TraitsOf(p.schedule).placement == Placement::kMirror ? p.ranks : 2 * p.ranks, total);
   }
   return total;
 }
@@ -275,7 +286,7 @@ Result<Schedule> Schedule::FromOrders(const Pipeline& p, std::vector<std::vector
     }
     for (const Op& op : rank_ops[r]) {
       if (op.stage < 0 || op.stage >= p.stages() || op.micro_batch < 0 || op.micro_batch >= p.micro_batches ||
-          static_cast<int>(op.kind) >= kinds || p.RankOf(op.stage) != r) {
+          static_cast<int>(op.kind) >= kinds || p.RankOf(op.stage, p.CopyOf(op.micro_batch)) != r) {
         return InternalError("an op of the order is not one of the pipeline's, or sits on another rank");
       }
       char& once = seen[(static_cast<std::size_t>(op.kind) * p.stages() + op.stage) * p.micro_batches + op.micro_batch];
@@ -289,7 +300,10 @@ Result<Schedule> Schedule::FromOrders(const Pipeline& p, std::vector<std::vector
 
 Schedule::Schedule(const Pipeline& p, std::vector<std::vector<Op>> rank_ops)
     : pipeline_(p), kinds_(p.SplitBackward() ? 3 : 2), rank_ops_(std::move(rank_ops)) {
-  for (StageIdx s = 0; s < p.stages(); ++s) rank_of_stage_.push_back(p.RankOf(s));
+  mirrored_ = p.Copies() > 1;
+  for (int copy = 0; copy < p.Copies(); ++copy) {
+    for (StageIdx s = 0; s < p.stages(); ++s) rank_of_stage_.push_back(p.RankOf(s, copy));
+  }
   position_.resize(static_cast<std::size_t>(num_op_ids()));
   for (RankIdx r = 0; r < p.ranks; ++r) {
     for (std::size_t i = 0; i < rank_ops_[r].size(); ++i) {
@@ -316,7 +330,7 @@ OpEdges Schedule::ActionDependencies(const Op& op) const {
   const OpId id = IdOf(op);
   OpEdges out;
   if (action_first_[id] != id) return out;
-  const std::vector<Op>& ops = rank_ops_[rank_of_stage_[op.stage]];
+  const std::vector<Op>& ops = rank_ops_[RankOf(op)];
   for (std::size_t i = position_[id];; ++i) {
     for (OpEdge e : OpDependencies(ops[i])) {
       if (action_first_[e.op] == id) continue;  // within the action
@@ -334,7 +348,7 @@ OpEdges Schedule::ActionDependents(const Op& op) const {
   OpEdges out;
   if (action_last_[id] != id) return out;
   const OpId first = action_first_[id];
-  const std::vector<Op>& ops = rank_ops_[rank_of_stage_[op.stage]];
+  const std::vector<Op>& ops = rank_ops_[RankOf(op)];
   for (std::size_t i = position_[first]; i <= position_[id]; ++i) {
     for (OpEdge e : OpDependents(ops[i])) {
       if (action_first_[e.op] == first) continue;  // within the action
@@ -348,7 +362,10 @@ OpEdges Schedule::ActionDependents(const Op& op) const {
 
 double Schedule::IdealBubble() const {
   const Pipeline& p = pipeline_;
-  return static_cast<double>(p.ranks - 1) /
+  // The ranks a micro-batch passes before the last one starts: p-1, or p-2 where the two mirrored
+  // halves fill the pipeline from both ends (DualPipe).
+  const int ramp = p.Copies() > 1 ? p.ranks - 2 : p.ranks - 1;
+  return static_cast<double>(ramp) /
          (static_cast<double>(p.chunks) * p.micro_batches * TraitsOf(p.schedule).ideal_bubble_divisor);
 }
 

@@ -101,7 +101,11 @@ class Schedule {
   std::int64_t num_op_ids() const {
     return static_cast<std::int64_t>(kinds_) * pipeline_.stages() * pipeline_.micro_batches;
   }
-  RankIdx RankOfOp(OpId id) const { return rank_of_stage_[OpOf(id).stage]; }
+  RankIdx RankOfOp(OpId id) const { return RankOf(OpOf(id)); }
+  // The rank that runs op (Pipeline::RankOf of its stage and copy).
+  RankIdx RankOf(const Op& op) const {
+    return rank_of_stage_[op.stage + (mirrored_ && 2 * op.micro_batch >= pipeline_.micro_batches ? pipeline_.stages() : 0)];
+  }
   std::size_t PositionOf(OpId id) const { return position_[id]; }
 
   // The op graph (docs/semantics.md): F(s,j) waits for F(s-1,j); B(S-1,j) for F(S-1,j); B(s,j) for
@@ -163,14 +167,15 @@ class Schedule {
   OpEdges Edge(const Op& other, StageIdx boundary, StageIdx stage) const {
     OpEdges e;
     e.count = 1;
-    e.edge[0] = {IdOf(other), boundary, rank_of_stage_[other.stage] != rank_of_stage_[stage]};
+    e.edge[0] = {IdOf(other), boundary, RankOf(other) != RankOf({stage, other.micro_batch, other.kind})};
     return e;
   }
 
   Pipeline pipeline_;
   int kinds_ = 2;
   std::vector<std::vector<Op>> rank_ops_;
-  std::vector<RankIdx> rank_of_stage_;   // Pipeline::RankOf per stage, looked up rather than divided
+  bool mirrored_ = false;                // two copies of every stage (Pipeline::Copies)
+  std::vector<RankIdx> rank_of_stage_;   // Pipeline::RankOf per copy and stage, looked up rather than divided
   std::vector<std::uint32_t> position_;  // per OpId: where it runs in its rank's order
   bool has_actions_ = false;
   std::vector<OpId> action_first_, action_last_;  // per OpId, with actions: its action's first and last op

@@ -45,8 +45,10 @@ std::vector<int> MemoryBalancedBoundaries(const Problem& problem, const std::vec
     }
     Bytes worst = 0;
     const int c = p.ChunkOf(s);
-    for (const MemoryRow& row : rows[p.RankOf(s)]) {
-      worst = std::max(worst, static_bytes + row.ChunkBytes(c, saved, weight_grad, transient));
+    for (int copy = 0; copy < p.Copies(); ++copy) {
+      for (const MemoryRow& row : rows[p.RankOf(s, copy)]) {
+        worst = std::max(worst, static_bytes + row.ChunkBytes(c, saved, weight_grad, transient));
+      }
     }
     return worst;
   };

@@ -83,8 +83,10 @@ Formulation BuildFormulation(const Problem& problem, const Candidates& candidate
     LinearRow p2p{Name("dur_P", s), 0, 0, {{f.p2p[s], 1}}};
     AddStageTerms(f, candidates, s, -unit, [](const Candidate& k) { return k.cost.p2p_out_ns; }, p2p.terms);
     m.AddRow(std::move(p2p));
-    AddStageTerms(f, candidates, s, -unit, [](const Candidate& k) { return k.update_ns; },
-                  update_rows[p.RankOf(s)].terms);
+    for (int copy = 0; copy < p.Copies(); ++copy) {
+      AddStageTerms(f, candidates, s, -unit, [](const Candidate& k) { return k.update_ns; },
+                    update_rows[p.RankOf(s, copy)].terms);
+    }
   }
   for (LinearRow& row : update_rows) m.AddRow(std::move(row));
 

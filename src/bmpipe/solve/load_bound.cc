@@ -117,24 +117,31 @@ TimeNs RankLoadBound(const Problem& problem, const Schedule& schedule) {
     return cheapest_forwards[std::min(c.forwards, n)] + cheapest_backwards[std::min(c.backwards, n)] +
            c.transfers * min_p2p;
   };
+  // Ranks that run the same work: every rank, or with two copies of every stage (the mirror
+  // placement) the pair r, p-1-r, which both hold stages r and p-1-r and run half the
+  // micro-batches of each. A layer then costs each rank of its pair m/2 times its work.
+  const bool paired = pipeline.Copies() > 1;
+  const int groups = paired ? pipeline.ranks / 2 : pipeline.ranks;
+  auto group_of = [&](RankIdx r) { return paired ? std::min(r, pipeline.ranks - 1 - r) : r; };
   // Layer 0 sits on stage 0 (rank 0), the last layer on the last stage.
-  std::vector<LayerIdx> fixed_rank(n, -1);
-  fixed_rank[0] = pipeline.RankOf(0);
-  fixed_rank[n - 1] = pipeline.RankOf(pipeline.stages() - 1);
+  std::vector<LayerIdx> fixed_group(n, -1);
+  fixed_group[0] = group_of(pipeline.RankOf(0));
+  fixed_group[n - 1] = group_of(pipeline.RankOf(pipeline.stages() - 1));
   // Two forms: with the chain after the rank's last op, or with its update time.
   TimeNs best = 0;
   for (bool with_update : {false, true}) {
-    std::vector<TimeNs> base(pipeline.ranks, 0), free_costs;
-    std::vector<int> need(pipeline.ranks, pipeline.chunks);
+    std::vector<TimeNs> base(groups, 0), free_costs;
+    std::vector<int> need(groups, pipeline.chunks);
     for (RankIdx r = 0; r < pipeline.ranks; ++r) {
       const std::vector<Op>& ops = schedule.ops_of(r);
-      base[r] = length(ChainBefore(schedule, ops.front())) + (with_update ? 0 : length(ChainAfter(schedule, ops.back())));
+      base[group_of(r)] = std::max(base[group_of(r)], length(ChainBefore(schedule, ops.front())) +
+                                                          (with_update ? 0 : length(ChainAfter(schedule, ops.back()))));
     }
     for (LayerIdx l = 0; l < n; ++l) {
-      const TimeNs cost = work[l] + (with_update ? problem.layers[l].update_ns : 0);
-      if (fixed_rank[l] >= 0) {
-        base[fixed_rank[l]] += cost;
-        need[fixed_rank[l]] = std::max(0, need[fixed_rank[l]] - 1);
+      const TimeNs cost = work[l] / pipeline.Copies() + (with_update ? problem.layers[l].update_ns : 0);
+      if (fixed_group[l] >= 0) {
+        base[fixed_group[l]] += cost;
+        need[fixed_group[l]] = std::max(0, need[fixed_group[l]] - 1);
       } else {
         free_costs.push_back(cost);
       }

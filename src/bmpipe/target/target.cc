@@ -101,6 +101,9 @@ Status CheckPipeline(const Target& target, const Pipeline& pipeline) {
                                     "exported CSV)",
                                     target.name, target.framework, ScheduleName(pipeline.schedule)));
   }
+  if (pipeline.Copies() > 1 && target.kind != TargetKind::kAny) {
+    return InvalidInput(fmt::format("target {} ({}): {}", target.name, target.framework, kNoFrameworkRunsDualPipe));
+  }
   if (pipeline.schedule == ScheduleKind::kGPipe && !target.gpipe) {
     return InvalidInput(fmt::format("target {} ({}) runs no GPipe schedule; plan with schedule 1f1b", target.name,
                                     target.framework));

@@ -53,6 +53,13 @@ struct Target {
 };
 
 // Every target, in the order --help lists them.
+// Why no export and no target but 'any' takes a pipeline with two copies of every stage (DualPipe).
+inline constexpr std::string_view kNoFrameworkRunsDualPipe =
+    "schedule 'dualpipe' keeps two copies of every stage, which none of the frameworks bmpipe exports to runs "
+    "(torch.distributed.pipelining places each stage on one rank); DeepSeek's DualPipe library (dualpipe.DualPipe) "
+    "runs it from code: rank r passes the modules of the stages whose rank or mirror_rank in the plan is r, the "
+    "lower stage first. Plan with --target any for it, or use schedule 'dualpipev', which torch and torchtitan run";
+
 const std::vector<Target>& AllTargets();
 const Target& TargetOf(TargetKind kind);
 Result<TargetKind> ParseTarget(const std::string& name);
