@@ -282,6 +282,37 @@ TEST(CliModel, PlansAPresetAndDumpsTheProblem) {
   rmdir(dir.c_str());
 }
 
+// DualPipe: the plan names both ranks of every stage, reads back to the same simulated time, and
+// no export takes it (the message says what runs it).
+TEST(CliModel, PlansDualPipeAndReadsItsPlanBack) {
+  const std::string dir = testing::MakeTempDir();
+  const std::string problem = dir + "/problem.json", plan = dir + "/plan.json", csv = dir + "/schedule.csv";
+  const std::string setup = "--model llama3-8b --device h100-80gb --tp 2 --pp 4 --dp 2 --gbs 32 --seq 4096 "
+                            "--flash-attn --schedule dualpipe --vpp 2 --time-limit 5";
+  testing::CommandResult a = RunBmpipe("plan " + setup + " --json --dump-problem '" + problem + "' --out '" + plan + "'");
+  ASSERT_EQ(a.exit_code, 0) << a.err;
+  const Json planned = Json::parse(a.out);
+  ASSERT_EQ(planned["stages"].size(), 4u);
+  EXPECT_EQ(planned["stages"][0]["rank"], 0);
+  EXPECT_EQ(planned["stages"][0]["mirror_rank"], 3);
+  EXPECT_EQ(planned["stages"][3]["chunk"], 1);
+  testing::CommandResult b = RunBmpipe("simulate --json --problem '" + problem + "' --plan '" + plan + "'");
+  ASSERT_EQ(b.exit_code, 0) << b.err;
+  EXPECT_EQ(Json::parse(b.out)["iteration_time_s"], planned["iteration_time_s"]);
+  testing::CommandResult c = RunBmpipe("export --problem '" + problem + "' --plan '" + plan + "' --to csv");
+  EXPECT_EQ(c.exit_code, 2);
+  EXPECT_NE(c.err.find("DeepSeek's DualPipe library (dualpipe.DualPipe) runs it from code"), std::string::npos) << c.err;
+  testing::CommandResult d = RunBmpipe("plan " + setup + " --export csv --export-out '" + csv + "'");
+  EXPECT_EQ(d.exit_code, 2);
+  EXPECT_FALSE(Exists(csv));
+  testing::CommandResult e = RunBmpipe("plan --model llama3-8b --device h100-80gb --pp 3 --gbs 12 --seq 2048 "
+                                       "--schedule dualpipe --vpp 2");
+  EXPECT_EQ(e.exit_code, 2);
+  EXPECT_NE(e.err.find("needs an even --pp, not 3"), std::string::npos) << e.err;
+  for (const std::string& f : {problem, plan}) std::remove(f.c_str());
+  rmdir(dir.c_str());
+}
+
 // A Hugging Face config.json is a model too.
 TEST(CliModel, PlansAHuggingFaceConfig) {
   testing::CommandResult r = RunBmpipe(

@@ -6,6 +6,7 @@
 
 #include "bmpipe/cost/layer_ops.h"
 #include "bmpipe/io/problem_json.h"
+#include "bmpipe/problem/plan.h"
 #include "bmpipe/problem/problem_reader.h"
 
 namespace bmpipe {
@@ -101,6 +102,43 @@ TEST(ProblemBuilder, DecoderLayersSplitTheirBackward) {
   // without recomputation plus those outputs.
   EXPECT_GT(decoder.weight_grad_bytes, 0);
   EXPECT_EQ(p.layers[0].weight_grad_ns, 0);  // the embedding lookup has no weight GEMM
+}
+
+// DualPipe: pp stages, each on two ranks, half the micro-batches fed from each end; rank r holds
+// two stages' static memory, and the setups it cannot run say what to change.
+TEST(ProblemBuilder, DualPipeKeepsTwoCopiesOfEveryStage) {
+  TrainingSetup s = Llama8bSetup();  // pp 4, 32 micro-batches
+  s.schedule = ScheduleKind::kDualPipe;
+  s.vpp = 2;
+  const Problem p = Build("llama3-8b", s).value();
+  EXPECT_EQ(p.pipeline.stages(), 4);
+  const Plan plan = EvenPlan(p);
+  const std::vector<RankCost> ranks = ComputeRankCosts(p, plan);
+  Bytes stage_static[4] = {};
+  for (StageIdx st = 0; st < 4; ++st) {
+    for (LayerIdx l = plan.begin(st); l < plan.end(st); ++l) stage_static[st] += p.layers[l].static_bytes;
+  }
+  EXPECT_EQ(ranks[0].static_bytes, p.reserved_bytes + stage_static[0] + stage_static[3]);
+  EXPECT_EQ(ranks[2].static_bytes, p.reserved_bytes + stage_static[1] + stage_static[2]);
+  s.pp = 3;
+  s.global_batch_size = 48;
+  s.vpp = 2;
+  EXPECT_NE(ErrorOf("llama3-8b", s).find("needs an even --pp, not 3"), std::string::npos) << ErrorOf("llama3-8b", s);
+  s = Llama8bSetup();
+  s.schedule = ScheduleKind::kDualPipe;
+  s.vpp = 2;
+  s.global_batch_size = 14;  // 7 micro-batches
+  EXPECT_NE(ErrorOf("llama3-8b", s).find("needs at least 2 micro-batches per pipeline rank, 2 x --pp 4 = 8"),
+            std::string::npos)
+      << ErrorOf("llama3-8b", s);
+  s.global_batch_size = 18;  // 9 micro-batches
+  EXPECT_NE(ErrorOf("llama3-8b", s).find("needs an even count, not gbs / (mbs x dp) = 9"), std::string::npos)
+      << ErrorOf("llama3-8b", s);
+  s.vpp = 1;
+  s.global_batch_size = 64;
+  EXPECT_NE(ErrorOf("llama3-8b", s).find("--schedule dualpipe runs 2 model chunks per pipeline rank; use --vpp 2"),
+            std::string::npos)
+      << ErrorOf("llama3-8b", s);
 }
 
 TEST(ProblemBuilder, MoeLayersHaveTheirOwnCosts) {

@@ -271,10 +271,15 @@ Status ValidateSetup(const ModelSpec& model, const DeviceSpec& device, const Tra
                                     traits.name, traits.min_micro_batches_per_rank, traits.min_micro_batches_per_rank,
                                     s.pp, traits.min_micro_batches_per_rank * s.pp, m));
   }
-  if (traits.placement == Placement::kMirror && (s.pp % 2 != 0 || m % 2 != 0)) {
-    return InvalidInput(fmt::format("--schedule {} pairs pipeline ranks and feeds half the micro-batches from each end: "
-                                    "it needs an even --pp ({}) and an even micro-batch count gbs / (mbs x dp) ({})",
-                                    traits.name, s.pp, m));
+  if (traits.placement == Placement::kMirror && s.pp % 2 != 0) {
+    return InvalidInput(fmt::format("--schedule {} pairs pipeline rank r with rank pp-1-r and needs an even --pp, not "
+                                    "{}; or use --schedule dualpipev, which folds the pipeline onto half the ranks",
+                                    traits.name, s.pp));
+  }
+  if (traits.placement == Placement::kMirror && m % 2 != 0) {
+    return InvalidInput(fmt::format("--schedule {} feeds half the micro-batches from each end and needs an even count, "
+                                    "not gbs / (mbs x dp) = {}; change --gbs",
+                                    traits.name, m));
   }
   if (s.vpp < traits.min_chunks && traits.max_chunks > traits.min_chunks) {
     return InvalidInput(fmt::format("--schedule {} runs at least {} model chunks per pipeline rank; use --vpp {} or "
