@@ -123,6 +123,9 @@ std::vector<Case> Cases() {
                              SplitCase{ScheduleKind::kZeroBubbleV, "ZB-V", 2, "2 chunks per rank in a V"},
                              SplitCase{ScheduleKind::kInterleavedZeroBubble, "interleaved ZB", 2,
                                        "2 chunks per rank, torch's InterleavedZeroBubble order"},
+                             SplitCase{ScheduleKind::kDualPipe, "DualPipe", 2,
+                                       "every stage on two ranks, half the micro-batches from each end, DeepSeek's "
+                                       "order, overlapped pairs run in turn"},
                              SplitCase{ScheduleKind::kDualPipeV, "DualPipeV", 2,
                                        "2 chunks per rank in a V, torch's DualPipeV order, overlapped pairs run in turn"}}) {
     TrainingSetup big = Setup(8, 16, 128, z.chunks, 2048, 8192, true), loose = Setup(8, 8, 8, z.chunks, 512, 8192, true);

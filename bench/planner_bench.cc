@@ -51,8 +51,9 @@ Problem SyntheticProblem(ScheduleKind schedule, int layers, int ranks, int chunk
   p.layers.push_back(layer("embedding", 3 * parameters, 2'000'000, 4'000'000, activation / 4, false));
   for (int i = 0; i < layers; ++i) p.layers.push_back(layer("decoder", parameters, 10'000'000, 20'000'000, activation, true));
   p.layers.push_back(layer("lm_head", 3 * parameters, 14'000'000, 28'000'000, activation, false));
-  // Rank 0 without recomputation: its layers' static memory plus all it holds in flight.
-  const double per_rank_layers = static_cast<double>(layers) / (ranks * chunks);
+  // Rank 0 without recomputation: its layers' static memory (its chunks' stages; under DualPipe
+  // two full stages) plus all it holds in flight.
+  const double stage_layers = static_cast<double>(layers) / p.pipeline.stages();
   // The most (stage, micro-batch) activations rank 0 keeps at once, saved or held for a W, by the
   // schedule's own order (min(p, m) under 1F1B, its warm-up + 1 under interleaved 1F1B).
   int held = 0;
@@ -65,7 +66,7 @@ Problem SyntheticProblem(ScheduleKind schedule, int layers, int ranks, int chunk
       held = std::max(held, now);
     }
   }
-  const double need = 3.0 * parameters + per_rank_layers * chunks * parameters + held * per_rank_layers * activation;
+  const double need = 3.0 * parameters + stage_layers * chunks * parameters + held * stage_layers * activation;
   p.reserved_bytes = 2'000'000'000;
   p.memory_bytes = p.reserved_bytes + static_cast<Bytes>(need / 1.3);
   return p;
@@ -141,13 +142,13 @@ int Main(int argc, char** argv) {
           options.time_limit_s = time_limit;
           const PlannerResult r = PlanPipeline(problem, options).value();
           std::printf("| %s | %d | %d | %d | %d | %d | %d | %.3f | %s | %s | %ld | %ld |", schedule.c_str(), l, p, chunks,
-                      m, p * chunks, static_cast<int>(problem.pipeline.Ops()), r.seconds, StatusCell(r).c_str(),
+                      m, problem.pipeline.stages(), static_cast<int>(problem.pipeline.Ops()), r.seconds, StatusCell(r).c_str(),
                       r.status == PlanStatus::kOptimal || r.status == PlanStatus::kFeasible
                           ? std::to_string(ToSeconds(r.iteration_ns)).c_str()
                           : "-",
                       r.nodes, r.cuts);
           if (cbc) {
-            if (p * chunks <= cbc_max_stages) {
+            if (problem.pipeline.stages() <= cbc_max_stages) {
               options.kind = PlannerKind::kCbc;
               const PlannerResult c = PlanPipeline(problem, options).value();
               std::printf(" %.3f | %s | %s |", c.seconds, StatusCell(c).c_str(),

@@ -732,7 +732,10 @@ int RunSearch(SearchArgs& args) {
     // Megatron, the default export, runs no split-backward schedule: a winner with one is exported
     // as its op order (torch.distributed.pipelining's CSV) unless --export names a format.
     std::string export_name = args.export_format;
-    if (format && !args.export_given && problem.pipeline.SplitBackward()) {
+    if (format && !args.export_given && problem.pipeline.Copies() > 1) {
+      format.reset();  // no format takes it: say so, not as an error
+      plan_header.lines.push_back({"export", fmt::format("none: {}", kNoFrameworkRunsDualPipe)});
+    } else if (format && !args.export_given && problem.pipeline.SplitBackward()) {
       format = ExportFormat::kCsv;
       export_name = "csv";
       plan_header.lines.push_back({"export", fmt::format("csv, the op order for torch.distributed.pipelining (the "

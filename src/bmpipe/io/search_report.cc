@@ -206,7 +206,11 @@ std::string MegatronFlags(const SearchOptions& options, const SearchConfig& c) {
   if (c.precision == Precision::kFp8) flags += " --fp8-format hybrid";
   if (options.base.flash_attention) flags += " --use-flash-attn";
   flags += fmt::format("  (data parallel {} follows from {} devices)", c.dp, options.devices);
-  if (TraitsOf(c.schedule).split_backward) {
+  if (TraitsOf(c.schedule).placement == Placement::kMirror) {
+    flags += fmt::format("; the parallel sizes only: no framework bmpipe exports to runs '{}' (DeepSeek's "
+                         "dualpipe.DualPipe runs it from code)",
+                         ScheduleName(c.schedule));
+  } else if (TraitsOf(c.schedule).split_backward) {
     flags += fmt::format("; the parallel sizes only: Megatron runs no '{}', its op order runs in "
                          "torch.distributed.pipelining",
                          ScheduleName(c.schedule));

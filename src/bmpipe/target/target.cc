@@ -77,6 +77,9 @@ int MindFormersRank(const Layer& layer, OptionIdx o) {
 }
 
 Status CheckPipeline(const Target& target, const Pipeline& pipeline) {
+  if (pipeline.Copies() > 1 && target.kind != TargetKind::kAny) {
+    return InvalidInput(fmt::format("target {} ({}): {}", target.name, target.framework, kNoFrameworkRunsDualPipe));
+  }
   if (pipeline.chunks > 1 && !target.interleaving) {
     return InvalidInput(fmt::format("target {} ({}) has no interleaved schedule; plan with one chunk per rank "
                                     "(--vpp 1, or pipeline.chunks: 1)",
@@ -100,9 +103,6 @@ Status CheckPipeline(const Target& target, const Pipeline& pipeline) {
                                     "schedule 1f1b, or with --target torch (torch.distributed.pipelining runs the "
                                     "exported CSV)",
                                     target.name, target.framework, ScheduleName(pipeline.schedule)));
-  }
-  if (pipeline.Copies() > 1 && target.kind != TargetKind::kAny) {
-    return InvalidInput(fmt::format("target {} ({}): {}", target.name, target.framework, kNoFrameworkRunsDualPipe));
   }
   if (pipeline.schedule == ScheduleKind::kGPipe && !target.gpipe) {
     return InvalidInput(fmt::format("target {} ({}) runs no GPipe schedule; plan with schedule 1f1b", target.name,
