@@ -96,13 +96,20 @@ TEST(Simulator, InterleavedHoldsWarmupPlusOneChunkMicroBatches) {
   }
 }
 
-// Zero-bubble paper (arXiv 2401.10241), 1.5B model, p = 8, m = 24: T_F 18.52 ms,
-// T_B + T_W 27.43 ms, T_comm 0.60 ms; the 1F1B bubble rate computed from these times is 0.243.
-TEST(Simulator, ZeroBubblePaper1F1BBubbleRate) {
-  Problem problem = UniformProblem(ScheduleKind::kOneFOneB, 8, 1, 24, 8, 18'520'000, 27'430'000, 600'000);
-  SimResult sim = SimulateOk(problem, OneLayerPerStage(problem));
-  EXPECT_NEAR(sim.bubble.ratio, 0.243, 0.0005);
-  EXPECT_NEAR(1.0 - 24 * 45.95e-3 / ToSeconds(sim.iteration_ns), sim.bubble.ratio, 1e-12);
+// The zero-bubble paper's bubble rates from its measured stage times (arXiv 2401.10241, Tables 5
+// and 6): the 1.5B model on 8 ranks, 24 micro-batches, T_F 18.52, T_B 18.09, T_W 9.34 and T_comm
+// 0.60 ms per stage. The paper computes 0.2431 for 1F1B, 0.1585 for ZB-H1 and 0.1083 for ZB-H2
+// from them; its bubble rate is (iteration - m(T_F+T_B+T_W)) / iteration, the report's bubble
+// ratio with equal stages.
+TEST(Simulator, ZeroBubblePapersBubbleRates) {
+  for (const auto& [kind, rate] : {std::pair{ScheduleKind::kOneFOneB, 0.2431}, std::pair{ScheduleKind::kZeroBubbleH1, 0.1585},
+                                   std::pair{ScheduleKind::kZeroBubbleH2, 0.1083}}) {
+    Problem problem = UniformProblem(kind, 8, 1, 24, 8, 18'520'000, 18'090'000 + 9'340'000, 600'000);
+    for (Layer& layer : problem.layers) layer.weight_grad_ns = 9'340'000;
+    const SimResult sim = SimulateOk(problem, OneLayerPerStage(problem));
+    EXPECT_NEAR(sim.bubble.ratio, rate, 2e-4) << ScheduleName(kind);
+    EXPECT_NEAR(1.0 - 24 * 45.95e-3 / ToSeconds(sim.iteration_ns), sim.bubble.ratio, 1e-12);
+  }
 }
 
 // The MindFormers pipeline-balance tool's demo and its own plan: the tool's simulator reports a
@@ -366,25 +373,6 @@ TEST(Simulator, WhatWaitsForAnActionsOpWaitsForTheAction) {
   EXPECT_EQ(joined.start[0][1], 4020);
   EXPECT_EQ(joined.end[0][2], 7020);
   EXPECT_EQ(joined.start[1][2], 7030);
-}
-
-// The zero-bubble paper's measured stage times (1.5B model, p = 8, m = 24; T_F 18.52, T_B 18.09,
-// T_W 9.34, T_comm 0.60 ms, arXiv 2401.10241 Tables 5-6): ZB-H1's idle time against 1F1B's is
-// close to (T_F + T_B - T_W) / (T_F + T_B + T_W), the ratio of the closed forms without p2p.
-TEST(Simulator, ZeroBubbleH1OnThePapersStageTimes) {
-  auto iteration = [](ScheduleKind kind) {
-    Problem problem = UniformProblem(kind, 8, 1, 24, 8, 18'520'000, 18'090'000 + 9'340'000, 600'000);
-    for (Layer& layer : problem.layers) layer.weight_grad_ns = 9'340'000;
-    return SimulateOk(problem, OneLayerPerStage(problem));
-  };
-  const SimResult one = iteration(ScheduleKind::kOneFOneB), zb = iteration(ScheduleKind::kZeroBubbleH1);
-  const double work = 24 * (18.52 + 18.09 + 9.34);
-  EXPECT_LT(zb.iteration_ns, one.iteration_ns);
-  // ZB-H1's idle time is about a third of 1F1B's (F + B - W of F + B + W).
-  const double zb_idle = static_cast<double>(zb.iteration_ns) / 1e6 - work;
-  const double one_idle = static_cast<double>(one.iteration_ns) / 1e6 - work;
-  EXPECT_NEAR(zb_idle / one_idle, (18.52 + 18.09 - 9.34) / (18.52 + 18.09 + 9.34), 0.05)
-      << "ZB-H1 idles " << zb_idle << " ms, 1F1B " << one_idle << " ms";
 }
 
 }  // namespace

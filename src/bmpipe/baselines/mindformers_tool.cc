@@ -28,6 +28,9 @@ namespace bmpipe {
 BaselineResult RunMindFormersTool(const Problem& problem, const Deadline& deadline) {
   BaselineResult result;
   const Pipeline& pipeline = problem.pipeline;
+  if (pipeline.Copies() > 1) {
+    return NotApplicable("the tool's ILP gives every stage one rank (DualPipe keeps two copies of each)");
+  }
   const ModelShape shape = ShapeOf(problem);
   if (!shape.body_uniform) {
     return NotApplicable("the tool's ILP costs one decoder layer type (its multi-type support is not functional)");

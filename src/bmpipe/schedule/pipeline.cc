@@ -4,6 +4,22 @@
 
 namespace bmpipe {
 
+namespace {
+
+// The table's rows that `keep` takes, each written by `write`, joined by `separator`.
+template <typename Keep, typename Write>
+std::string JoinSchedules(Keep keep, Write write, std::string_view separator) {
+  std::string names;
+  for (const ScheduleTraits& t : kSchedules) {
+    if (keep(t)) names += (names.empty() ? std::string() : std::string(separator)) + write(t);
+  }
+  return names;
+}
+
+std::string Quoted(const ScheduleTraits& t) { return fmt::format("'{}'", t.name); }
+
+}  // namespace
+
 std::optional<ScheduleKind> ScheduleFromName(std::string_view name) {
   for (const ScheduleTraits& t : kSchedules) {
     if (t.name == name) return t.kind;
@@ -13,9 +29,7 @@ std::optional<ScheduleKind> ScheduleFromName(std::string_view name) {
 }
 
 std::string ScheduleNames() {
-  std::string names;
-  for (const ScheduleTraits& t : kSchedules) names += fmt::format("{}'{}'", names.empty() ? "" : ", ", t.name);
-  return names;
+  return JoinSchedules([](const ScheduleTraits&) { return true; }, Quoted, ", ");
 }
 
 std::optional<ScheduleKind> ScheduleFromTorchClass(std::string_view name) {
@@ -26,11 +40,8 @@ std::optional<ScheduleKind> ScheduleFromTorchClass(std::string_view name) {
 }
 
 std::string TorchScheduleClasses() {
-  std::string names;
-  for (const ScheduleTraits& t : kSchedules) {
-    if (!t.torch_class.empty()) names += fmt::format("{}{} ({})", names.empty() ? "" : ", ", t.torch_class, t.name);
-  }
-  return names;
+  return JoinSchedules([](const ScheduleTraits& t) { return !t.torch_class.empty(); },
+                       [](const ScheduleTraits& t) { return fmt::format("{} ({})", t.torch_class, t.name); }, ", ");
 }
 
 std::int64_t Pipeline::Ops() const {
@@ -40,11 +51,7 @@ std::int64_t Pipeline::Ops() const {
 namespace {
 
 std::string GroupedScheduleNames() {
-  std::string names;
-  for (const ScheduleTraits& t : kSchedules) {
-    if (t.micro_batch_groups) names += fmt::format("{}'{}'", names.empty() ? "" : " and ", t.name);
-  }
-  return names;
+  return JoinSchedules([](const ScheduleTraits& t) { return t.micro_batch_groups; }, Quoted, " and ");
 }
 
 // Megatron's conditions on its micro-batch groups: p <= N <= m, and the last group, if short,

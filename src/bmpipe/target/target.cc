@@ -88,9 +88,8 @@ Status CheckPipeline(const Target& target, const Pipeline& pipeline) {
   // Split backwards run in torch.distributed.pipelining's schedule runtime (I and W actions of the
   // exported CSV); torchtitan runs those torch names a schedule class for (ZBVZeroBubble places the
   // stages in a V); Megatron-LM, MindFormers and DeepSpeed have none.
-  const bool torchtitan_runs =
-      target.kind == TargetKind::kTorchTitan && !TraitsOf(pipeline.schedule).torch_class.empty();
-  if (pipeline.SplitBackward() && target.kind == TargetKind::kTorchTitan && !torchtitan_runs) {
+  if (pipeline.SplitBackward() && target.kind == TargetKind::kTorchTitan &&
+      TraitsOf(pipeline.schedule).torch_class.empty()) {
     return InvalidInput(fmt::format("target {} ({}) runs a split-backward schedule only where torch names a schedule "
                                     "class for it ({}), not '{}'; plan with one of those, or with --target torch "
                                     "(torch.distributed.pipelining runs the exported CSV)",
@@ -98,7 +97,7 @@ Status CheckPipeline(const Target& target, const Pipeline& pipeline) {
                                     ScheduleName(pipeline.schedule)));
   }
   if (pipeline.SplitBackward() && target.kind != TargetKind::kAny && target.kind != TargetKind::kTorch &&
-      !torchtitan_runs) {
+      target.kind != TargetKind::kTorchTitan) {
     return InvalidInput(fmt::format("target {} ({}) runs no split-backward schedule such as '{}'; plan with "
                                     "schedule 1f1b, or with --target torch (torch.distributed.pipelining runs the "
                                     "exported CSV)",
