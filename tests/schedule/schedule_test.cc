@@ -237,19 +237,6 @@ TEST(Schedule, DualPipeVFollowsTorchsOrder) {
   EXPECT_EQ(s.Dependents({2, 2, OpKind::kForward}).count, 0);
 }
 
-// DualPipeV holds at most 2p+1 chunk micro-batches per rank (saved or waiting for W): DualPipe's
-// "PP+1" with PP = 2p stages, one more than ZB-V.
-TEST(Schedule, DualPipeVHoldsAtMostTwoPPlusOneChunkMicroBatches) {
-  for (int p : {1, 2, 4, 8}) {
-    for (int m : {2 * p, 2 * p + 3, 4 * p}) {
-      const Schedule s(Pipeline{ScheduleKind::kDualPipeV, p, 2, m});
-      int most = 0;
-      for (RankIdx r = 0; r < p; ++r) most = std::max(most, MostHeld(s, r));
-      EXPECT_EQ(most, 2 * p + 1) << "p " << p << " m " << m;
-    }
-  }
-}
-
 // DualPipe, p = 4, m = 8, written out by hand from DeepSeek's DualPipe.step: micro-batches 0-3
 // run stage s on rank s, 4-7 on rank 3-s. Every rank runs DualPipeV's order for two ranks (p/2)
 // and four micro-batches (m/2), its chunk 0 the stage nearer its end of the pipeline over the half
@@ -287,15 +274,25 @@ TEST(Schedule, DualPipeFollowsDeepSeeksOrder) {
   EXPECT_FALSE(Schedule::FromOrders(p, moved).ok());
 }
 
-// DualPipe holds at most p+1 stage micro-batches per rank (saved or waiting for W): the "PP+1" of
-// DualPipe's paper, with two copies of every stage's parameters.
-TEST(Schedule, DualPipeHoldsAtMostPPlusOneStageMicroBatches) {
-  for (int p : {2, 4, 8}) {
-    for (int m : {2 * p, 2 * p + 2, 4 * p}) {
-      const Schedule s(Pipeline{ScheduleKind::kDualPipe, p, 2, m});
-      int most = 0;
-      for (RankIdx r = 0; r < p; ++r) most = std::max(most, MostHeld(s, r));
-      EXPECT_EQ(most, p + 1) << "p " << p << " m " << m;
+// DualPipe's "PP+1" (the most stage micro-batches a rank holds, saved or waiting for W): p+1 under
+// DualPipe, with two copies of every stage's parameters, and 2p+1 chunk micro-batches under
+// DualPipeV, whose PP is 2p stages (one more than ZB-V).
+TEST(Schedule, DualPipesHoldPPlusOne) {
+  struct Case {
+    ScheduleKind kind;
+    std::vector<int> ranks;
+    int even;  // micro-batch counts are rounded up to a multiple of this
+    int stages_per_rank;
+  };
+  for (const Case& c : {Case{ScheduleKind::kDualPipe, {2, 4, 8}, 2, 1}, Case{ScheduleKind::kDualPipeV, {1, 2, 4, 8}, 1, 2}}) {
+    for (int p : c.ranks) {
+      for (int m : {2 * p, 2 * p + 3, 4 * p}) {
+        m += m % c.even;
+        const Schedule s(Pipeline{c.kind, p, 2, m});
+        int most = 0;
+        for (RankIdx r = 0; r < p; ++r) most = std::max(most, MostHeld(s, r));
+        EXPECT_EQ(most, c.stages_per_rank * p + 1) << ScheduleName(c.kind) << " p " << p << " m " << m;
+      }
     }
   }
 }
