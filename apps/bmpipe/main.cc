@@ -894,8 +894,8 @@ void AddModelOptions(CLI::App& cmd, ModelArgs& m, CLI::Option* problem_opt) {
   needs_model(cmd.add_option("--pp", m.setup.pp, "Pipeline-parallel size (pipeline ranks)")->capture_default_str());
   needs_model(cmd.add_option("--dp", m.setup.dp, "Data-parallel size")->capture_default_str());
   needs_model(cmd.add_option("--vpp", m.setup.vpp,
-                             "Model chunks per pipeline rank; > 1 runs interleaved 1F1B (2 with --schedule zb-v, 2 or "
-                             "more with interleaved-zb)")
+                             "Model chunks per pipeline rank; > 1 runs interleaved 1F1B (2 with --schedule zb-v, "
+                             "dualpipe or dualpipev, 2 or more with interleaved-zb)")
                   ->capture_default_str());
   needs_model(cmd.add_option("--mbs", m.setup.micro_batch_size, "Micro-batch size (sequences)")->capture_default_str());
   model->needs(needs_model(cmd.add_option("--gbs", m.setup.global_batch_size,

@@ -245,7 +245,7 @@ TEST(CliPlan, NoPlanFitsExitsWithFourAndSaysWhichRank) {
   EXPECT_EQ(r.exit_code, 4);
   EXPECT_NE(r.err.find("no plan fits in 8.00 GB per device"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("over capacity"), std::string::npos);
-  EXPECT_NE(r.err.find("What would help: more pipeline stages"), std::string::npos);
+  EXPECT_NE(r.err.find("What would help: more pipeline ranks"), std::string::npos);
   EXPECT_TRUE(r.out.empty());
   struct stat st;
   EXPECT_NE(stat(out.c_str(), &st), 0);  // no output file

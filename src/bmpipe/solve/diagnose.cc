@@ -96,9 +96,11 @@ std::string DescribeShortfall(const Problem& problem, const MemoryShortfall& s) 
       "no plan fits in {} per device. With the most memory-saving option on every layer and the layers split to "
       "balance memory, rank {} still peaks at {}, {} over capacity.",
       FormatBytes(problem.memory_bytes), s.rank, FormatBytes(s.peak_bytes), FormatBytes(s.peak_bytes - s.capacity_bytes));
-  text += " What would help: more pipeline stages (pipeline.stages) to spread the layers";
+  text += " What would help: more pipeline ranks (pipeline.ranks) to spread the layers";
   if (p.schedule == ScheduleKind::kGPipe) {
     text += "; 1F1B instead of GPipe (GPipe holds all micro-batches at once)";
+  } else if (p.Copies() > 1) {
+    text += "; DualPipeV or ZB-V instead of DualPipe (DualPipe keeps two copies of every stage's parameters)";
   } else if (p.schedule == ScheduleKind::kZeroBubbleH2) {
     text += "; ZB-H1 instead of ZB-H2 (ZB-H2 holds up to 2p-1 micro-batches, ZB-H1 p)";
   } else if (p.chunks > 1) {
