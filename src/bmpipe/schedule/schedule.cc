@@ -300,6 +300,7 @@ Result<Schedule> Schedule::FromOrders(const Pipeline& p, std::vector<std::vector
 
 Schedule::Schedule(const Pipeline& p, std::vector<std::vector<Op>> rank_ops)
     : pipeline_(p), kinds_(p.SplitBackward() ? 3 : 2), rank_ops_(std::move(rank_ops)) {
+  stages_ = p.stages();
   mirrored_ = p.Copies() > 1;
   for (int copy = 0; copy < p.Copies(); ++copy) {
     for (StageIdx s = 0; s < p.stages(); ++s) rank_of_stage_.push_back(p.RankOf(s, copy));

@@ -91,20 +91,20 @@ class Schedule {
 
   // Ops are numbered kind-major, then stage, then micro-batch.
   OpId IdOf(const Op& op) const {
-    return (static_cast<OpId>(op.kind) * pipeline_.stages() + op.stage) * pipeline_.micro_batches + op.micro_batch;
+    return (static_cast<OpId>(op.kind) * stages_ + op.stage) * pipeline_.micro_batches + op.micro_batch;
   }
   Op OpOf(OpId id) const {
-    const int m = pipeline_.micro_batches, per_kind = pipeline_.stages() * m;
+    const int m = pipeline_.micro_batches, per_kind = stages_ * m;
     return Op{(id % per_kind) / m, id % m, static_cast<OpKind>(id / per_kind)};
   }
   OpId IdAt(RankIdx r, std::size_t position) const { return IdOf(rank_ops_[r][position]); }
   std::int64_t num_op_ids() const {
-    return static_cast<std::int64_t>(kinds_) * pipeline_.stages() * pipeline_.micro_batches;
+    return static_cast<std::int64_t>(kinds_) * stages_ * pipeline_.micro_batches;
   }
   RankIdx RankOfOp(OpId id) const { return RankOf(OpOf(id)); }
   // The rank that runs op (Pipeline::RankOf of its stage and copy).
   RankIdx RankOf(const Op& op) const {
-    return rank_of_stage_[op.stage + (mirrored_ && 2 * op.micro_batch >= pipeline_.micro_batches ? pipeline_.stages() : 0)];
+    return rank_of_stage_[op.stage + (mirrored_ && 2 * op.micro_batch >= pipeline_.micro_batches ? stages_ : 0)];
   }
   std::size_t PositionOf(OpId id) const { return position_[id]; }
 
@@ -133,7 +133,7 @@ class Schedule {
         if (s == 0) return {};
         return Edge({s - 1, j, OpKind::kForward}, s - 1, s);
       case OpKind::kBackward:
-        if (s == pipeline_.stages() - 1) return Edge({s, j, OpKind::kForward}, s, s);
+        if (s == stages_ - 1) return Edge({s, j, OpKind::kForward}, s, s);
         return Edge({s + 1, j, OpKind::kBackward}, s, s);
       case OpKind::kWeightGrad:
         return Edge({s, j, OpKind::kBackward}, s, s);
@@ -146,7 +146,7 @@ class Schedule {
     OpEdges out;
     switch (op.kind) {
       case OpKind::kForward:
-        if (s + 1 < pipeline_.stages()) return Edge({s + 1, j, OpKind::kForward}, s, s);
+        if (s + 1 < stages_) return Edge({s + 1, j, OpKind::kForward}, s, s);
         return Edge({s, j, OpKind::kBackward}, s, s);
       case OpKind::kBackward:
         if (s > 0) out = Edge({s - 1, j, OpKind::kBackward}, s - 1, s);
@@ -174,6 +174,7 @@ class Schedule {
   Pipeline pipeline_;
   int kinds_ = 2;
   std::vector<std::vector<Op>> rank_ops_;
+  int stages_ = 1;                       // Pipeline::stages, looked up rather than recomputed
   bool mirrored_ = false;                // two copies of every stage (Pipeline::Copies)
   std::vector<RankIdx> rank_of_stage_;   // Pipeline::RankOf per copy and stage, looked up rather than divided
   std::vector<std::uint32_t> position_;  // per OpId: where it runs in its rank's order
