@@ -268,6 +268,24 @@ TEST(ProblemReader, ScheduleNames) {
   Json interleaved = Base();
   interleaved["pipeline"]["schedule"] = "interleaved-1f1b";
   EXPECT_NE(ErrorOf(interleaved).find("schedule 'interleaved-1f1b' runs at least 2 chunks per rank"), std::string::npos);
+  // DualPipe: two chunks, an even number of ranks, an even number of at least 2p micro-batches.
+  Json dualpipe = Base();
+  dualpipe["pipeline"] = Json::parse(R"({"ranks": 2, "chunks": 2, "micro_batches": 4, "schedule": "dualpipe"})");
+  dualpipe["layers"][1]["weight_grad_s"] = 0.003;
+  EXPECT_TRUE(ReadProblem(dualpipe, "p.json").ok());
+  dualpipe["pipeline"]["micro_batches"] = 5;
+  EXPECT_NE(ErrorOf(dualpipe).find("pipeline.micro_batches = 5: schedule 'dualpipe' feeds half the micro-batches from "
+                                   "each end and needs an even number, such as 6"),
+            std::string::npos)
+      << ErrorOf(dualpipe);
+  dualpipe["pipeline"]["micro_batches"] = 2;
+  EXPECT_NE(ErrorOf(dualpipe).find("needs at least 2 x pipeline.ranks = 4 micro-batches"), std::string::npos)
+      << ErrorOf(dualpipe);
+  dualpipe["pipeline"]["ranks"] = 3;
+  dualpipe["pipeline"]["micro_batches"] = 6;
+  EXPECT_NE(ErrorOf(dualpipe).find("pipeline.ranks = 3: schedule 'dualpipe' pairs rank r with rank ranks-1-r"),
+            std::string::npos)
+      << ErrorOf(dualpipe);
 }
 
 TEST(ProblemReader, DuplicateOptionNames) {
