@@ -77,9 +77,10 @@ std::string TimelineSvg(const Problem& problem, const std::string& title, const 
   svg += fmt::format("<text x=\"10\" y=\"22\" font-size=\"15\" font-weight=\"bold\">{}</text>\n", Escape(title));
   svg += fmt::format(
       "<text x=\"10\" y=\"40\" fill=\"#444\">{}, {} ranks x {} chunk{}, {} micro-batches. Boxes: forward (blue) and "
-      "backward (green) of one micro-batch, darker for later chunks, hatched orange: recomputation; blank: idle. "
+      "backward (green) of one micro-batch{}, darker for later chunks, hatched orange: recomputation; blank: idle. "
       "Memory lanes: peak over capacity (red line).</text>\n",
-      ScheduleName(p.schedule), p.ranks, p.chunks, p.chunks == 1 ? "" : "s", p.micro_batches);
+      ScheduleName(p.schedule), p.ranks, p.chunks, p.chunks == 1 ? "" : "s", p.micro_batches,
+      p.SplitBackward() ? ", its weight gradient (amber)" : "");
 
   double y = 50;
   for (const TimelinePanel& panel : panels) {
