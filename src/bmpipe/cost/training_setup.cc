@@ -290,11 +290,12 @@ Status ValidateSetup(const ModelSpec& model, const DeviceSpec& device, const Tra
     return InvalidInput(fmt::format("--schedule {} runs {} model chunks per pipeline rank; use --vpp {}", traits.name,
                                     traits.min_chunks, traits.min_chunks));
   }
-  const long stages = SetupPipeline(s).stages();
+  const Pipeline pipeline = SetupPipeline(s);
+  const long stages = pipeline.stages();
   if (stages > model.layers + 2) {
     return InvalidInput(fmt::format("--pp {} x --vpp {}{} = {} stages, but the model has only {} layers (embedding, "
                                     "{} decoder layers, head); lower --pp or --vpp",
-                                    s.pp, s.vpp, SetupPipeline(s).Copies() > 1 ? " / 2 copies" : "", stages,
+                                    s.pp, s.vpp, pipeline.Copies() > 1 ? " / 2 copies" : "", stages,
                                     model.layers + 2, model.layers));
   }
   if (s.sequence_parallel && s.seq % s.tp != 0) {
@@ -322,7 +323,7 @@ Status ValidateSetup(const ModelSpec& model, const DeviceSpec& device, const Tra
                                     model.layers, kMaxLayers));
   }
   // The pipeline's own limits (problem.h: sizes, ops of the schedule).
-  if (Status pipeline = ValidatePipeline(SetupPipeline(s), model.layers + 2); !pipeline.ok()) return pipeline;
+  if (Status valid = ValidatePipeline(pipeline, model.layers + 2); !valid.ok()) return valid;
   if (s.recompute.empty()) return InvalidInput("--recompute needs at least one option, e.g. none");
   for (const std::string& option : s.recompute) {
     Result<Recompute> parsed = ParseRecompute(option);
