@@ -1,6 +1,8 @@
 // The bmpipe command line: parsing and printing only; the work happens in the libraries.
 #include <unistd.h>
 
+#include <atomic>
+#include <csignal>
 #include <cstdio>
 #include <iostream>
 #include <optional>
@@ -21,6 +23,7 @@
 #include "bmpipe/io/output_file.h"
 #include "bmpipe/io/plan_json.h"
 #include "bmpipe/io/problem_json.h"
+#include "bmpipe/io/progress_printer.h"
 #include "bmpipe/io/report.h"
 #include "bmpipe/io/search_report.h"
 #include "bmpipe/io/svg.h"
@@ -43,6 +46,34 @@ constexpr int kExitIo = 3;        // a file could not be read or written
 constexpr int kExitNoFit = 4;     // proven: no plan fits in memory
 constexpr int kExitNoPlan = 5;    // the time limit stopped the search before any plan
 constexpr int kExitTooLarge = 6;  // the work does not fit in the memory available
+
+constexpr const char* kInterruptName = "Ctrl-C";
+
+// Ctrl-C: the first stops the work, which returns what it has (the best plan so far, with its
+// gap); a second ends the process as usual.
+std::atomic<bool> g_interrupted{false};
+
+extern "C" void OnInterrupt(int) {
+  g_interrupted.store(true);
+  std::signal(SIGINT, SIG_DFL);
+}
+
+// Called by plan, compare and search before their work starts.
+void StopOnInterrupt() { std::signal(SIGINT, OnInterrupt); }
+
+// The stop flag as a deadline, for the work's options.
+Deadline InterruptDeadline() { return Deadline::Never().StoppedBy(&g_interrupted); }
+
+// Where a limit named `limit_name` is said to have stopped the work, the interrupt did if there was one.
+std::string StoppedBy(const std::string& stopped_by, const std::string& limit_name) {
+  if (!g_interrupted.load() || stopped_by.empty()) return stopped_by;
+  std::string out = stopped_by;
+  for (std::size_t at = out.find(limit_name); !limit_name.empty() && at != std::string::npos;
+       at = out.find(limit_name, at + 1)) {
+    out.replace(at, limit_name.size(), kInterruptName);
+  }
+  return out;
+}
 
 int Fail(const Error& error) {
   std::cerr << "bmpipe: error: " << error.message << "\n";
@@ -272,7 +303,18 @@ struct PlanArgs {
   std::string solver = "bnb";
   long node_limit = -1;
   std::string lp_file;
+  std::string progress = "auto";
 };
+
+void AddProgressOption(CLI::App& command, std::string& progress) {
+  command
+      .add_option("--progress", progress,
+                  "Progress on standard error while it works (after its first second): bar (one line redrawn in "
+                  "place), lines (a JSON object per line: phase, elapsed_s, best_s, bound_s, gap, nodes, done, total), "
+                  "none, or auto (bar on a terminal, else lines)")
+      ->check(CLI::IsMember({"auto", "bar", "lines", "none"}))
+      ->capture_default_str();
+}
 
 Result<Problem> LoadProblemOrExample(const std::string& path, std::string& shown) {
   if (!path.empty()) {
@@ -391,6 +433,8 @@ SolverInfo SolverInfoOf(const PlannerResult& r) {
 }
 
 int RunPlan(const PlanArgs& args) {
+  // --time-limit bounds the whole command, from here.
+  const Deadline command = Deadline::In(args.time_limit_s);
   std::string shown;
   std::vector<std::pair<std::string, std::string>> origin;
   if (!args.sapp.empty() &&
@@ -430,18 +474,29 @@ int RunPlan(const PlanArgs& args) {
   options.kind = args.solver == "cbc"           ? PlannerKind::kCbc
                  : args.solver == "brute-force" ? PlannerKind::kBruteForce
                                                 : PlannerKind::kBranchAndBound;
-  options.time_limit_s = args.time_limit_s;
+  options.time_limit_name = fmt::format("time limit {:g} s", args.time_limit_s);
+  options.deadline = InterruptDeadline();
   options.node_limit = args.node_limit;
   options.write_lp = !args.lp_file.empty();
+  ProgressPrinter printer(std::cerr, ProgressModeOf(args.progress, isatty(STDERR_FILENO) != 0), "plan");
+  options.progress = printer.Sink();
+  StopOnInterrupt();
+  // With a framework target, its plan gets three quarters of the time and the per-layer plan it
+  // is compared with the rest.
+  const bool also_any = chosen.value().kind != TargetKind::kAny;
+  options.time_limit_s = command.SecondsLeft() * (also_any ? 0.75 : 1.0);
   Result<TargetPlan> planned = PlanForTarget(pb, chosen.value().kind, options);
   if (!planned.ok()) return Fail(planned.error());
-  const PlannerResult& r = planned.value().planner;
   std::optional<TargetPlan> any;
-  if (chosen.value().kind != TargetKind::kAny) {
+  if (also_any) {
+    options.time_limit_s = command.SecondsLeft();
     Result<TargetPlan> unrestricted = PlanForTarget(pb, TargetKind::kAny, options);
     if (!unrestricted.ok()) return Fail(unrestricted.error());
     any = unrestricted.value();
   }
+  printer.Finish();
+  planned.value().planner.stopped_by = StoppedBy(planned.value().planner.stopped_by, options.time_limit_name);
+  const PlannerResult& r = planned.value().planner;
   if (r.status == PlanStatus::kInfeasible) {
     for (const auto& [label, value] : TargetLines(chosen.value(), planned.value(), any)) {
       std::cerr << "bmpipe: " << label << ": " << value << "\n";
@@ -469,7 +524,7 @@ int RunPlan(const PlanArgs& args) {
   }
   if (r.status == PlanStatus::kNoPlan) {
     std::cerr << "bmpipe: no plan found: the search was stopped by " << r.stopped_by
-              << " before it found a plan that fits; raise --time-limit\n";
+              << " before it found a plan that fits" << (g_interrupted.load() ? "" : "; raise --time-limit") << "\n";
     return kExitNoPlan;
   }
   const SimResult sim = SimulatePlan(pb, r.plan).value();
@@ -553,6 +608,7 @@ struct CompareArgs {
   std::string out;
   std::vector<std::string> baselines;
   std::string svg;
+  std::string progress = "auto";
 };
 
 int RunCompare(const CompareArgs& args) {
@@ -591,8 +647,14 @@ int RunCompare(const CompareArgs& args) {
       }
     }
   }
+  ProgressPrinter printer(std::cerr, ProgressModeOf(args.progress, isatty(STDERR_FILENO) != 0), "compare");
+  options.progress = printer.Sink();
+  options.deadline = InterruptDeadline();
+  StopOnInterrupt();
   Result<std::vector<CompareRow>> rows = Compare(pb, options);
+  printer.Finish();
   if (!rows.ok()) return Fail(rows.error());
+  for (CompareRow& row : rows.value()) row.note = StoppedBy(row.note, fmt::format("time limit {:g} s", args.time_limit_s));
   if (!args.svg.empty()) {
     // bmpipe's plan above Megatron's best, on one time scale.
     std::vector<std::pair<std::string, Plan>> plans;
@@ -625,6 +687,7 @@ struct SearchArgs {
   double reserved_gb = -1;
   bool json = false;
   bool quiet = false;
+  std::string progress = "auto";
   std::string out;
   std::string plan_out;
   std::string export_format = "megatron";
@@ -634,16 +697,6 @@ struct SearchArgs {
   std::string export_out;
   std::string svg;
 };
-
-// A one-line progress bar on standard error, redrawn in place.
-void DrawProgress(const SearchProgress& p) {
-  const int width = 30;
-  const int filled = p.to_plan > 0 ? std::min(width, width * p.planned / p.to_plan) : 0;
-  std::cerr << fmt::format("\rbmpipe search: [{}{}] {} planned of at most {}{}  {:.0f} s ", std::string(filled, '#'),
-                           std::string(width - filled, '.'), p.planned, p.to_plan,
-                           p.best_s > 0 ? fmt::format(", best {:.3f} s", p.best_s) : "", p.seconds)
-            << std::flush;
-}
 
 int RunSearch(SearchArgs& args) {
   Result<ModelSpec> model = LoadModel(args.model);
@@ -670,10 +723,13 @@ int RunSearch(SearchArgs& args) {
   if (!chosen.ok()) return Fail(chosen.error());
   options.target = chosen.value().kind;
   if (!args.recompute_given) AddTargetOptions({options.target}, options.base.recompute);
-  const bool progress = !args.quiet && isatty(STDERR_FILENO) != 0;
-  if (progress) options.progress = DrawProgress;
+  ProgressPrinter printer(std::cerr, args.quiet ? ProgressMode::kNone : ProgressModeOf(args.progress, isatty(STDERR_FILENO) != 0),
+                          "search");
+  options.progress = printer.Sink();
+  options.deadline = InterruptDeadline();
+  StopOnInterrupt();
   Result<SearchResult> searched = SearchConfigurations(model.value(), device.value(), options);
-  if (progress) std::cerr << "\r" << std::string(100, ' ') << "\r" << std::flush;
+  printer.Finish();
   if (!searched.ok()) return Fail(searched.error());
   const SearchResult& result = searched.value();
 
@@ -764,6 +820,10 @@ int RunSearch(SearchArgs& args) {
   if (result.ranking.empty()) {
     // Why every configuration failed is still worth reading; no file is written.
     std::cout << (args.json ? doc.dump(2) + "\n" : report);
+    if (result.interrupted) {
+      std::cerr << "bmpipe: no plan found: interrupted (Ctrl-C) before a configuration was planned\n";
+      return kExitNoPlan;
+    }
     if (result.budget_exhausted && options.time_budget_s > 0) {
       std::cerr << "bmpipe: no plan found: the time budget ran out before a configuration was planned; raise "
                    "--time-budget or restrict the space (--tp, --pp, --vpp, --mbs)\n";
@@ -1025,9 +1085,11 @@ int Main(int argc, char** argv) {
       ->needs(sapp)
       ->capture_default_str();
   plan_cmd->add_option("--time-limit", plan.time_limit_s,
-                       "Seconds the search may take; when it stops early the best plan is returned with its gap")
+                       "Seconds the whole command may take (within 10 % or 0.2 s); when it stops the search early, the "
+                       "best plan is returned with its gap. Ctrl-C stops it the same way (a second Ctrl-C ends it at once)")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
+  AddProgressOption(*plan_cmd, plan.progress);
   plan_cmd->add_option("--solver", plan.solver,
                        "bnb: bmpipe's branch and bound (default); cbc: the time-indexed integer program solved by CBC; "
                        "brute-force: simulate every plan (tiny problems only)")
@@ -1074,9 +1136,12 @@ int Main(int argc, char** argv) {
       "example.");
   CLI::Option* cmp_problem = compare->add_option("--problem", cmp.problem, "Problem file (JSON or YAML, docs/file-formats.md)");
   compare->add_option("--time-limit", cmp.time_limit_s,
-                      "Seconds for bmpipe's search, and for each baseline that runs CBC (the MindFormers tool at most 90)")
+                      "Seconds for bmpipe's search, and for each baseline that runs CBC (the MindFormers tool at most 90). "
+                      "Ctrl-C stops each planner still to run at once (a baseline inside CBC at its own limit); a "
+                      "second Ctrl-C ends the command")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
+  AddProgressOption(*compare, cmp.progress);
   compare->add_flag("--json", cmp.json, "Print the rows as JSON (each with its plan) instead of the table");
   compare->add_option("--target", cmp.target, TargetHelp());
   compare->add_option("--out", cmp.out, "Also write the JSON rows to this file");
@@ -1199,7 +1264,8 @@ int Main(int argc, char** argv) {
   search->add_option("--target", srch.target, TargetHelp());
   search->add_option("--export-out", srch.export_out, "Write the export to this file instead");
   search->add_option("--svg", srch.svg, "Write the best plan's timeline as SVG to this file");
-  search->add_flag("-q,--quiet", srch.quiet, "No progress bar on standard error");
+  search->add_flag("-q,--quiet", srch.quiet, "No progress on standard error (as --progress none)");
+  AddProgressOption(*search, srch.progress);
 
   // The MindFormers tool spells two of its options with one dash: accept them as it does.
   std::vector<std::string> words(argv, argv + argc);

@@ -469,6 +469,38 @@ TEST(CliPlan, TimeLimitHoldsWhenCandidateFrontsExplode) {
   rmdir(dir.c_str());
 }
 
+// Ctrl-C stops the search, and the command prints the best plan so far with its gap, as at a
+// time limit; before that, progress lines (JSON, standard error not being a terminal).
+TEST(CliPlan, CtrlCReturnsTheBestPlanSoFar) {
+  const std::string dir = testing::MakeTempDir();
+  const std::string err = dir + "/progress";
+  // The interleaved demo is not proven within 120 s; the signal comes after 3 s.
+  testing::CommandResult r;
+  const double seconds = SecondsOf([&] {
+    r = RunBmpipe("plan --problem examples/mindformers-demo/problem-vpp3.yaml --time-limit 120 --json 2>'" + err +
+                  "' & pid=$!; sleep 3; kill -INT $pid; wait $pid");
+  });
+  EXPECT_LT(seconds, 3 + 10 * testing::kSlowdown);
+  ASSERT_EQ(r.exit_code, 0) << testing::ReadFile(err);
+  const Json plan = Json::parse(r.out);
+  EXPECT_EQ(plan["solver"]["status"], "feasible");
+  EXPECT_EQ(plan["solver"]["stopped_by"], "Ctrl-C");
+  EXPECT_GT(plan["solver"]["gap"].get<double>(), 0);
+  const std::string progress = testing::ReadFile(err);
+  ASSERT_FALSE(progress.empty());
+  const Json first = Json::parse(progress.substr(0, progress.find('\n')));
+  EXPECT_EQ(first["progress"], "plan");
+  EXPECT_GE(first["elapsed_s"].get<double>(), 1);  // nothing in the first second
+  std::remove(err.c_str());
+  rmdir(dir.c_str());
+}
+
+TEST(CliPlan, QuickCommandsPrintNoProgress) {
+  const testing::CommandResult r = RunBmpipe("plan --progress lines");
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_EQ(r.err, "");
+}
+
 TEST(CliCompare, TimeLimitHoldsForEveryPlannerOnAHundredThousandLayers) {
   const std::string dir = testing::MakeTempDir();
   const std::string path = LayersProblemFile(dir, 8, 100'000, false);

@@ -1,6 +1,7 @@
 // The deadline every long-running step takes.
 #include "bmpipe/core/deadline.h"
 
+#include <atomic>
 #include <cmath>
 #include <limits>
 #include <thread>
@@ -47,6 +48,28 @@ TEST(Deadline, EarlierAndShare) {
   EXPECT_LE(Deadline().Earlier(minute).SecondsLeft(), 60);
   EXPECT_LE(hour.Share(0.25).SecondsLeft(), 900);
   EXPECT_GT(hour.Share(0.25).SecondsLeft(), 800);
+}
+
+TEST(Deadline, AStopFlagEndsItBeforeItsTime) {
+  std::atomic<bool> stop{false};
+  const Deadline hour = Deadline::In(3600).StoppedBy(&stop);
+  const Deadline flag_only = Deadline::Never().StoppedBy(&stop);
+  EXPECT_FALSE(flag_only.IsNever());  // it must be polled
+  EXPECT_FALSE(hour.Expired());
+  EXPECT_FALSE(flag_only.Expired());
+  EXPECT_EQ(flag_only.SecondsLeft(), std::numeric_limits<double>::infinity());
+  // Copies derived from it watch the same flag.
+  const Deadline share = hour.Share(0.5), earlier = Deadline::In(60).Earlier(flag_only);
+  stop = true;
+  for (const Deadline& d : {hour, flag_only, share, earlier}) {
+    EXPECT_TRUE(d.Expired());
+    EXPECT_TRUE(d.Stopped());
+    EXPECT_EQ(d.SecondsLeft(), 0);
+  }
+  EXPECT_FALSE(Deadline::In(0).Stopped());  // the clock ended that one
+  DeadlinePoll poll(flag_only, 2);
+  EXPECT_FALSE(poll.Expired());
+  EXPECT_TRUE(poll.Expired());
 }
 
 TEST(Deadline, PollReadsTheClockEveryPeriodAndStaysExpired) {

@@ -1,8 +1,10 @@
 // The planner's limits hold: a time limit bounds all of a run (candidate generation included),
 // the candidates' memory budget stops generation, and what comes back is honest: a simulated
 // plan with a proven bound, "no plan", or TooLarge.
+#include <atomic>
 #include <chrono>
 #include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -134,6 +136,38 @@ Problem Wide(int ranks, int micro_batches, int layers, int chunks = 1) {
 TEST(Limits, ThousandRanksAndHundredThousandLayers) { ExpectWithinLimit(Wide(1024, 64, 100'000), 2); }
 TEST(Limits, FourThousandStagesOfOneLayer) { ExpectWithinLimit(Wide(1024, 1024, 4096, /*chunks=*/4), 2); }
 TEST(Limits, HundredThousandLayersOnEightRanks) { ExpectWithinLimit(Wide(8, 64, 100'000), 2); }
+
+// A stop flag (the command line's Ctrl-C) ends the search like a time limit: the best plan so far,
+// simulated, with its proven bound. The progress the planner reports comes in its phases' order,
+// its bounds never above its best plans.
+TEST(Limits, AStopFlagReturnsTheBestPlanSoFar) {
+  const Problem p = testing::UniformProblem(ScheduleKind::kInterleavedOneFOneB, 8, 2, 16, 64, 10'000'000, 20'000'000,
+                                            200'000, 1'000'000);
+  std::atomic<bool> stop{false};
+  std::vector<std::string> phases;
+  PlannerOptions options;
+  options.deadline = Deadline::Never().StoppedBy(&stop);
+  options.progress = [&](const Progress& progress) {
+    if (phases.empty() || phases.back() != progress.phase) phases.push_back(progress.phase);
+    if (progress.best_s >= 0 && progress.bound_s >= 0) {
+      EXPECT_LE(progress.bound_s, progress.best_s * (1 + 1e-9));
+    }
+    if (progress.phase == "branch and bound") stop = true;  // after the root
+  };
+  const auto began = std::chrono::steady_clock::now();
+  const Result<PlannerResult> r = PlanPipeline(p, options);
+  EXPECT_LT(SecondsSince(began), kMarginS);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  const std::vector<std::string> expected = {"quick plan", "candidate blocks", "first plans", "root bound",
+                                             "branch and bound"};
+  EXPECT_EQ(phases, expected);
+  ASSERT_TRUE(r.value().status == PlanStatus::kFeasible || r.value().status == PlanStatus::kOptimal);
+  ExpectSimulatedPlan(p, r.value());
+  if (r.value().status == PlanStatus::kFeasible) {
+    EXPECT_FALSE(r.value().stopped_by.empty());
+  }
+  EXPECT_EQ(r.value().nodes, 1);  // stopped after the node that reported
+}
 
 TEST(Limits, CbcRefusesTimeIndexedProgramsTooLargeForIt) {
   PlannerOptions options;

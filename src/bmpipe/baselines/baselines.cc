@@ -39,7 +39,7 @@ std::string BaselineName(BaselineKind kind) {
 
 BaselineResult RunBaseline(BaselineKind kind, const Problem& problem, const BaselineOptions& options) {
   const auto began = std::chrono::steady_clock::now();
-  const Deadline deadline = Deadline::In(options.time_limit_s);
+  const Deadline deadline = options.deadline.Earlier(Deadline::In(options.time_limit_s));
   BaselineResult r;
   switch (kind) {
     case BaselineKind::kMegatron:

@@ -43,6 +43,7 @@ std::string BaselineName(BaselineKind kind);  // "megatron", "pipedream", ...
 struct BaselineOptions {
   double time_limit_s = 60;  // for each baseline: its dynamic programs, enumerations and CBC
   TargetKind megatron_target = TargetKind::kMegatron;  // the layer spec stock Megatron runs with
+  Deadline deadline;  // the caller's (a stop flag, say); the sooner of it and the time limit stops each
 };
 
 struct BaselineResult {

@@ -9,9 +9,21 @@ namespace bmpipe {
 
 namespace {
 
-Result<CompareRow> BmpipeRow(const Problem& problem, TargetKind target, const std::string& name, double time_limit_s) {
+Result<CompareRow> BmpipeRow(const Problem& problem, TargetKind target, const std::string& name,
+                             const CompareOptions& options, int done, int total) {
   PlannerOptions planner;
-  planner.time_limit_s = time_limit_s;
+  planner.time_limit_s = options.time_limit_s;
+  planner.time_limit_name = fmt::format("time limit {:g} s", options.time_limit_s);
+  planner.deadline = options.deadline;
+  if (options.progress) {
+    planner.progress = [&](const Progress& p) {
+      Progress q = p;
+      q.phase = name + ": " + p.phase;
+      q.done = done;
+      q.total = total;
+      options.progress(q);
+    };
+  }
   Result<TargetPlan> planned = PlanForTarget(problem, target, planner);
   if (!planned.ok()) return planned.error();
   const PlannerResult& p = planned.value().planner;
@@ -45,19 +57,28 @@ Result<CompareRow> BmpipeRow(const Problem& problem, TargetKind target, const st
 
 Result<std::vector<CompareRow>> Compare(const Problem& problem, const CompareOptions& options) {
   std::vector<CompareRow> rows;
-  Result<CompareRow> bmpipe = BmpipeRow(problem, options.target, "bmpipe", options.time_limit_s);
+  const bool also_any = options.target != TargetKind::kAny;
+  const int total = static_cast<int>(options.baselines.size()) + (also_any ? 2 : 1);
+  Result<CompareRow> bmpipe = BmpipeRow(problem, options.target, "bmpipe", options, 0, total);
   if (!bmpipe.ok()) return bmpipe.error();
   rows.push_back(bmpipe.value());
-  if (options.target != TargetKind::kAny) {
-    Result<CompareRow> any = BmpipeRow(problem, TargetKind::kAny, "bmpipe-any", options.time_limit_s);
+  if (also_any) {
+    Result<CompareRow> any = BmpipeRow(problem, TargetKind::kAny, "bmpipe-any", options, 1, total);
     if (!any.ok()) return any.error();
     rows.push_back(any.value());
   }
   BaselineOptions baseline_options;
   baseline_options.time_limit_s = options.time_limit_s;
+  baseline_options.deadline = options.deadline;
   baseline_options.megatron_target =
       options.target == TargetKind::kMegatronLocal ? TargetKind::kMegatronLocal : TargetKind::kMegatron;
   for (BaselineKind kind : options.baselines) {
+    if (options.progress) {
+      Progress p{BaselineName(kind)};
+      p.done = static_cast<int>(rows.size());
+      p.total = total;
+      options.progress(p);
+    }
     const BaselineResult b = RunBaseline(kind, problem, baseline_options);
     CompareRow row;
     row.name = b.name;

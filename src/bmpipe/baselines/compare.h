@@ -6,6 +6,8 @@
 #include <vector>
 
 #include "bmpipe/baselines/baselines.h"
+#include "bmpipe/core/deadline.h"
+#include "bmpipe/core/progress.h"
 #include "bmpipe/sim/simulator.h"
 #include "bmpipe/target/target.h"
 
@@ -29,6 +31,8 @@ struct CompareOptions {
   // per-layer plan too. Megatron's row is stock Megatron with the target's layer spec.
   TargetKind target = TargetKind::kAny;
   std::vector<BaselineKind> baselines = AllBaselines();
+  Deadline deadline;      // the caller's (a stop flag, say), besides each planner's time limit
+  ProgressSink progress;  // told which planner runs (and bmpipe's own progress)
 };
 
 // The first row is bmpipe's (then bmpipe-any's, when the target is not any).

@@ -19,15 +19,22 @@ Deadline Deadline::In(double seconds) {
   return d;
 }
 
+Deadline Deadline::StoppedBy(const std::atomic<bool>* stop) const {
+  Deadline d = *this;
+  d.stop_ = stop;
+  return d;
+}
+
 double Deadline::SecondsLeft() const {
+  if (Stopped()) return 0;
   if (!finite_) return std::numeric_limits<double>::infinity();
   return std::max(0.0, std::chrono::duration<double>(at_ - Clock::now()).count());
 }
 
 Deadline Deadline::Earlier(const Deadline& other) const {
-  if (!finite_) return other;
-  if (!other.finite_) return *this;
-  return at_ <= other.at_ ? *this : other;
+  Deadline d = !finite_ ? other : !other.finite_ ? *this : at_ <= other.at_ ? *this : other;
+  d.stop_ = stop_ != nullptr ? stop_ : other.stop_;
+  return d;
 }
 
 Deadline Deadline::Share(double fraction) const {

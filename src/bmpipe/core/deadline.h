@@ -1,10 +1,12 @@
 // A deadline for long-running work: the planner, its candidate generation, the baselines and the
 // search take one and stop at it, leaving their results marked as stopped (never as complete).
-// A plain value with no global state: copy it into each piece of work; reading it from several
-// threads at once is safe. Expired() reads the steady clock (tens of nanoseconds); loops whose
-// steps are cheaper poll it through DeadlinePoll.
+// A plain value: copy it into each piece of work; reading it from several threads at once is
+// safe. It may also watch a flag its owner sets to stop the work early (the command line's
+// Ctrl-C): then it expires when the flag is set, whichever comes first. Expired() reads the
+// steady clock (tens of nanoseconds); loops whose steps are cheaper poll it through DeadlinePoll.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 
 namespace bmpipe {
@@ -20,11 +22,17 @@ class Deadline {
   // never (a limit that large is no limit, and would overflow the clock).
   static Deadline In(double seconds);
 
-  bool Expired() const { return finite_ && Clock::now() >= at_; }
-  bool IsNever() const { return !finite_; }
-  // Seconds until it expires: 0 once expired, infinity for Never().
+  // This deadline, also expiring once `*stop` is true (it must outlive every copy).
+  Deadline StoppedBy(const std::atomic<bool>* stop) const;
+
+  bool Expired() const { return Stopped() || (finite_ && Clock::now() >= at_); }
+  // True when the stop flag, not the clock, ended it.
+  bool Stopped() const { return stop_ != nullptr && stop_->load(std::memory_order_relaxed); }
+  // Never expires: no time and no stop flag.
+  bool IsNever() const { return !finite_ && stop_ == nullptr; }
+  // Seconds until it expires: 0 once expired, infinity without a time.
   double SecondsLeft() const;
-  // The sooner of the two.
+  // The sooner of the two (watching the stop flag of either; this one's when both have one).
   Deadline Earlier(const Deadline& other) const;
   // The sooner of this one and `fraction` of the time left from now (a share for one step).
   Deadline Share(double fraction) const;
@@ -32,6 +40,7 @@ class Deadline {
  private:
   bool finite_ = false;
   Clock::time_point at_{};
+  const std::atomic<bool>* stop_ = nullptr;
 };
 
 // Polls a deadline every `period` calls, for inner loops whose steps cost less than reading the

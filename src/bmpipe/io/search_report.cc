@@ -150,7 +150,10 @@ std::string FormatSearch(const std::vector<std::pair<std::string, std::string>>&
   line("took", fmt::format("{:.1f} s on {} thread{}: bounds {:.1f} s, screening {:.1f} s, planning {:.1f} s",
                            result.seconds, result.threads, result.threads == 1 ? "" : "s", result.bound_seconds,
                            result.screen_seconds, result.plan_seconds));
-  if (result.budget_exhausted) {
+  if (result.interrupted) {
+    line("stopped", fmt::format("interrupted (Ctrl-C): {} configurations were not planned, so the ranking may miss "
+                                "better ones", result.Count(Verdict::kNotPlanned)));
+  } else if (result.budget_exhausted) {
     line("budget", fmt::format("the time budget ({:g} s) ran out: {} configurations were not planned, so the ranking "
                                "may miss better ones and depends on this machine's speed",
                                options.time_budget_s, result.Count(Verdict::kNotPlanned)));
@@ -256,6 +259,7 @@ Json SearchToJson(const SearchOptions& options, const SearchResult& result) {
   stats["threads"] = result.threads;
   stats["seconds"] = result.seconds;
   stats["budget_exhausted"] = result.budget_exhausted;
+  if (result.interrupted) stats["interrupted"] = true;
   doc["statistics"] = stats;
   doc["lower_bound_s"] = result.bound_ns / 1e9;
   doc["gap"] = result.gap;

@@ -368,7 +368,12 @@ Result<SearchResult> SearchConfigurations(const ModelSpec& model, const DeviceSp
   if (!ok.ok()) return ok.error();
   const auto began = std::chrono::steady_clock::now();
   // Bounds every step: bounds, screening and planning (planner runs in flight stop at it too).
-  const Deadline deadline = options.time_budget_s > 0 ? Deadline::In(options.time_budget_s) : Deadline::Never();
+  const Deadline deadline =
+      options.deadline.Earlier(options.time_budget_s > 0 ? Deadline::In(options.time_budget_s) : Deadline::Never());
+  auto report = [&](const char* phase) {
+    if (options.progress) options.progress(Progress{phase});
+  };
+  report("enumerating configurations");
   SearchResult result;
   result.threads = options.threads > 0 ? options.threads : std::max(1u, std::thread::hardware_concurrency());
   const int gbs = options.base.global_batch_size;
@@ -466,6 +471,7 @@ Result<SearchResult> SearchConfigurations(const ModelSpec& model, const DeviceSp
   int n = static_cast<int>(result.configs.size());
 
   // 2. Bounds and signatures, in parallel (each index writes its own slot).
+  report("bounding configurations");
   result.model_flops = ModelFlopsPerIteration(model, device, options.base, options.mfu_attention);
   std::vector<Signature> signatures(n);
   std::vector<std::optional<Error>> build_errors(n);
@@ -607,6 +613,7 @@ Result<SearchResult> SearchConfigurations(const ModelSpec& model, const DeviceSp
   };
 
   // 4a. Screening: a quick plan for each configuration.
+  report("screening configurations");
   std::vector<int> planned_order = survivors;
   if (!options.exhaustive) {
     const std::vector<int> screened = in_waves(
@@ -649,10 +656,12 @@ Result<SearchResult> SearchConfigurations(const ModelSpec& model, const DeviceSp
   planner.deadline = deadline;  // but a run in flight stops at the time budget
   planner.node_limit = options.node_limit;
   std::mutex progress_lock;
-  SearchProgress progress;
-  progress.to_plan = options.exhaustive || options.plan_count < 0
-                         ? static_cast<int>(planned_order.size())
-                         : std::min(options.plan_count, static_cast<int>(planned_order.size()));
+  Progress progress{"planning configurations"};
+  progress.done = 0;
+  progress.total = options.exhaustive || options.plan_count < 0
+                       ? static_cast<int>(planned_order.size())
+                       : std::min(options.plan_count, static_cast<int>(planned_order.size()));
+  if (options.progress) options.progress(progress);
   in_waves(
       planned_order, options.exhaustive ? -1 : options.plan_count,
       [&](ConfigOutcome& out) {
@@ -674,12 +683,11 @@ Result<SearchResult> SearchConfigurations(const ModelSpec& model, const DeviceSp
                                                                     : Verdict::kPlanned;
         if (HasPlan(out)) Measure(problem, options, result.model_flops, device.peak_flops, out);
         std::lock_guard<std::mutex> guard(progress_lock);
-        ++progress.planned;
+        ++progress.done;
         if (HasPlan(out)) {
           const double t = static_cast<double>(out.planner.iteration_ns) / 1e9;
-          if (progress.best_s == 0 || t < progress.best_s) progress.best_s = t;
+          if (progress.best_s < 0 || t < progress.best_s) progress.best_s = t;
         }
-        progress.seconds = SecondsSince(began);
         if (options.progress) options.progress(progress);
       },
       [&](const ConfigOutcome& out) {
@@ -715,6 +723,7 @@ Result<SearchResult> SearchConfigurations(const ModelSpec& model, const DeviceSp
     result.bound_ns = bound;
     result.gap = (best - bound) / best;
   }
+  result.interrupted = options.deadline.Stopped();
   result.seconds = SecondsSince(began);
   return result;
 }

@@ -24,7 +24,9 @@
 #include <string>
 #include <vector>
 
+#include "bmpipe/core/deadline.h"
 #include "bmpipe/core/error.h"
+#include "bmpipe/core/progress.h"
 #include "bmpipe/cost/problem_builder.h"
 #include "bmpipe/cost/training_setup.h"
 #include "bmpipe/sim/simulator.h"
@@ -52,13 +54,6 @@ struct SearchConfig {
 std::string DescribeConfig(const SearchConfig& c);
 
 inline constexpr int kMinContextTokens = 4096;
-
-struct SearchProgress {
-  int planned = 0;        // planner runs finished
-  int to_plan = 0;        // configurations left after the cheap bounds (an upper estimate while running)
-  double best_s = 0;      // best iteration time so far (0: none yet)
-  double seconds = 0;
-};
 
 struct SearchOptions {
   int devices = 0;
@@ -93,7 +88,10 @@ struct SearchOptions {
   // The framework that will run the plan: every configuration is planned within its space, and
   // configurations it cannot run (interleaving for DeepSpeed) are not enumerated.
   TargetKind target = TargetKind::kAny;
-  std::function<void(const SearchProgress&)> progress;  // called after each planner run, serialized
+  // Told each step, and each planner run that ends (done of total: configurations planned of at
+  // most those left after the cheap bounds); called from one thread at a time.
+  ProgressSink progress;
+  Deadline deadline;  // the caller's (a stop flag, say); the sooner of it and the time budget stops the search
 };
 
 enum class Verdict {
@@ -146,6 +144,7 @@ struct SearchResult {
   double bound_seconds = 0, screen_seconds = 0, plan_seconds = 0;  // the steps' wall time
   int threads = 1;
   bool budget_exhausted = false;
+  bool interrupted = false;       // the caller's stop flag (Ctrl-C) stopped it
 
   int Count(Verdict v) const { return count[static_cast<int>(v)]; }
 };

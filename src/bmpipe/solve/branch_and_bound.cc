@@ -64,6 +64,7 @@ class Search {
 
   PlannerResult Run() {
     const int stages = problem_.pipeline.stages();
+    Report("first plans", formulation_.t_floor);
     // First incumbents: the even split and the memory-balanced split, improved by local search.
     for (const std::vector<int>& end : {StageEnds(EvenPlan(problem_)),
                                         MemoryBalancedBoundaries(problem_, candidates_.memory_rows)}) {
@@ -72,6 +73,7 @@ class Search {
       }
       if (deadline_.Expired()) break;
     }
+    Report("root bound", formulation_.t_floor);
     Node root;
     for (StageIdx s = 0; s + 1 < stages; ++s) {
       root.b_lo.push_back(s + 1);
@@ -101,6 +103,10 @@ class Search {
       if (Pruned(node.bound)) continue;
       ++result_.nodes;
       Evaluate(node, open);
+      if (options_.progress) {
+        const double open_bound = open.empty() ? best_value_ : open.top().bound;
+        Report("branch and bound", std::max(std::min(open_bound, unresolved_), formulation_.t_floor));
+      }
     }
     // The lowest bound among nodes still open (the incumbent when none are), and of nodes
     // closed without a proof.
@@ -112,6 +118,15 @@ class Search {
  private:
   double Elapsed() const {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - began_).count();
+  }
+  void Report(const char* phase, double bound) const {
+    if (!options_.progress) return;
+    Progress p{phase};
+    const double unit_s = formulation_.time_unit_ns / 1e9;
+    if (has_plan_) p.best_s = best_value_ * unit_s;
+    p.bound_s = std::min(bound, has_plan_ ? best_value_ : kInfinity) * unit_s;
+    p.nodes = result_.nodes;
+    options_.progress(p);
   }
   // Node bounds order the search (lowest first); the rank-load floor (g) only prunes and
   // reports: as a node's bound it would tie most nodes and turn best-first into depth-first.
@@ -200,7 +215,9 @@ class Search {
     // micro-batches per rank it is the weaker one, and its states grow).
     double family = 0;
     if (node.depth == 0 || use_family_) {
-      family = family_.Bound(node.b_lo, node.b_hi, node.k_lo, node.k_hi, deadline_) / formulation_.time_unit_ns;
+      // At the root at most half the time left, so that the relaxation gets its share.
+      const Deadline share = node.depth == 0 ? deadline_.Share(0.5) : deadline_;
+      family = family_.Bound(node.b_lo, node.b_hi, node.k_lo, node.k_hi, share) / formulation_.time_unit_ns;
       if (family == kInfinity || Pruned(family)) return;
     }
     double bound = 0;

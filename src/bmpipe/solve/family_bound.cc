@@ -28,6 +28,10 @@ bool Dominates(const State& a, const State& b) {
 // takes the least of each number, which can only lower the bound (it stays valid).
 constexpr std::size_t kMaxStates = 48;
 
+// A position's states are pruned as soon as they reach this many, so that no sort is long (the
+// deadline is polled between them) and memory stays small.
+constexpr std::size_t kPruneAt = std::size_t{1} << 15;
+
 // Keeps the states no kept state is at least as good as in every number, in sorted order, up to
 // kMaxStates - 1; everything after that is merged into one state taking the least of each number.
 // The cost is at most kMaxStates dominance checks per state.
@@ -164,9 +168,11 @@ double FamilyBound::Bound(const std::vector<int>& end_lo, const std::vector<int>
           }
           next[end].push_back(n2);
         }
+        if (next[end].size() >= kPruneAt) Prune(next[end]);
       }
     }
     for (int e = 0; e <= n; ++e) {
+      if (deadline.Expired()) return 0;
       Prune(next[e]);
       states[e].swap(next[e]);
     }

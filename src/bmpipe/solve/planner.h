@@ -6,6 +6,7 @@
 
 #include "bmpipe/core/deadline.h"
 #include "bmpipe/core/error.h"
+#include "bmpipe/core/progress.h"
 #include "bmpipe/problem/plan.h"
 #include "bmpipe/problem/problem.h"
 #include "bmpipe/solve/candidates.h"
@@ -35,6 +36,8 @@ struct PlannerOptions {
   // The option mixes stages may take (a target's recomputation granularity); not with brute force.
   StageSpace space;
   bool write_lp = false;  // CBC only: return the integer program in LP format in PlannerResult::lp_text
+  // Told each phase, and each better plan or bound while branch and bound runs (none: silent).
+  ProgressSink progress;
 };
 
 enum class PlanStatus {
@@ -62,7 +65,9 @@ struct PlannerResult {
   std::string lp_text;  // with PlannerOptions::write_lp
 };
 
-// Plans `problem`. Fails only on input the planner cannot take (e.g. brute force on a large
+// Plans `problem`. The quick plan (quick_plan.h) comes first, within a tenth of the time, so that a
+// run any limit stops still has a plan; a plan the search finds replaces it unless it is slower.
+// Fails only on input the planner cannot take (e.g. brute force on a large
 // problem), on TooLarge when the candidates exceed their memory budget (candidates.h) and no quick
 // plan fits, or on an internal error; "no plan fits" and time limits are results.
 Result<PlannerResult> PlanPipeline(const Problem& problem, const PlannerOptions& options);

@@ -526,6 +526,16 @@ Result<TargetPlan> PlanForTarget(const Problem& problem, TargetKind kind, const 
       return false;
     }
     each.space = setting.space;
+    if (options.progress && total > 1) {
+      // The phase names the setting; the best plan is the best over settings so far.
+      each.progress = [&, n = out.settings + 1](const Progress& p) {
+        Progress q = p;
+        q.phase = fmt::format("setting {} of {}: {}", n, total, p.phase);
+        if (any_plan) q.best_s = q.best_s < 0 ? ToSeconds(best.iteration_ns) : std::min(q.best_s, ToSeconds(best.iteration_ns));
+        q.bound_s = -1;  // a bound over this setting only
+        options.progress(q);
+      };
+    }
     Result<PlannerResult> r = PlanPipeline(problem, each);
     if (!r.ok()) {
       error = r.error();
