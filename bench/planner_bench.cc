@@ -4,17 +4,19 @@
 // Prints a Markdown table (docs/planner.md has one). With --cbc it also runs CBC on the
 // time-indexed integer program for the same case and prints its time and status.
 //
-//   build/bench/bench_planner [--time-limit S] [--cbc] [--cbc-max-stages N] [--layers L,...]
+//   build/bench/bench_planner [--time-limit S] [--cbc] [--progress] [--cbc-max-stages N] [--layers L,...]
 //                             [--ranks P,...] [--factors F,...] [--schedules 1f1b,interleaved,zb-h1,...]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <iostream>
 #include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include "bmpipe/io/progress_printer.h"
 #include "bmpipe/schedule/schedule.h"
 #include "bmpipe/sim/simulator.h"
 #include "bmpipe/solve/planner.h"
@@ -101,6 +103,7 @@ std::string StatusCell(const PlannerResult& r) {
 int Main(int argc, char** argv) {
   double time_limit = 10;
   bool cbc = false;
+  bool progress = false;  // each run's progress on standard error (JSON lines, every 0.5 s)
   int cbc_max_stages = 16;
   std::vector<int> layers = {32, 64, 96, 128}, ranks = {4, 8, 16, 32, 64}, factors = {1, 2, 8};
   std::vector<std::string> schedules = {"1f1b", "interleaved"};
@@ -108,6 +111,7 @@ int Main(int argc, char** argv) {
     const std::string a = argv[i];
     if (a == "--time-limit" && i + 1 < argc) time_limit = std::atof(argv[++i]);
     else if (a == "--cbc") cbc = true;
+    else if (a == "--progress") progress = true;
     else if (a == "--cbc-max-stages" && i + 1 < argc) cbc_max_stages = std::atoi(argv[++i]);
     else if (a == "--layers" && i + 1 < argc) layers = ParseList(argv[++i]);
     else if (a == "--ranks" && i + 1 < argc) ranks = ParseList(argv[++i]);
@@ -148,6 +152,8 @@ int Main(int argc, char** argv) {
           Problem problem = SyntheticProblem(kind, l, p, chunks, m);
           PlannerOptions options;
           options.time_limit_s = time_limit;
+          ProgressPrinter printer(std::cerr, progress ? ProgressMode::kLines : ProgressMode::kNone, "plan", 0, 0.5);
+          options.progress = printer.Sink();
           const auto began = std::chrono::steady_clock::now();
           const PlannerResult r = PlanPipeline(problem, options).value();
           const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();

@@ -490,6 +490,13 @@ int RunPlan(const PlanArgs& args) {
   std::optional<TargetPlan> any;
   if (also_any) {
     options.time_limit_s = command.SecondsLeft();
+    if (options.progress) {
+      options.progress = [&printer](const Progress& p) {
+        Progress q = p;
+        q.phase = "the per-layer plan to compare with: " + p.phase;
+        printer.Report(q);
+      };
+    }
     Result<TargetPlan> unrestricted = PlanForTarget(pb, TargetKind::kAny, options);
     if (!unrestricted.ok()) return Fail(unrestricted.error());
     any = unrestricted.value();

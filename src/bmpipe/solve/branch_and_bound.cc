@@ -5,6 +5,8 @@
 #include <cmath>
 #include <cstdint>
 #include <queue>
+#include <memory>
+#include <optional>
 #include <set>
 
 #include <fmt/format.h>
@@ -14,6 +16,7 @@
 #include "bmpipe/solve/diagnose.h"
 #include "bmpipe/solve/family_bound.h"
 #include "bmpipe/solve/formulation.h"
+#include "bmpipe/solve/load_bound.h"
 #include "bmpipe/solve/local_search.h"
 
 namespace bmpipe {
@@ -21,6 +24,10 @@ namespace {
 
 constexpr double kIntegral = 1e-6;
 constexpr int kMaxCutRounds = 200;
+// Seconds per candidate column to build the relaxation (formulation, CLP's copy, family bound)
+// and to free it, measured on 332k columns on the 2-core machine (0.7 s and 0.4 s), rounded up.
+constexpr double kBuildPerCandidateS = 2.5e-6;
+constexpr double kFreePerCandidateS = 1.5e-6;
 
 struct Node {
   std::vector<int> b_lo, b_hi;  // per boundary s = 0..S-2
@@ -55,17 +62,15 @@ class Search {
         deadline_(deadline),
         deadline_name_(deadline_name),
         began_(std::chrono::steady_clock::now()),
-        formulation_(BuildFormulation(problem, candidates, schedule, /*binary=*/false)),
-        lp_(formulation_.model),
         builder_(problem, candidates),
-        // Timing the schedule twice per stage can take long on the largest problems: at most a
-        // quarter of the time.
-        family_(problem, candidates, schedule, deadline.Share(0.25)) {}
+        time_unit_ns_(ChooseTimeUnit(candidates)),
+        t_floor_(static_cast<double>(RankLoadBound(problem, schedule)) / time_unit_ns_) {}
 
   PlannerResult Run() {
     const int stages = problem_.pipeline.stages();
-    Report("first plans", formulation_.t_floor);
-    // First incumbents: the even split and the memory-balanced split, improved by local search.
+    Report("first plans", t_floor_);
+    // First incumbents: the even split and the memory-balanced split, improved by local search
+    // (before the relaxation is built: a plan comes first).
     for (const std::vector<int>& end : {StageEnds(EvenPlan(problem_)),
                                         MemoryBalancedBoundaries(problem_, candidates_.memory_rows)}) {
       if (std::optional<CandidatePlan> start = builder_.Complete(end, nullptr, /*allow_over=*/true)) {
@@ -73,7 +78,12 @@ class Search {
       }
       if (deadline_.Expired()) break;
     }
-    Report("root bound", formulation_.t_floor);
+    if (options_.node_limit == 0) {
+      result_.stopped_by = "node limit 0";
+      return Finish(t_floor_);
+    }
+    if (!BuildRelaxation()) return Finish(t_floor_);
+    Report("root bound", t_floor_);
     Node root;
     for (StageIdx s = 0; s + 1 < stages; ++s) {
       root.b_lo.push_back(s + 1);
@@ -105,13 +115,13 @@ class Search {
       Evaluate(node, open);
       if (options_.progress) {
         const double open_bound = open.empty() ? best_value_ : open.top().bound;
-        Report("branch and bound", std::max(std::min(open_bound, unresolved_), formulation_.t_floor));
+        Report("branch and bound", std::max(std::min(open_bound, unresolved_), t_floor_));
       }
     }
     // The lowest bound among nodes still open (the incumbent when none are), and of nodes
     // closed without a proof.
     double bound = open.empty() ? kInfinity : open.top().bound;
-    bound = std::max(std::min(bound, unresolved_), formulation_.t_floor);
+    bound = std::max(std::min(bound, unresolved_), t_floor_);
     return Finish(bound);
   }
 
@@ -122,29 +132,51 @@ class Search {
   void Report(const char* phase, double bound) const {
     if (!options_.progress) return;
     Progress p{phase};
-    const double unit_s = formulation_.time_unit_ns / 1e9;
+    const double unit_s = time_unit_ns_ / 1e9;
     if (has_plan_) p.best_s = best_value_ * unit_s;
     p.bound_s = std::min(bound, has_plan_ ? best_value_ : kInfinity) * unit_s;
     p.nodes = result_.nodes;
     options_.progress(p);
   }
+  // Builds the linear relaxation and the family bound unless the time left is too short to build
+  // and free them (then says so and returns false). From then on the search stops early enough to
+  // free them in time.
+  bool BuildRelaxation() {
+    double columns = 0;
+    for (const auto& stage : candidates_.per_stage) columns += static_cast<double>(stage.size());
+    const double build_s = kBuildPerCandidateS * columns, free_s = kFreePerCandidateS * columns;
+    if (deadline_.SecondsLeft() < 1.5 * (build_s + free_s)) {
+      result_.stopped_by = fmt::format(
+          "{} (before the linear relaxation: building and freeing its {} candidate columns would take about {:.1f} s)",
+          deadline_name_, static_cast<long>(columns), build_s + free_s);
+      return false;
+    }
+    deadline_ = deadline_.Earlier(Deadline::In(deadline_.SecondsLeft() - free_s));
+    formulation_.emplace(BuildFormulation(problem_, candidates_, schedule_, /*binary=*/false));
+    lp_ = std::make_unique<LpSolver>(formulation_->model);
+    // Timing the schedule twice per stage can take long on the largest problems: at most a
+    // quarter of the time.
+    family_.emplace(problem_, candidates_, schedule_, deadline_.Share(0.25));
+    return true;
+  }
+
   // Node bounds order the search (lowest first); the rank-load floor (g) only prunes and
   // reports: as a node's bound it would tie most nodes and turn best-first into depth-first.
   bool Pruned(double bound) const {
-    return has_plan_ && std::max(bound, formulation_.t_floor) >= best_value_ * (1 - kOptimalityTolerance);
+    return has_plan_ && std::max(bound, t_floor_) >= best_value_ * (1 - kOptimalityTolerance);
   }
 
   // Sets the LP's column bounds to the node's box; false when some stage has no candidate left.
   bool ApplyBounds(const Node& node) {
-    const LinearModel& m = formulation_.model;
+    const LinearModel& m = formulation_->model;
     std::vector<double> lo = m.column_lower, hi = m.column_upper;
     const int stages = problem_.pipeline.stages();
     const int n = problem_.num_layers();
     auto b_lo = [&](int s) { return s < 0 ? 0 : (s == stages - 1 ? n : node.b_lo[s]); };
     auto b_hi = [&](int s) { return s < 0 ? 0 : (s == stages - 1 ? n : node.b_hi[s]); };
     for (StageIdx s = 0; s + 1 < stages; ++s) {
-      lo[formulation_.b[s]] = node.b_lo[s];
-      hi[formulation_.b[s]] = node.b_hi[s];
+      lo[formulation_->b[s]] = node.b_lo[s];
+      hi[formulation_->b[s]] = node.b_hi[s];
     }
     for (StageIdx s = 0; s < stages; ++s) {
       bool any = false;
@@ -154,12 +186,12 @@ class Search {
         const int start_lo = std::max({c.start_min, b_lo(s - 1), b_lo(s) - c.length});
         const int start_hi = std::min({c.start_max, b_hi(s - 1), b_hi(s) - c.length});
         const bool allowed = k >= node.k_lo[s] && k < node.k_hi[s] && start_lo <= start_hi;
-        if (!allowed) hi[formulation_.x[s][k]] = 0;
+        if (!allowed) hi[formulation_->x[s][k]] = 0;
         any = any || allowed;
       }
       if (!any) return false;
     }
-    lp_.SetColumnBounds(lo, hi);
+    lp_->SetColumnBounds(lo, hi);
     return true;
   }
 
@@ -167,7 +199,7 @@ class Search {
   bool SolveRelaxation(double& bound, std::vector<double>& x) {
     for (int round = 0; round < kMaxCutRounds; ++round) {
       ++result_.lp_solves;
-      const LpSolver::Status status = lp_.Solve(deadline_);
+      const LpSolver::Status status = lp_->Solve(deadline_);
       if (status == LpSolver::Status::kInfeasible) return false;
       if (status == LpSolver::Status::kStopped) {
         lp_stopped_ = true;
@@ -177,8 +209,8 @@ class Search {
         lp_error_ = true;
         return false;
       }
-      x = lp_.solution();
-      bound = x[formulation_.t];
+      x = lp_->solution();
+      bound = x[formulation_->t];
       // Any T is a valid bound: stop cutting when out of time.
       if (deadline_.Expired() || !AddViolatedCut(x, bound)) return true;
     }
@@ -189,7 +221,7 @@ class Search {
   // not a cut yet. False when none was added. (Adding the longest path to every rank's end each
   // round was measured slower: more rows, no fewer nodes.)
   bool AddViolatedCut(const std::vector<double>& x, double t) {
-    const Durations<double> d = RelaxedDurations(formulation_, x);
+    const Durations<double> d = RelaxedDurations(*formulation_, x);
     const Timing<double> timing = TimeSchedule(schedule_, d, /*record_binding=*/true);
     if (timing.iteration <= t + 1e-9 * std::max(1.0, t)) return false;
     const PathCoefficients path = CriticalPath(schedule_, d, timing, timing.last_rank);
@@ -200,10 +232,10 @@ class Search {
     key.push_back(path.update_rank);
     const std::int64_t key_bytes = static_cast<std::int64_t>(key.size() * sizeof(int) + 64);
     if (!cut_keys_.insert(key).second) return false;  // already a cut: numerical noise only
-    const LinearRow cut = PathCut(formulation_, path, static_cast<int>(result_.cuts));
+    const LinearRow cut = PathCut(*formulation_, path, static_cast<int>(result_.cuts));
     // Our key, and CLP's copy of the row (index and value per term).
     held_bytes_ += key_bytes + static_cast<std::int64_t>(cut.terms.size() * (sizeof(int) + sizeof(double)));
-    lp_.AddRow(cut);
+    lp_->AddRow(cut);
     ++result_.cuts;
     return true;
   }
@@ -217,7 +249,7 @@ class Search {
     if (node.depth == 0 || use_family_) {
       // At the root at most half the time left, so that the relaxation gets its share.
       const Deadline share = node.depth == 0 ? deadline_.Share(0.5) : deadline_;
-      family = family_.Bound(node.b_lo, node.b_hi, node.k_lo, node.k_hi, share) / formulation_.time_unit_ns;
+      family = family_->Bound(node.b_lo, node.b_hi, node.k_lo, node.k_hi, share) / time_unit_ns_;
       if (family == kInfinity || Pruned(family)) return;
     }
     double bound = 0;
@@ -236,7 +268,7 @@ class Search {
     int split = -1;
     double worst = kIntegral;
     for (StageIdx s = 0; s + 1 < stages; ++s) {
-      const double v = x[formulation_.b[s]];
+      const double v = x[formulation_->b[s]];
       const double frac = std::abs(v - std::round(v));
       if (frac > worst) {
         worst = frac;
@@ -244,7 +276,7 @@ class Search {
       }
     }
     if (split >= 0) {
-      const double v = x[formulation_.b[split]];
+      const double v = x[formulation_->b[split]];
       Node left = Child(node, bound), right = Child(node, bound);
       left.b_hi[split] = static_cast<int>(std::floor(v));
       right.b_lo[split] = static_cast<int>(std::ceil(v));
@@ -257,7 +289,7 @@ class Search {
     for (StageIdx s = 0; s < stages; ++s) {
       int first = -1, last = -1;
       for (int k = 0; k < static_cast<int>(candidates_.per_stage[s].size()); ++k) {
-        if (x[formulation_.x[s][k]] > kIntegral) {
+        if (x[formulation_->x[s][k]] > kIntegral) {
           if (first < 0) first = k;
           last = k;
         }
@@ -273,7 +305,7 @@ class Search {
       }
     }
     // Integral: the relaxation's plan is this node's optimum once no path is longer than T.
-    const double value = Offer(PlanFromSolution(formulation_, problem_, candidates_, x), bound);
+    const double value = Offer(PlanFromSolution(*formulation_, problem_, candidates_, x), bound);
     if (value > bound * (1 + kOptimalityTolerance)) unresolved_ = std::min(unresolved_, bound);
   }
 
@@ -301,15 +333,15 @@ class Search {
     const int stages = problem_.pipeline.stages();
     const int n = problem_.num_layers();
     std::vector<int> end(stages);
-    for (StageIdx s = 0; s + 1 < stages; ++s) end[s] = static_cast<int>(std::lround(x[formulation_.b[s]]));
+    for (StageIdx s = 0; s + 1 < stages; ++s) end[s] = static_cast<int>(std::lround(x[formulation_->b[s]]));
     end[stages - 1] = n;
     for (StageIdx s = 0; s + 1 < stages; ++s) end[s] = std::clamp(end[s], (s == 0 ? 0 : end[s - 1]) + 1, n - stages + s + 1);
     std::vector<int> preferred(stages, -1);
     for (StageIdx s = 0; s < stages; ++s) {
       double best = kIntegral;
       for (std::size_t k = 0; k < candidates_.per_stage[s].size(); ++k) {
-        if (x[formulation_.x[s][k]] > best) {
-          best = x[formulation_.x[s][k]];
+        if (x[formulation_->x[s][k]] > best) {
+          best = x[formulation_->x[s][k]];
           preferred[s] = static_cast<int>(k);
         }
       }
@@ -331,7 +363,7 @@ class Search {
   double Offer(const Plan& plan, double relaxation_value) {
     Result<SimResult> sim = SimulatePlan(problem_, plan);
     if (!sim.ok() || !sim.value().fits) return kInfinity;
-    const double value = static_cast<double>(sim.value().iteration_ns) / formulation_.time_unit_ns;
+    const double value = static_cast<double>(sim.value().iteration_ns) / time_unit_ns_;
     if (!has_plan_ || value < best_value_) {
       has_plan_ = true;
       best_value_ = value;
@@ -354,8 +386,8 @@ class Search {
     if (has_plan_) {
       r.plan = best_plan_;
       r.iteration_ns = best_iteration_ns_;
-      r.objective_ns = best_objective_ * formulation_.time_unit_ns;
-      r.bound_ns = bound >= best_value_ ? static_cast<double>(best_iteration_ns_) : bound * formulation_.time_unit_ns;
+      r.objective_ns = best_objective_ * time_unit_ns_;
+      r.bound_ns = bound >= best_value_ ? static_cast<double>(best_iteration_ns_) : bound * time_unit_ns_;
       r.gap = (static_cast<double>(r.iteration_ns) - r.bound_ns) / static_cast<double>(r.iteration_ns);
       if (r.gap < kOptimalityTolerance) {
         r.gap = std::max(0.0, r.gap);
@@ -365,7 +397,7 @@ class Search {
       }
     } else {
       r.status = bound == kInfinity ? PlanStatus::kInfeasible : PlanStatus::kNoPlan;
-      if (r.status == PlanStatus::kNoPlan) r.bound_ns = bound * formulation_.time_unit_ns;
+      if (r.status == PlanStatus::kNoPlan) r.bound_ns = bound * time_unit_ns_;
     }
     return r;
   }
@@ -374,13 +406,15 @@ class Search {
   const Candidates& candidates_;
   const Schedule& schedule_;
   const PlannerOptions& options_;
-  const Deadline deadline_;
+  Deadline deadline_;  // once the relaxation is built, less the time to free it
   const std::string deadline_name_;
   std::chrono::steady_clock::time_point began_;
-  Formulation formulation_;
-  LpSolver lp_;
+  std::optional<Formulation> formulation_;  // built after the first plans (BuildRelaxation)
+  std::unique_ptr<LpSolver> lp_;
   PlanBuilder builder_;
-  FamilyBound family_;
+  std::optional<FamilyBound> family_;
+  const double time_unit_ns_;
+  const double t_floor_;  // the rank-load bound (g), in time units
   std::int64_t held_bytes_ = 0;  // open nodes and cuts, against the memory budget
   bool lp_stopped_ = false;
   std::set<std::vector<int>> cut_keys_;
