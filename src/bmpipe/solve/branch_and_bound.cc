@@ -4,9 +4,9 @@
 #include <chrono>
 #include <cmath>
 #include <cstdint>
-#include <queue>
 #include <memory>
 #include <optional>
+#include <queue>
 #include <set>
 
 #include <fmt/format.h>
@@ -78,8 +78,8 @@ class Search {
       }
       if (deadline_.Expired()) break;
     }
-    if (options_.node_limit == 0) {
-      result_.stopped_by = "node limit 0";
+    if (deadline_.Expired() || options_.node_limit == 0) {
+      result_.stopped_by = deadline_.Expired() ? deadline_name_ : "node limit 0";
       return Finish(t_floor_);
     }
     if (!BuildRelaxation()) return Finish(t_floor_);
