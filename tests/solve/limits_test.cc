@@ -3,6 +3,7 @@
 // plan with a proven bound, "no plan", or TooLarge.
 #include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -167,6 +168,23 @@ TEST(Limits, AStopFlagReturnsTheBestPlanSoFar) {
     EXPECT_FALSE(r.value().stopped_by.empty());
   }
   EXPECT_EQ(r.value().nodes, 1);  // stopped after the node that reported
+}
+
+// In a framework's space (here: every layer on its second option), a run stopped before any plan
+// still returns the quick plan, one the space contains.
+TEST(Limits, AStoppedRunInARestrictedSpaceReturnsAQuickPlanOfThatSpace) {
+  Problem p = testing::UniformProblem(ScheduleKind::kOneFOneB, 4, 1, 8, 32, 10'000'000, 20'000'000);
+  for (Layer& layer : p.layers) layer.options.push_back(LayerOption{"full", 10'000'000, 20'000'000, 10'000'000, 0, 0});
+  PlannerOptions options;
+  options.space.families = {std::vector<std::uint16_t>(p.layers.size(), 1u << 1)};
+  options.deadline = Deadline::In(0);
+  const Result<PlannerResult> r = PlanPipeline(p, options);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  ASSERT_EQ(r.value().status, PlanStatus::kFeasible);
+  ExpectSimulatedPlan(p, r.value());
+  EXPECT_TRUE(options.space.Contains(r.value().plan));
+  for (OptionIdx o : r.value().plan.option) EXPECT_EQ(o, 1);
+  EXPECT_NE(r.value().stopped_by.find("the quick one"), std::string::npos) << r.value().stopped_by;
 }
 
 TEST(Limits, CbcRefusesTimeIndexedProgramsTooLargeForIt) {

@@ -1,5 +1,6 @@
 #include "bmpipe/io/progress_printer.h"
 
+#include <algorithm>
 #include <ostream>
 
 #include <fmt/format.h>
@@ -56,16 +57,33 @@ ProgressPrinter::ProgressPrinter(std::ostream& out, ProgressMode mode, std::stri
       command_(std::move(command)),
       quiet_s_(quiet_s),
       interval_s_(interval_s),
-      began_(Clock::now()) {}
+      began_(Clock::now()) {
+  if (mode_ == ProgressMode::kNone) return;
+  // Shows the latest report again as time passes, so that a long phase that reports nothing (a
+  // local search, candidate generation) still shows the command alive, its elapsed time moving.
+  ticker_ = std::thread([this] {
+    std::unique_lock<std::mutex> guard(lock_);
+    const auto tick = std::chrono::duration<double>(mode_ == ProgressMode::kBar ? kBarIntervalS : std::max(0.1, interval_s_));
+    while (!finished_) {
+      wake_.wait_for(guard, tick);
+      if (!finished_ && latest_) Show(*latest_);
+    }
+  });
+}
 
 ProgressPrinter::~ProgressPrinter() { Finish(); }
 
 void ProgressPrinter::Report(const Progress& p) {
   if (mode_ == ProgressMode::kNone) return;
-  const double elapsed = std::chrono::duration<double>(Clock::now() - began_).count();
-  if (elapsed < quiet_s_) return;
   std::lock_guard<std::mutex> guard(lock_);
   if (finished_) return;
+  latest_ = p;
+  Show(p);
+}
+
+void ProgressPrinter::Show(const Progress& p) {
+  const double elapsed = std::chrono::duration<double>(Clock::now() - began_).count();
+  if (elapsed < quiet_s_) return;
   const double since = shown_at_ < 0 ? 1e300 : elapsed - shown_at_;
   std::string content = Content(p);
   if (mode_ == ProgressMode::kBar) {
@@ -89,10 +107,14 @@ ProgressSink ProgressPrinter::Sink() {
 }
 
 void ProgressPrinter::Finish() {
-  std::lock_guard<std::mutex> guard(lock_);
-  if (finished_) return;
-  finished_ = true;
-  if (mode_ == ProgressMode::kBar && bar_width_ > 0) out_ << '\r' << std::string(bar_width_, ' ') << '\r' << std::flush;
+  {
+    std::lock_guard<std::mutex> guard(lock_);
+    if (finished_) return;
+    finished_ = true;
+    if (mode_ == ProgressMode::kBar && bar_width_ > 0) out_ << '\r' << std::string(bar_width_, ' ') << '\r' << std::flush;
+  }
+  wake_.notify_all();
+  if (ticker_.joinable()) ticker_.join();
 }
 
 }  // namespace bmpipe

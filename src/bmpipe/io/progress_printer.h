@@ -4,9 +4,12 @@
 #pragma once
 
 #include <chrono>
+#include <condition_variable>
 #include <iosfwd>
 #include <mutex>
+#include <optional>
 #include <string>
+#include <thread>
 
 #include "bmpipe/core/progress.h"
 
@@ -34,7 +37,7 @@ class ProgressPrinter {
   using Clock = std::chrono::steady_clock;
   // `command`: "plan", "compare", "search". Shows nothing before `quiet_s`, then a bar at most
   // every 0.1 s or a line at most every `interval_s` (and only when something changed, or every
-  // 10 s).
+  // 10 s). A thread of its own shows the latest report again as time passes (not with kNone).
   ProgressPrinter(std::ostream& out, ProgressMode mode, std::string command, double quiet_s = 1,
                   double interval_s = 1);
   ~ProgressPrinter();  // Finish()
@@ -45,10 +48,12 @@ class ProgressPrinter {
   void Report(const Progress& p);
   // A sink that reports here (the printer must outlive it); empty when the mode is kNone.
   ProgressSink Sink();
-  // Clears the bar; nothing is printed after.
+  // Clears the bar and stops the thread; nothing is printed after.
   void Finish();
 
  private:
+  void Show(const Progress& p);  // with lock_ held
+
   std::ostream& out_;
   ProgressMode mode_;
   std::string command_;
@@ -59,6 +64,9 @@ class ProgressPrinter {
   std::string shown_;     // what it showed (without the elapsed time), to tell a change
   std::size_t bar_width_ = 0;
   bool finished_ = false;
+  std::optional<Progress> latest_;
+  std::condition_variable wake_;
+  std::thread ticker_;
 };
 
 }  // namespace bmpipe

@@ -195,8 +195,9 @@ class Search {
     return true;
   }
 
-  // Solves the node's relaxation, adding violated path cuts. False when infeasible.
-  bool SolveRelaxation(double& bound, std::vector<double>& x) {
+  // Solves the node's relaxation, adding violated path cuts. False when infeasible. At the root,
+  // each round's value is a bound on the whole problem: reported.
+  bool SolveRelaxation(double& bound, std::vector<double>& x, bool root) {
     for (int round = 0; round < kMaxCutRounds; ++round) {
       ++result_.lp_solves;
       const LpSolver::Status status = lp_->Solve(deadline_);
@@ -211,6 +212,7 @@ class Search {
       }
       x = lp_->solution();
       bound = x[formulation_->t];
+      if (root) Report("root bound", std::max(bound, t_floor_));
       // Any T is a valid bound: stop cutting when out of time.
       if (deadline_.Expired() || !AddViolatedCut(x, bound)) return true;
     }
@@ -254,7 +256,7 @@ class Search {
     }
     double bound = 0;
     std::vector<double> x;
-    if (!SolveRelaxation(bound, x)) {
+    if (!SolveRelaxation(bound, x, node.depth == 0)) {
       if (lp_error_ || lp_stopped_) unresolved_ = std::min(unresolved_, node.bound);  // not proven empty
       return;
     }

@@ -201,10 +201,10 @@ Result<PlannerResult> PlanPipeline(const Problem& problem, const PlannerOptions&
   auto report = [&](const char* phase) {
     if (options.progress) options.progress(Progress{phase});
   };
-  // The quick plan first (one option on every layer, rarely in a restricted space: not there).
+  // The quick plan first (one option on every layer, among those the space contains).
   report("quick plan");
-  const std::optional<QuickPlan> quick =
-      options.space.unrestricted() ? FindQuickPlan(problem, schedule, deadline.Share(kQuickPlanShare)) : std::nullopt;
+  const std::optional<QuickPlan> quick = FindQuickPlan(problem, schedule, deadline.Share(kQuickPlanShare),
+                                                       options.space.unrestricted() ? nullptr : &options.space);
   if (options.progress) options.progress(Progress{"candidate blocks", quick ? ToSeconds(quick->iteration_ns) : -1});
   CandidateLimits limits;
   limits.deadline = deadline;

@@ -6,14 +6,16 @@
 
 namespace bmpipe {
 
-std::optional<QuickPlan> FindQuickPlan(const Problem& problem, const Schedule& schedule, const Deadline& deadline) {
+std::optional<QuickPlan> FindQuickPlan(const Problem& problem, const Schedule& schedule, const Deadline& deadline,
+                                       const StageSpace* space) {
   const int n = problem.num_layers();
   const int stages = problem.pipeline.stages();
   std::size_t most = 1;
   for (const Layer& layer : problem.layers) most = std::max(most, layer.options.size());
   std::optional<QuickPlan> best;
+  bool tried = false;
   for (std::size_t o = 0; o < most; ++o) {
-    if (o > 0 && deadline.Expired()) break;
+    if (tried && deadline.Expired()) break;
     Plan plan;
     std::vector<double> prefix(1, 0);
     for (const Layer& layer : problem.layers) {
@@ -30,6 +32,8 @@ std::optional<QuickPlan> FindQuickPlan(const Problem& problem, const Schedule& s
       plan.stage_begin.push_back(cut);
     }
     plan.stage_begin.push_back(n);
+    if (space != nullptr && !space->Contains(plan)) continue;
+    tried = true;
     Result<SimResult> sim = Simulate(schedule, ComputeStageCosts(problem, plan), ComputeRankCosts(problem, plan),
                                      problem.memory_bytes);
     if (sim.ok() && sim.value().fits && (!best || sim.value().iteration_ns < best->iteration_ns)) {

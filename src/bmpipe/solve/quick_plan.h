@@ -10,6 +10,7 @@
 #include "bmpipe/problem/plan.h"
 #include "bmpipe/problem/problem.h"
 #include "bmpipe/schedule/schedule.h"
+#include "bmpipe/solve/candidates.h"
 
 namespace bmpipe {
 
@@ -18,9 +19,10 @@ struct QuickPlan {
   TimeNs iteration_ns = 0;  // simulated
 };
 
-// Nullopt when no such plan fits. The first option is always simulated; the others only while
+// Nullopt when no such plan fits. With `space`, only plans it contains (a framework's settings,
+// candidates.h) are tried. The first plan tried is always simulated; the others only while
 // `deadline` has not passed (one simulation each, O(stages x micro-batches)).
 std::optional<QuickPlan> FindQuickPlan(const Problem& problem, const Schedule& schedule,
-                                       const Deadline& deadline = Deadline::Never());
+                                       const Deadline& deadline = Deadline::Never(), const StageSpace* space = nullptr);
 
 }  // namespace bmpipe
