@@ -24,14 +24,11 @@ constexpr double kQuickPlanShare = 0.1;
 // per op (2 x stages x micro-batches), and CBC holds several copies.
 constexpr long kMaxCbcOps = 250'000;
 
-// CBC stops this long per candidate before the deadline, to free the integer program in time
-// (as branch and bound does: 1.5 us per column, measured on 332k columns), at most a quarter of
-// the time left.
-constexpr double kTeardownPerCandidateS = 1.5e-6;
-
+// CBC stops kFreeSecondsPerColumn per candidate before the deadline, to free the integer program
+// in time, at most a quarter of the time left.
 Deadline CbcDeadline(const Deadline& deadline, long candidates) {
   const double left = deadline.SecondsLeft();
-  return deadline.Earlier(Deadline::In(left - std::min(0.25 * left, kTeardownPerCandidateS * static_cast<double>(candidates))));
+  return deadline.Earlier(Deadline::In(left - std::min(0.25 * left, kFreeSecondsPerColumn * static_cast<double>(candidates))));
 }
 
 double SecondsSince(std::chrono::steady_clock::time_point t) {
