@@ -1,6 +1,7 @@
 #include "bmpipe/solve/family_bound.h"
 
 #include <algorithm>
+#include <functional>
 
 #include "bmpipe/sim/timing.h"
 #include "bmpipe/solve/linear_model.h"
@@ -8,21 +9,13 @@
 namespace bmpipe {
 namespace {
 
-constexpr double kSlowdowns[] = {1.1, 1e6};
-constexpr int kGroups = 2;
-
-// Per group: the sum of pi so far and the largest family member so far. Lower is better in all.
+// The state of the dynamic program, per group: the sum of pi so far and the largest member so
+// far; and the largest backward so far (for the cool-down group). Lower is better in all.
 struct State {
-  double pi[kGroups];
-  double worst[kGroups];
+  double pi[FamilyBound::kMaxGroups];
+  double worst[FamilyBound::kMaxGroups];
+  double max_backward;
 };
-
-bool Dominates(const State& a, const State& b) {
-  for (int g = 0; g < kGroups; ++g) {
-    if (a.pi[g] > b.pi[g] || a.worst[g] > b.worst[g]) return false;
-  }
-  return true;
-}
 
 // At most this many states per layer position: beyond, the rest are merged into one state that
 // takes the least of each number, which can only lower the bound (it stays valid).
@@ -32,33 +25,45 @@ constexpr std::size_t kMaxStates = 48;
 // deadline is polled between them) and memory stays small.
 constexpr std::size_t kPruneAt = std::size_t{1} << 15;
 
+// The most op timings the cool-down group may take (it times the schedule once per pair of
+// stages): beyond, it is left out.
+constexpr double kMaxCoolDownOpTimings = 4e7;
+
+bool Dominates(const State& a, const State& b, int groups) {
+  for (int g = 0; g < groups; ++g) {
+    if (a.pi[g] > b.pi[g] || a.worst[g] > b.worst[g]) return false;
+  }
+  return a.max_backward <= b.max_backward;
+}
+
 // Keeps the states no kept state is at least as good as in every number, in sorted order, up to
 // kMaxStates - 1; everything after that is merged into one state taking the least of each number.
 // The cost is at most kMaxStates dominance checks per state.
-void Prune(std::vector<State>& states) {
-  std::sort(states.begin(), states.end(), [](const State& a, const State& b) {
-    for (int g = 0; g < kGroups; ++g) {
+void Prune(std::vector<State>& states, int groups) {
+  std::sort(states.begin(), states.end(), [groups](const State& a, const State& b) {
+    for (int g = 0; g < groups; ++g) {
       if (a.pi[g] != b.pi[g]) return a.pi[g] < b.pi[g];
     }
-    for (int g = 0; g < kGroups; ++g) {
+    for (int g = 0; g < groups; ++g) {
       if (a.worst[g] != b.worst[g]) return a.worst[g] < b.worst[g];
     }
-    return false;
+    return a.max_backward < b.max_backward;
   });
   std::vector<State> kept;
   bool merging = false;
   State merged{};
   for (const State& s : states) {
     if (merging) {
-      for (int g = 0; g < kGroups; ++g) {
+      for (int g = 0; g < groups; ++g) {
         merged.pi[g] = std::min(merged.pi[g], s.pi[g]);
         merged.worst[g] = std::min(merged.worst[g], s.worst[g]);
       }
+      merged.max_backward = std::min(merged.max_backward, s.max_backward);
       continue;
     }
     bool dominated = false;
     for (const State& k : kept) {
-      if (Dominates(k, s)) {
+      if (Dominates(k, s, groups)) {
         dominated = true;
         break;
       }
@@ -87,42 +92,110 @@ FamilyBound::FamilyBound(const Problem& problem, const Candidates& candidates, c
     available_ = false;
     return;
   }
-  for (double slowdown : kSlowdowns) {
+  // The critical path of the durations `shape` sets on unit ones (forward 1, backward `backward`).
+  auto path_of = [&](double backward, const std::function<void(Durations<double>&)>& shape) {
+    Durations<double> d;
+    d.forward.assign(stages, 1);
+    d.backward.assign(stages, backward);
+    d.p2p_out.assign(stages, 0);
+    d.rank_update.assign(p.ranks, 0);
+    shape(d);
+    const Timing<double> timing = TimeSchedule(schedule, d, /*record_binding=*/true);
+    return CriticalPath(schedule, d, timing, timing.last_rank);
+  };
+  auto weights = [&](const PathCoefficients& path, StageIdx s) {
+    return Weights{static_cast<double>(path.forward[s]), static_cast<double>(path.backward[s]),
+                   s + 1 < stages ? static_cast<double>(path.hops[s]) : 0.0};
+  };
+  auto lower = [](Weights& into, const Weights& w) {
+    into.forward = std::min(into.forward, w.forward);
+    into.backward = std::min(into.backward, w.backward);
+    into.p2p = std::min(into.p2p, w.p2p);
+  };
+  auto empty_group = [&] {
     Group group;
     group.before.assign(stages, {kInfinity, kInfinity, kInfinity});
     group.after.assign(stages, {kInfinity, kInfinity, kInfinity});
-    group.at.resize(stages);
-    for (StageIdx target = 0; target < stages; ++target) {
-      if (deadline.Expired()) {
-        available_ = false;
-        return;
-      }
-      Durations<double> d;
-      d.forward.assign(stages, 1);
-      d.backward.assign(stages, 1);
-      d.p2p_out.assign(stages, 0);
-      d.rank_update.assign(p.ranks, 0);
-      d.forward[target] = d.backward[target] = slowdown;
-      const Timing<double> timing = TimeSchedule(schedule, d, /*record_binding=*/true);
-      const PathCoefficients path = CriticalPath(schedule, d, timing, timing.last_rank);
-      for (StageIdx s = 0; s < stages; ++s) {
-        const Weights w{static_cast<double>(path.forward[s]), static_cast<double>(path.backward[s]),
-                        s + 1 < stages ? static_cast<double>(path.hops[s]) : 0.0};
-        if (s == target) {
-          group.at[s] = w;
-          continue;
-        }
-        Weights& into = s < target ? group.before[s] : group.after[s];
-        into.forward = std::min(into.forward, w.forward);
-        into.backward = std::min(into.backward, w.backward);
-        into.p2p = std::min(into.p2p, w.p2p);
-      }
-    }
+    group.at.assign(stages, {kInfinity, kInfinity, kInfinity});
+    return group;
+  };
+  auto finish = [&](Group& group) {
     // The last stage is never before s*, the first never after it.
     group.before[stages - 1] = {0, 0, 0};
     group.after[0] = {0, 0, 0};
     groups_.push_back(std::move(group));
+  };
+  // Single-bottleneck groups: stage s* slower in forward and backward (mildly, or so much that its
+  // rank's own ops are the path), or in its backward only (its cool-down is then on the path).
+  struct Slowdown {
+    double forward, backward;
+  };
+  for (const Slowdown slowdown : {Slowdown{1.1, 1.1}, Slowdown{1e6, 1e6}, Slowdown{1, 1.5}}) {
+    Group group = empty_group();
+    for (StageIdx target = 0; target < stages; ++target) {
+      if (deadline.Expired()) break;
+      const PathCoefficients path = path_of(1, [&](Durations<double>& d) {
+        d.forward[target] = slowdown.forward;
+        d.backward[target] = slowdown.backward;
+      });
+      for (StageIdx s = 0; s < stages; ++s) {
+        lower(s < target ? group.before[s] : s == target ? group.at[s] : group.after[s], weights(path, s));
+      }
+      if (target + 1 == stages) finish(group);
+    }
   }
+  // The cool-down group: stage a* the bottleneck of the steady state, and an earlier stage c whose
+  // backward is the slowest, so that the backwards left after a*'s steady state queue at c. Its
+  // member (a*, c) is lowered to: before-a* classes, a*'s class, after-a* classes, plus
+  // cool[a*] times c's backward, where cool[a*] is the least excess of c's backward coefficient over
+  // its before-class over the c < a*. The dynamic program takes the c with the largest backward.
+  const double op_timings = 0.5 * stages * stages * static_cast<double>(schedule.num_op_ids());
+  if (groups_.size() == 3 && stages >= 3 && op_timings <= kMaxCoolDownOpTimings) {
+    Group group = empty_group();
+    // excess_backward[a][c]: c's backward coefficient in member (a, c).
+    std::vector<std::vector<double>> backward_of(stages, std::vector<double>(stages, 0));
+    bool complete = true;
+    for (StageIdx a = 0; a < stages && complete; ++a) {
+      for (StageIdx c = a == 0 ? -1 : 0; c < a; ++c) {
+        if (deadline.Expired()) {
+          complete = false;
+          break;
+        }
+        const PathCoefficients path = path_of(2, [&](Durations<double>& d) {
+          d.forward[a] = 1.6;
+          d.backward[a] = 2.3;
+          if (c >= 0) {
+            d.forward[c] = 0.01;
+            d.backward[c] = 3.5;
+          }
+        });
+        for (StageIdx s = 0; s < stages; ++s) {
+          Weights w = weights(path, s);
+          if (s == c) {
+            backward_of[a][c] = w.backward;
+            w.backward = kInfinity;  // c's backward is priced by cool[a], not its before class
+          }
+          lower(s < a ? group.before[s] : s == a ? group.at[s] : group.after[s], w);
+        }
+      }
+    }
+    if (complete) {
+      // (A stage that is c in every member it is before: no before class of its own backward.)
+      for (StageIdx s = 0; s + 1 < stages; ++s) {
+        if (group.before[s].backward == kInfinity) group.before[s].backward = 0;
+      }
+      group.cool.assign(stages, 0);
+      for (StageIdx a = 1; a < stages; ++a) {
+        double least = kInfinity;
+        for (StageIdx c = 0; c < a; ++c) least = std::min(least, backward_of[a][c] - group.before[c].backward);
+        // A negative excess would make a smaller backward price more: such an a* has no member.
+        group.cool[a] = least >= 0 ? least : -1;
+      }
+      finish(group);
+      has_cool_ = true;
+    }
+  }
+  available_ = !groups_.empty();
 }
 
 double FamilyBound::Bound(const std::vector<int>& end_lo, const std::vector<int>& end_hi,
@@ -131,17 +204,19 @@ double FamilyBound::Bound(const std::vector<int>& end_lo, const std::vector<int>
   DeadlinePoll poll(deadline);
   const int stages = problem_.pipeline.stages();
   const int n = problem_.num_layers();
+  const int groups = static_cast<int>(groups_.size());
   auto cost = [](const Weights& w, const Candidate& c) {
     return w.forward * static_cast<double>(c.cost.forward_ns) + w.backward * static_cast<double>(c.cost.backward_ns) +
            w.p2p * static_cast<double>(c.cost.p2p_out_ns);
   };
   // states[e]: the states of plans whose stages so far end at layer e.
   std::vector<std::vector<State>> states(n + 1), next(n + 1);
-  State initial;
-  for (int g = 0; g < kGroups; ++g) {
+  State initial{};
+  for (int g = 0; g < groups; ++g) {
     initial.pi[g] = 0;
     initial.worst[g] = -kInfinity;
   }
+  initial.max_backward = 0;
   states[0].push_back(initial);
   for (StageIdx s = 0; s < stages; ++s) {
     const int lo = s + 1 < stages ? end_lo[s] : n;
@@ -154,33 +229,37 @@ double FamilyBound::Bound(const std::vector<int>& end_lo, const std::vector<int>
         const Candidate& c = candidates_.per_stage[s][k];
         const int end = start + c.length;
         if (start < c.start_min || start > c.start_max || end < lo || end > hi) continue;
-        double pi[kGroups], beta[kGroups], sigma[kGroups];
-        for (int g = 0; g < kGroups; ++g) {
+        double pi[kMaxGroups], beta[kMaxGroups], sigma[kMaxGroups], cool[kMaxGroups];
+        for (int g = 0; g < groups; ++g) {
           pi[g] = cost(groups_[g].before[s], c);
           beta[g] = cost(groups_[g].at[s], c);
           sigma[g] = cost(groups_[g].after[s], c);
+          cool[g] = groups_[g].cool.empty() ? 0 : groups_[g].cool[s];  // -1: no member at s
         }
+        const double backward = static_cast<double>(c.cost.backward_ns);
         for (const State& st : states[start]) {
           State n2;
-          for (int g = 0; g < kGroups; ++g) {
+          for (int g = 0; g < groups; ++g) {
             n2.pi[g] = st.pi[g] + pi[g];
-            n2.worst[g] = std::max(st.worst[g] + sigma[g], st.pi[g] + beta[g]);
+            n2.worst[g] = st.worst[g] + sigma[g];
+            if (cool[g] >= 0) n2.worst[g] = std::max(n2.worst[g], st.pi[g] + beta[g] + cool[g] * st.max_backward);
           }
+          n2.max_backward = has_cool_ ? std::max(st.max_backward, backward) : 0;
           next[end].push_back(n2);
         }
-        if (next[end].size() >= kPruneAt) Prune(next[end]);
+        if (next[end].size() >= kPruneAt) Prune(next[end], groups);
       }
     }
     for (int e = 0; e <= n; ++e) {
       if (deadline.Expired()) return 0;
-      Prune(next[e]);
+      Prune(next[e], groups);
       states[e].swap(next[e]);
     }
   }
   double best = kInfinity;
   for (const State& st : states[n]) {
     double worst = -kInfinity;
-    for (int g = 0; g < kGroups; ++g) worst = std::max(worst, st.worst[g]);
+    for (int g = 0; g < groups; ++g) worst = std::max(worst, st.worst[g]);
     best = std::min(best, worst);
   }
   return best;

@@ -1,20 +1,31 @@
 // A lower bound on the iteration time that is exact over the integers for a family of paths, for
 // branch and bound to use beside its linear relaxation.
 //
-// The family has, for every stage s* and every weight w in {1.1, 10^6}, one path of the
-// schedule: the critical path when stage s* takes w times as long as every other stage (found by
-// timing such durations). For 1F1B with w = 1.1 it is the critical path of plans with a mild
-// bottleneck at s* (stages before s* once, s* m - w_s* times, stages after twice); with w = 10^6
-// it runs all of rank s* (s* m times, stages before once). The paths of one weight are lowered
-// to three coefficient classes per stage i: before s* (pi_i, the least over the s* > i), at s*
-// (beta_i), after s* (sigma_i, the least over the s* < i). Lowering coefficients keeps every
-// member a lower bound on a real path, hence on the iteration time.
+// The family's members are critical paths of the schedule under durations that make one stage s*
+// (and, in the last group, one earlier stage c) stand out, found by timing such durations. Four
+// groups, each with one member per s*:
+//  - s* 1.1 times as slow in forward and backward: for 1F1B the critical path of plans with a mild
+//    bottleneck at s* (stages before s* once, s* m - w_s* + 1 times, stages after twice);
+//  - s* 10^6 times as slow: all of rank s*'s ops;
+//  - s* 1.5 times as slow in its backward only: its steady state, then its own cool-down;
+//  - the cool-down group: s* the steady state's bottleneck and an earlier stage c with the slowest
+//    backward, so that the backwards left when s*'s steady state ends queue at c (for 1F1B: c's
+//    backward w_s* times). With early stages recomputing to fit their in-flight activations,
+//    this is the optimum's critical path on long pipelines.
+// The members of a group are lowered to three coefficient classes per stage i: before s* (pi_i, the
+// least over the s* > i), at s* (beta_i), after s* (sigma_i, the least over the s* < i); in the
+// cool-down group c's backward is priced apart, as cool[s*] times the largest backward before s*,
+// where cool[s*] is the least excess of c's backward coefficient over its before class over the
+// c < s*. Lowering coefficients keeps every member a lower bound on a real path, hence on the
+// iteration time.
 //
 // The bound, min over plans of max over members, is computed exactly by a dynamic program over
-// stages whose state holds, per weight, the sum of pi so far and the largest member so far (with
-// the sigma of later stages added as they come); dominated states are dropped, and beyond 48
-// states per position the rest are merged into their componentwise minimum (a relaxation). Plans are
-// restricted to a branch-and-bound node's box of boundaries and candidates.
+// stages whose state holds, per group, the sum of pi so far and the largest member so far (with
+// the sigma of later stages added as they come), and the largest backward so far; dominated
+// states are dropped, and beyond 48 states per position the rest are merged into their
+// componentwise minimum (a relaxation). Plans are restricted to a branch-and-bound node's box of
+// boundaries and candidates. The cool-down group times the schedule once per pair of stages: it
+// is left out beyond 4e7 op timings.
 #pragma once
 
 #include <vector>
@@ -27,6 +38,8 @@ namespace bmpipe {
 
 class FamilyBound {
  public:
+  static constexpr int kMaxGroups = 4;
+
   // Times the schedule twice per stage; when `deadline` passes first, the bound is 0 (no
   // information) from then on.
   FamilyBound(const Problem& problem, const Candidates& candidates, const Schedule& schedule,
@@ -45,11 +58,15 @@ class FamilyBound {
   // Per weight group, per stage: the three coefficient classes.
   struct Group {
     std::vector<Weights> before, at, after;
+    // The cool-down group only: per stage a*, the coefficient of the largest backward before it
+    // (-1: no member at a*).
+    std::vector<double> cool;
   };
   const Problem& problem_;
   const Candidates& candidates_;
   std::vector<Group> groups_;
   bool available_ = true;
+  bool has_cool_ = false;
 };
 
 }  // namespace bmpipe
