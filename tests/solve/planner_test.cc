@@ -13,6 +13,7 @@
 #include "bmpipe/solve/benchmark_problem.h"
 #include "bmpipe/solve/family_bound.h"
 #include "bmpipe/solve/load_bound.h"
+#include "bmpipe/solve/local_search.h"
 #include "test_support.h"
 
 namespace bmpipe {
@@ -137,7 +138,7 @@ TEST(Planner, AgreesWithBruteForceAndCbcOnRandomSmallProblems) {
 // The family bound never exceeds the optimum (brute force), on every schedule.
 TEST(Planner, FamilyBoundIsALowerBound) {
   std::mt19937_64 rng(2718);
-  int tight = 0;
+  int tight = 0, with_plan = 0;
   for (int c = 0; c < 80; ++c) {
     const Problem problem = RandomPlannerProblem(rng);
     const PlannerResult brute = Plan(problem, PlannerKind::kBruteForce);
@@ -152,11 +153,20 @@ TEST(Planner, FamilyBoundIsALowerBound) {
       hi.push_back(n - stages + s + 1);
     }
     for (const auto& stage : candidates.per_stage) k_hi.push_back(static_cast<int>(stage.size()));
-    const double bound = family.Bound(lo, hi, k_lo, k_hi);
+    CandidatePlan plan;
+    const double bound = family.Bound(lo, hi, k_lo, k_hi, Deadline::Never(), &plan);
     EXPECT_LE(bound, static_cast<double>(brute.iteration_ns) * (1 + 1e-12)) << "case " << c;
     if (bound >= static_cast<double>(brute.iteration_ns) * (1 - 1e-9)) ++tight;
+    // The plan it reads back (none where the family is off: split backwards) is a real plan, no
+    // faster than the bound.
+    if (plan.end.empty()) continue;
+    ++with_plan;
+    ASSERT_EQ(plan.end.size(), static_cast<std::size_t>(stages)) << "case " << c;
+    const SimResult sim = SimulatePlan(problem, PlanBuilder(problem, candidates).ToPlan(plan)).value();
+    EXPECT_GE(static_cast<double>(sim.iteration_ns), bound * (1 - 1e-12)) << "case " << c;
   }
   EXPECT_GT(tight, 0);  // and it is sometimes exact
+  EXPECT_GT(with_plan, 10);
 }
 
 // On a 16-stage 1F1B pipeline where the early stages must recompute, the optimum's critical path
@@ -177,10 +187,18 @@ TEST(Planner, FamilyBoundSeesTheCoolDownOfAnEarlierStage) {
     hi.push_back(n - stages + s + 1);
   }
   for (const auto& stage : candidates.per_stage) k_hi.push_back(static_cast<int>(stage.size()));
-  const double bound = family.Bound(lo, hi, k_lo, k_hi);
+  CandidatePlan plan;
+  const double bound = family.Bound(lo, hi, k_lo, k_hi, Deadline::Never(), &plan);
   const double optimum = static_cast<double>(best.iteration_ns);
   EXPECT_LE(bound, optimum * (1 + 1e-12));
   EXPECT_GE(bound, optimum * 0.998);
+  // The plan of its minimum is a real plan, and here the optimum.
+  const PlanBuilder builder(problem, candidates);
+  ASSERT_EQ(plan.end.size(), static_cast<std::size_t>(stages));
+  EXPECT_TRUE(builder.Fits(plan));
+  const SimResult sim = SimulatePlan(problem, builder.ToPlan(plan)).value();
+  EXPECT_TRUE(sim.fits);
+  EXPECT_EQ(sim.iteration_ns, best.iteration_ns);
 }
 
 // The rank-load bound never exceeds the optimum (brute force), on every schedule.

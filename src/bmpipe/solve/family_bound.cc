@@ -4,6 +4,7 @@
 #include <functional>
 
 #include "bmpipe/sim/timing.h"
+#include "bmpipe/solve/local_search.h"
 #include "bmpipe/solve/linear_model.h"
 
 namespace bmpipe {
@@ -15,15 +16,18 @@ struct State {
   double pi[FamilyBound::kMaxGroups];
   double worst[FamilyBound::kMaxGroups];
   double max_backward;
+  // Where it came from, to read a plan back: its parent's index among the states ending at layer
+  // `from` one stage earlier, and the candidate taken. A merged state keeps its first state's, so
+  // the plan read back is real, but not always the minimum's.
+  int from = -1, parent = -1, choice = -1;
 };
 
-// At most this many states per layer position: beyond, the rest are merged into one state that
-// takes the least of each number, which can only lower the bound (it stays valid).
-constexpr std::size_t kMaxStates = 48;
-
-// A position's states are pruned as soon as they reach this many, so that no sort is long (the
-// deadline is polled between them) and memory stays small.
-constexpr std::size_t kPruneAt = std::size_t{1} << 15;
+// A position's states are pruned as soon as they reach this many times the cap (at least 256), so
+// that sorts stay short (the deadline is polled between them) and memory small: on the planning
+// benchmark, pruning at 256 instead of 32,768 halved the dynamic program's time (96 layers, 4 ranks
+// × 2 chunks: 3.8 → 1.7 s) and never lowered the bound.
+constexpr std::size_t kPruneAtTimesCap = 4;
+constexpr std::size_t kPruneAtLeast = 256;
 
 // The most op timings the cool-down group may take (it times the schedule once per pair of
 // stages): beyond, it is left out.
@@ -37,9 +41,9 @@ bool Dominates(const State& a, const State& b, int groups) {
 }
 
 // Keeps the states no kept state is at least as good as in every number, in sorted order, up to
-// kMaxStates - 1; everything after that is merged into one state taking the least of each number.
+// max_states - 1; everything after that is merged into one state taking the least of each number.
 // The cost is at most kMaxStates dominance checks per state.
-void Prune(std::vector<State>& states, int groups) {
+void Prune(std::vector<State>& states, int groups, std::size_t max_states) {
   std::sort(states.begin(), states.end(), [groups](const State& a, const State& b) {
     for (int g = 0; g < groups; ++g) {
       if (a.pi[g] != b.pi[g]) return a.pi[g] < b.pi[g];
@@ -69,7 +73,7 @@ void Prune(std::vector<State>& states, int groups) {
       }
     }
     if (dominated) continue;
-    if (kept.size() + 1 < kMaxStates) {
+    if (kept.size() + 1 < max_states) {
       kept.push_back(s);
     } else {
       merging = true;
@@ -126,15 +130,20 @@ FamilyBound::FamilyBound(const Problem& problem, const Candidates& candidates, c
     groups_.push_back(std::move(group));
   };
   // Single-bottleneck groups: stage s* slower in forward and backward (mildly, or so much that its
-  // rank's own ops are the path), or in its backward only (its cool-down is then on the path).
+  // rank's own ops are the path), or a backward-heavy s* (on forward 1, backward 2: its steady
+  // state is the slowest and its cool-down backwards outlast the round trips after it).
   struct Slowdown {
-    double forward, backward;
+    double base_backward, forward, backward;
   };
-  for (const Slowdown slowdown : {Slowdown{1.1, 1.1}, Slowdown{1e6, 1e6}, Slowdown{1, 1.5}}) {
+  // (The cool-down members are one chunk per rank's: with several, a rank's chunks are spread
+  // over the stage order, and the extra groups only made the dynamic program slower.)
+  const bool one_chunk = p.chunks == 1;
+  for (const Slowdown slowdown : {Slowdown{1, 1.1, 1.1}, Slowdown{1, 1e6, 1e6}, Slowdown{2, 0.01, 3.5}}) {
+    if (slowdown.base_backward == 2 && !one_chunk) break;
     Group group = empty_group();
     for (StageIdx target = 0; target < stages; ++target) {
       if (deadline.Expired()) break;
-      const PathCoefficients path = path_of(1, [&](Durations<double>& d) {
+      const PathCoefficients path = path_of(slowdown.base_backward, [&](Durations<double>& d) {
         d.forward[target] = slowdown.forward;
         d.backward[target] = slowdown.backward;
       });
@@ -150,7 +159,7 @@ FamilyBound::FamilyBound(const Problem& problem, const Candidates& candidates, c
   // cool[a*] times c's backward, where cool[a*] is the least excess of c's backward coefficient over
   // its before-class over the c < a*. The dynamic program takes the c with the largest backward.
   const double op_timings = 0.5 * stages * stages * static_cast<double>(schedule.num_op_ids());
-  if (groups_.size() == 3 && stages >= 3 && op_timings <= kMaxCoolDownOpTimings) {
+  if (one_chunk && groups_.size() == 3 && stages >= 3 && op_timings <= kMaxCoolDownOpTimings) {
     Group group = empty_group();
     // excess_backward[a][c]: c's backward coefficient in member (a, c).
     std::vector<std::vector<double>> backward_of(stages, std::vector<double>(stages, 0));
@@ -199,12 +208,15 @@ FamilyBound::FamilyBound(const Problem& problem, const Candidates& candidates, c
 }
 
 double FamilyBound::Bound(const std::vector<int>& end_lo, const std::vector<int>& end_hi,
-                          const std::vector<int>& k_lo, const std::vector<int>& k_hi, const Deadline& deadline) const {
+                          const std::vector<int>& k_lo, const std::vector<int>& k_hi, const Deadline& deadline,
+                          CandidatePlan* plan, std::size_t max_states) const {
+  if (plan != nullptr) *plan = {};
   if (!available_) return 0;
   DeadlinePoll poll(deadline);
   const int stages = problem_.pipeline.stages();
   const int n = problem_.num_layers();
   const int groups = static_cast<int>(groups_.size());
+  const std::size_t prune_at = std::max(kPruneAtLeast, kPruneAtTimesCap * max_states);
   auto cost = [](const Weights& w, const Candidate& c) {
     return w.forward * static_cast<double>(c.cost.forward_ns) + w.backward * static_cast<double>(c.cost.backward_ns) +
            w.p2p * static_cast<double>(c.cost.p2p_out_ns);
@@ -218,6 +230,11 @@ double FamilyBound::Bound(const std::vector<int>& end_lo, const std::vector<int>
   }
   initial.max_backward = 0;
   states[0].push_back(initial);
+  // With `plan`: per stage and end layer, where each of its states came from.
+  struct Link {
+    int from, parent, choice;
+  };
+  std::vector<std::vector<std::vector<Link>>> links;
   for (StageIdx s = 0; s < stages; ++s) {
     const int lo = s + 1 < stages ? end_lo[s] : n;
     const int hi = s + 1 < stages ? end_hi[s] : n;
@@ -237,8 +254,12 @@ double FamilyBound::Bound(const std::vector<int>& end_lo, const std::vector<int>
           cool[g] = groups_[g].cool.empty() ? 0 : groups_[g].cool[s];  // -1: no member at s
         }
         const double backward = static_cast<double>(c.cost.backward_ns);
-        for (const State& st : states[start]) {
+        for (std::size_t i = 0; i < states[start].size(); ++i) {
+          const State& st = states[start][i];
           State n2;
+          n2.from = start;
+          n2.parent = static_cast<int>(i);
+          n2.choice = k;
           for (int g = 0; g < groups; ++g) {
             n2.pi[g] = st.pi[g] + pi[g];
             n2.worst[g] = st.worst[g] + sigma[g];
@@ -247,20 +268,39 @@ double FamilyBound::Bound(const std::vector<int>& end_lo, const std::vector<int>
           n2.max_backward = has_cool_ ? std::max(st.max_backward, backward) : 0;
           next[end].push_back(n2);
         }
-        if (next[end].size() >= kPruneAt) Prune(next[end], groups);
+        if (next[end].size() >= prune_at) Prune(next[end], groups, max_states);
       }
     }
+    if (plan != nullptr) links.emplace_back(n + 1);
     for (int e = 0; e <= n; ++e) {
       if (deadline.Expired()) return 0;
-      Prune(next[e], groups);
+      Prune(next[e], groups, max_states);
       states[e].swap(next[e]);
+      if (plan != nullptr) {
+        for (const State& st : states[e]) links.back()[e].push_back({st.from, st.parent, st.choice});
+      }
     }
   }
   double best = kInfinity;
-  for (const State& st : states[n]) {
+  int best_index = -1;
+  for (std::size_t i = 0; i < states[n].size(); ++i) {
     double worst = -kInfinity;
-    for (int g = 0; g < groups; ++g) worst = std::max(worst, st.worst[g]);
-    best = std::min(best, worst);
+    for (int g = 0; g < groups; ++g) worst = std::max(worst, states[n][i].worst[g]);
+    if (worst < best) {
+      best = worst;
+      best_index = static_cast<int>(i);
+    }
+  }
+  if (plan != nullptr && best_index >= 0) {
+    plan->end.assign(stages, n);
+    plan->choice.assign(stages, -1);
+    Link link = links[stages - 1][n][best_index];
+    for (StageIdx s = stages - 1; s >= 0; --s) {
+      plan->choice[s] = link.choice;
+      if (s == 0) break;
+      plan->end[s - 1] = link.from;
+      link = links[s - 1][link.from][link.parent];
+    }
   }
   return best;
 }
