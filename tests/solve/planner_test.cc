@@ -135,6 +135,19 @@ TEST(Planner, AgreesWithBruteForceAndCbcOnRandomSmallProblems) {
   EXPECT_EQ(proven.size(), std::size(kSchedules));
 }
 
+// The family bound over every plan (branch and bound's root box), and the plan it reads back.
+double RootFamilyBound(const Problem& problem, const Candidates& candidates, const FamilyBound& family,
+                       CandidatePlan* plan) {
+  const int stages = problem.pipeline.stages(), n = problem.num_layers();
+  std::vector<int> lo, hi, k_lo(stages, 0), k_hi;
+  for (StageIdx s = 0; s + 1 < stages; ++s) {
+    lo.push_back(s + 1);
+    hi.push_back(n - stages + s + 1);
+  }
+  for (const auto& stage : candidates.per_stage) k_hi.push_back(static_cast<int>(stage.size()));
+  return family.Bound(lo, hi, k_lo, k_hi, Deadline::Never(), plan);
+}
+
 // The family bound never exceeds the optimum (brute force), on every schedule.
 TEST(Planner, FamilyBoundIsALowerBound) {
   std::mt19937_64 rng(2718);
@@ -146,15 +159,9 @@ TEST(Planner, FamilyBoundIsALowerBound) {
     const Schedule schedule = Schedule(problem.pipeline);
     const Candidates candidates = GenerateCandidates(problem, schedule);
     const FamilyBound family(problem, candidates, schedule);
-    const int stages = problem.pipeline.stages(), n = problem.num_layers();
-    std::vector<int> lo, hi, k_lo(stages, 0), k_hi;
-    for (StageIdx s = 0; s + 1 < stages; ++s) {
-      lo.push_back(s + 1);
-      hi.push_back(n - stages + s + 1);
-    }
-    for (const auto& stage : candidates.per_stage) k_hi.push_back(static_cast<int>(stage.size()));
+    const int stages = problem.pipeline.stages();
     CandidatePlan plan;
-    const double bound = family.Bound(lo, hi, k_lo, k_hi, Deadline::Never(), &plan);
+    const double bound = RootFamilyBound(problem, candidates, family, &plan);
     EXPECT_LE(bound, static_cast<double>(brute.iteration_ns) * (1 + 1e-12)) << "case " << c;
     if (bound >= static_cast<double>(brute.iteration_ns) * (1 - 1e-9)) ++tight;
     // The plan it reads back (none where the family is off: split backwards) is a real plan, no
@@ -180,15 +187,9 @@ TEST(Planner, FamilyBoundSeesTheCoolDownOfAnEarlierStage) {
   const Schedule schedule(problem.pipeline);
   const Candidates candidates = GenerateCandidates(problem, schedule);
   const FamilyBound family(problem, candidates, schedule);
-  const int stages = problem.pipeline.stages(), n = problem.num_layers();
-  std::vector<int> lo, hi, k_lo(stages, 0), k_hi;
-  for (StageIdx s = 0; s + 1 < stages; ++s) {
-    lo.push_back(s + 1);
-    hi.push_back(n - stages + s + 1);
-  }
-  for (const auto& stage : candidates.per_stage) k_hi.push_back(static_cast<int>(stage.size()));
+  const int stages = problem.pipeline.stages();
   CandidatePlan plan;
-  const double bound = family.Bound(lo, hi, k_lo, k_hi, Deadline::Never(), &plan);
+  const double bound = RootFamilyBound(problem, candidates, family, &plan);
   const double optimum = static_cast<double>(best.iteration_ns);
   EXPECT_LE(bound, optimum * (1 + 1e-12));
   EXPECT_GE(bound, optimum * 0.998);
