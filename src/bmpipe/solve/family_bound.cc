@@ -4,7 +4,6 @@
 #include <functional>
 
 #include "bmpipe/sim/timing.h"
-#include "bmpipe/solve/local_search.h"
 #include "bmpipe/solve/linear_model.h"
 
 namespace bmpipe {
@@ -42,7 +41,7 @@ bool Dominates(const State& a, const State& b, int groups) {
 
 // Keeps the states no kept state is at least as good as in every number, in sorted order, up to
 // max_states - 1; everything after that is merged into one state taking the least of each number.
-// The cost is at most kMaxStates dominance checks per state.
+// The cost is at most max_states dominance checks per state.
 void Prune(std::vector<State>& states, int groups, std::size_t max_states) {
   std::sort(states.begin(), states.end(), [groups](const State& a, const State& b) {
     for (int g = 0; g < groups; ++g) {
@@ -132,14 +131,16 @@ FamilyBound::FamilyBound(const Problem& problem, const Candidates& candidates, c
   // Single-bottleneck groups: stage s* slower in forward and backward (mildly, or so much that its
   // rank's own ops are the path), or a backward-heavy s* (on forward 1, backward 2: its steady
   // state is the slowest and its cool-down backwards outlast the round trips after it).
-  struct Slowdown {
-    double base_backward, forward, backward;
-  };
   // (The cool-down members are one chunk per rank's: with several, a rank's chunks are spread
   // over the stage order, and the extra groups only made the dynamic program slower.)
+  struct Slowdown {
+    double base_backward, forward, backward;
+    bool one_chunk_only;
+  };
   const bool one_chunk = p.chunks == 1;
-  for (const Slowdown slowdown : {Slowdown{1, 1.1, 1.1}, Slowdown{1, 1e6, 1e6}, Slowdown{2, 0.01, 3.5}}) {
-    if (slowdown.base_backward == 2 && !one_chunk) break;
+  for (const Slowdown slowdown :
+       {Slowdown{1, 1.1, 1.1, false}, Slowdown{1, 1e6, 1e6, false}, Slowdown{2, 0.01, 3.5, true}}) {
+    if (slowdown.one_chunk_only && !one_chunk) break;
     Group group = empty_group();
     for (StageIdx target = 0; target < stages; ++target) {
       if (deadline.Expired()) break;
@@ -161,7 +162,7 @@ FamilyBound::FamilyBound(const Problem& problem, const Candidates& candidates, c
   const double op_timings = 0.5 * stages * stages * static_cast<double>(schedule.num_op_ids());
   if (one_chunk && groups_.size() == 3 && stages >= 3 && op_timings <= kMaxCoolDownOpTimings) {
     Group group = empty_group();
-    // excess_backward[a][c]: c's backward coefficient in member (a, c).
+    // backward_of[a][c]: c's backward coefficient in member (a, c).
     std::vector<std::vector<double>> backward_of(stages, std::vector<double>(stages, 0));
     bool complete = true;
     for (StageIdx a = 0; a < stages && complete; ++a) {
@@ -201,7 +202,6 @@ FamilyBound::FamilyBound(const Problem& problem, const Candidates& candidates, c
         group.cool[a] = least >= 0 ? least : -1;
       }
       finish(group);
-      has_cool_ = true;
     }
   }
   available_ = !groups_.empty();
@@ -217,6 +217,8 @@ double FamilyBound::Bound(const std::vector<int>& end_lo, const std::vector<int>
   const int n = problem_.num_layers();
   const int groups = static_cast<int>(groups_.size());
   const std::size_t prune_at = std::max(kPruneAtLeast, kPruneAtTimesCap * max_states);
+  // Only the cool-down group reads the largest backward; without it, it stays 0 (no state split).
+  const bool has_cool = std::any_of(groups_.begin(), groups_.end(), [](const Group& g) { return !g.cool.empty(); });
   auto cost = [](const Weights& w, const Candidate& c) {
     return w.forward * static_cast<double>(c.cost.forward_ns) + w.backward * static_cast<double>(c.cost.backward_ns) +
            w.p2p * static_cast<double>(c.cost.p2p_out_ns);
@@ -265,7 +267,7 @@ double FamilyBound::Bound(const std::vector<int>& end_lo, const std::vector<int>
             n2.worst[g] = st.worst[g] + sigma[g];
             if (cool[g] >= 0) n2.worst[g] = std::max(n2.worst[g], st.pi[g] + beta[g] + cool[g] * st.max_backward);
           }
-          n2.max_backward = has_cool_ ? std::max(st.max_backward, backward) : 0;
+          n2.max_backward = has_cool ? std::max(st.max_backward, backward) : 0;
           next[end].push_back(n2);
         }
         if (next[end].size() >= prune_at) Prune(next[end], groups, max_states);

@@ -77,7 +77,6 @@ class FamilyBound {
   const Candidates& candidates_;
   std::vector<Group> groups_;
   bool available_ = true;
-  bool has_cool_ = false;
 };
 
 }  // namespace bmpipe
