@@ -16,6 +16,7 @@
 #include "bmpipe/core/text.h"
 #include "bmpipe/cost/layer_ops.h"
 #include "bmpipe/cost/problem_builder.h"
+#include "bmpipe/cost/setup_reader.h"
 #include "bmpipe/io/builtin_example.h"
 #include "bmpipe/io/compare_report.h"
 #include "bmpipe/io/export.h"
@@ -153,20 +154,7 @@ Status ApplySetupWords(const SetupWords& w, TrainingSetup& setup) {
   setup.grad_dtype = ParseStateDtype(w.grad_dtype).value_or(StateDtype::kFp32);
   setup.optimizer_dtype = ParseStateDtype(w.optimizer_dtype).value_or(StateDtype::kFp32);
   setup.moe_dispatcher = ParseMoeDispatcher(w.moe_dispatcher).value_or(MoeDispatcher::kAllToAll);
-  for (const std::string& what : w.offload) {
-    if (what == "optimizer") setup.offload_optimizer = true;
-    if (what == "optimizer-moments") setup.offload_optimizer = setup.offload_keeps_master = true;
-    if (what == "activations") {
-      // Offloading is offered beside every recomputation option that keeps anything.
-      std::vector<std::string> with = setup.recompute;
-      for (const std::string& option : setup.recompute) {
-        if (option == "full") continue;
-        const std::string offloaded = option == "none" ? "offload" : option + "+offload";
-        if (std::find(with.begin(), with.end(), offloaded) == with.end()) with.push_back(offloaded);
-      }
-      setup.recompute = std::move(with);
-    }
-  }
+  if (Status offload = ApplyOffload(w.offload, setup); !offload.ok()) return offload;
   const std::optional<Bytes> headroom = CheckedBytes(w.headroom_gb * 1e9);
   if (!headroom || w.headroom_gb < 0) {
     return InvalidInput(fmt::format("--memory-headroom-gb {:g} must be between 0 and {:g} GB", w.headroom_gb,

@@ -10,6 +10,7 @@
 #include "bmpipe/core/json_cursor.h"
 #include "bmpipe/problem/recompute.h"
 #include "bmpipe/cost/problem_builder.h"
+#include "bmpipe/cost/setup_reader.h"
 #include "bmpipe/sim/simulator.h"
 
 namespace bmpipe {
@@ -62,37 +63,6 @@ ModelSpec ReadModel(const JsonCursor& c, std::string& name) {
 }
 
 // A count of the setup, within the bounds the cost model takes (training_setup.h).
-int ReadCount(const JsonCursor& run, const char* key, const char* what, int max,
-              std::optional<int> default_value = {}) {
-  if (default_value && !run.Has(key)) return *default_value;
-  return static_cast<int>(run.Required(key, what).Integer(1, max, what));
-}
-
-bool ReadFlag(const JsonCursor& run, const char* key) {
-  auto v = run.Optional(key);
-  return v ? v->Bool() : false;
-}
-
-// A number within [lo, hi], or `default_value` when absent.
-double ReadNumber(const JsonCursor& run, const char* key, double lo, double hi, double default_value) {
-  auto v = run.Optional(key);
-  if (!v) return default_value;
-  const double x = v->Number();
-  if (!(x >= lo && x <= hi)) v->Fail(fmt::format("must be between {:g} and {:g}", lo, hi));
-  return x;
-}
-
-// A setup word read by `parse` (ParsePrecision, ...), or `default_value` when absent.
-template <typename Enum>
-Enum ReadWord(const JsonCursor& run, const char* key, Enum default_value,
-              std::optional<Enum> (*parse)(std::string_view), const char* choices) {
-  auto v = run.Optional(key);
-  if (!v) return default_value;
-  const std::optional<Enum> value = parse(v->String());
-  if (!value) v->Fail(fmt::format("use {}", choices));
-  return value.value_or(default_value);
-}
-
 std::vector<Measurement> ReadMeasured(const JsonCursor& m, const ModelSpec& model, const DeviceSpec& device,
                                       const TrainingSetup& setup) {
   m.ExpectKeys({"iteration_time_s", "tflops_per_gpu", "flops", "mfu", "samples_per_gpu_per_s", "tokens_per_gpu_per_s",
@@ -167,12 +137,10 @@ std::vector<Measurement> ReadMeasured(const JsonCursor& m, const ModelSpec& mode
 }
 
 PublishedRun ReadRun(const JsonCursor& c) {
-  c.ExpectKeys({"id", "source", "states", "assumes", "model", "device", "tp", "pp", "dp", "vpp", "cp", "ep", "etp",
-                "mbs", "gbs", "seq", "recompute", "sequence_parallel", "flash_attention", "distributed_optimizer",
-                "zero", "precision", "fp8_params", "no_fp8_transpose_cache", "grad_dtype", "optimizer_dtype",
-                "tp_comm_overlap", "dp_overlap", "offload_optimizer", "offload_keeps_master", "moe_capacity_factor",
-                "moe_imbalance", "moe_dispatcher", "ep_comm_overlap", "moe_cuda_graphs", "offload_layers", "framework",
-                "measured"});
+  std::vector<std::string> keys = {"id",      "source",    "states",         "assumes", "model",
+                                   "device",  "recompute", "offload_layers", "framework", "measured"};
+  keys.insert(keys.end(), SetupFieldKeys().begin(), SetupFieldKeys().end());
+  c.ExpectKeys(keys);
   PublishedRun run;
   run.id = c.Required("id", "a short unique name for the run").String();
   run.source = c.Required("source", "the citation: paper and table, or repository and file").String();
@@ -187,34 +155,7 @@ PublishedRun ReadRun(const JsonCursor& c) {
   if (!preset.ok()) device.Fail(preset.error().message);
   run.device = preset.value();
   TrainingSetup& s = run.setup;
-  s.tp = ReadCount(c, "tp", "the tensor-parallel size", kMaxTensorParallel);
-  s.pp = ReadCount(c, "pp", "the pipeline-parallel size", kMaxRanks);
-  s.dp = ReadCount(c, "dp", "the data-parallel size", kMaxDataParallel);
-  s.vpp = ReadCount(c, "vpp", "model chunks per pipeline rank", kMaxStages, 1);
-  s.cp = ReadCount(c, "cp", "the context-parallel size", kMaxTensorParallel, 1);
-  s.ep = ReadCount(c, "ep", "the expert-parallel size", kMaxDataParallel, 1);
-  if (c.Has("etp")) s.etp = ReadCount(c, "etp", "the expert tensor-parallel size", kMaxTensorParallel);
-  s.micro_batch_size = ReadCount(c, "mbs", "the micro-batch size", kMaxBatch);
-  s.global_batch_size = ReadCount(c, "gbs", "the global batch size", kMaxBatch);
-  s.seq = ReadCount(c, "seq", "the sequence length", kMaxSequence);
-  s.sequence_parallel = ReadFlag(c, "sequence_parallel");
-  s.flash_attention = ReadFlag(c, "flash_attention");
-  s.distributed_optimizer = ReadFlag(c, "distributed_optimizer");
-  if (auto z = c.Optional("zero")) s.zero = static_cast<int>(z->Integer(0, 3, "the ZeRO stage"));
-  s.precision = ReadWord(c, "precision", Precision::kBf16, ParsePrecision, "bf16 or fp8");
-  s.fp8_params = ReadFlag(c, "fp8_params");
-  s.no_fp8_transpose_cache = ReadFlag(c, "no_fp8_transpose_cache");
-  s.grad_dtype = ReadWord(c, "grad_dtype", StateDtype::kFp32, ParseStateDtype, "fp32 or bf16");
-  s.optimizer_dtype = ReadWord(c, "optimizer_dtype", StateDtype::kFp32, ParseStateDtype, "fp32 or bf16");
-  s.tp_comm_overlap = ReadNumber(c, "tp_comm_overlap", 0, 1, 0);
-  s.dp_overlap = ReadNumber(c, "dp_overlap", 0, 1, 0);
-  s.offload_optimizer = ReadFlag(c, "offload_optimizer");
-  s.offload_keeps_master = ReadFlag(c, "offload_keeps_master");
-  s.moe_capacity_factor = ReadNumber(c, "moe_capacity_factor", 0, 1e3, 0);
-  s.moe_imbalance = ReadNumber(c, "moe_imbalance", 1, 1e3, 1);
-  s.moe_dispatcher = ReadWord(c, "moe_dispatcher", MoeDispatcher::kAllToAll, ParseMoeDispatcher, "alltoall or flex");
-  s.ep_comm_overlap = ReadNumber(c, "ep_comm_overlap", 0, 1, 0);
-  s.moe_cuda_graphs = ReadFlag(c, "moe_cuda_graphs");
+  ReadSetupFields(c, s);
   const JsonCursor recompute =
       c.Required("recompute", "none, selective, full, or the parts every decoder layer recomputes (e.g. norm+mlp_act)");
   const std::string option = recompute.String();

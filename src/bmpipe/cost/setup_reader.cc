@@ -1,0 +1,158 @@
+#include "bmpipe/cost/setup_reader.h"
+
+#include <algorithm>
+#include <optional>
+
+#include <fmt/format.h>
+
+#include "bmpipe/core/units.h"
+#include "bmpipe/problem/problem.h"
+#include "bmpipe/problem/recompute.h"
+
+namespace bmpipe {
+namespace {
+
+int ReadCount(const JsonCursor& c, const char* key, const char* what, int max, std::optional<int> default_value = {}) {
+  if (default_value && !c.Has(key)) return *default_value;
+  return static_cast<int>(c.Required(key, what).Integer(1, max, what));
+}
+
+bool ReadFlag(const JsonCursor& c, const char* key) {
+  auto v = c.Optional(key);
+  return v ? v->Bool() : false;
+}
+
+// A number within [lo, hi], or `default_value` when absent.
+double ReadNumber(const JsonCursor& c, const char* key, double lo, double hi, double default_value) {
+  auto v = c.Optional(key);
+  if (!v) return default_value;
+  const double x = v->Number();
+  if (!(x >= lo && x <= hi)) v->Fail(fmt::format("must be between {:g} and {:g}", lo, hi));
+  return x;
+}
+
+// A setup word read by `parse` (ParsePrecision, ...), or `default_value` when absent.
+template <typename Enum>
+Enum ReadWord(const JsonCursor& c, const char* key, Enum default_value, std::optional<Enum> (*parse)(std::string_view),
+              const char* choices) {
+  auto v = c.Optional(key);
+  if (!v) return default_value;
+  const std::optional<Enum> value = parse(v->String());
+  if (!value) v->Fail(fmt::format("use {}", choices));
+  return value.value_or(default_value);
+}
+
+// Gigabytes (1e9 bytes) within what any device holds.
+Bytes ReadGigabytes(const JsonCursor& c, std::string_view what) {
+  const double gb = c.Number();
+  const std::optional<Bytes> bytes = CheckedBytes(gb * 1e9);
+  if (!bytes) c.Fail(fmt::format("{} must be between 0 and {:g} GB", what, kMaxInputBytes / 1e9));
+  return *bytes;
+}
+
+std::vector<std::string> ReadWords(const JsonCursor& c) {
+  std::vector<std::string> out;
+  for (const JsonCursor& e : c.Elements()) out.push_back(e.String());
+  return out;
+}
+
+}  // namespace
+
+const std::vector<std::string>& SetupFieldKeys() {
+  static const std::vector<std::string> keys = {
+      "tp", "pp", "dp", "vpp", "cp", "ep", "etp", "mbs", "gbs", "seq", "sequence_parallel", "flash_attention",
+      "distributed_optimizer", "zero", "precision", "fp8_params", "no_fp8_transpose_cache", "grad_dtype",
+      "optimizer_dtype", "tp_comm_overlap", "dp_overlap", "offload_optimizer", "offload_keeps_master",
+      "moe_capacity_factor", "moe_imbalance", "moe_dispatcher", "ep_comm_overlap", "moe_cuda_graphs"};
+  return keys;
+}
+
+void ReadSetupFields(const JsonCursor& c, TrainingSetup& s) {
+  s.tp = ReadCount(c, "tp", "the tensor-parallel size", kMaxTensorParallel);
+  s.pp = ReadCount(c, "pp", "the pipeline-parallel size", kMaxRanks);
+  s.dp = ReadCount(c, "dp", "the data-parallel size", kMaxDataParallel);
+  s.vpp = ReadCount(c, "vpp", "model chunks per pipeline rank", kMaxStages, 1);
+  s.cp = ReadCount(c, "cp", "the context-parallel size", kMaxTensorParallel, 1);
+  s.ep = ReadCount(c, "ep", "the expert-parallel size", kMaxDataParallel, 1);
+  if (c.Has("etp")) s.etp = ReadCount(c, "etp", "the expert tensor-parallel size", kMaxTensorParallel);
+  s.micro_batch_size = ReadCount(c, "mbs", "the micro-batch size", kMaxBatch);
+  s.global_batch_size = ReadCount(c, "gbs", "the global batch size", kMaxBatch);
+  s.seq = ReadCount(c, "seq", "the sequence length", kMaxSequence);
+  s.sequence_parallel = ReadFlag(c, "sequence_parallel");
+  s.flash_attention = ReadFlag(c, "flash_attention");
+  s.distributed_optimizer = ReadFlag(c, "distributed_optimizer");
+  if (auto z = c.Optional("zero")) s.zero = static_cast<int>(z->Integer(0, 3, "the ZeRO stage"));
+  s.precision = ReadWord(c, "precision", Precision::kBf16, ParsePrecision, "bf16 or fp8");
+  s.fp8_params = ReadFlag(c, "fp8_params");
+  s.no_fp8_transpose_cache = ReadFlag(c, "no_fp8_transpose_cache");
+  s.grad_dtype = ReadWord(c, "grad_dtype", StateDtype::kFp32, ParseStateDtype, "fp32 or bf16");
+  s.optimizer_dtype = ReadWord(c, "optimizer_dtype", StateDtype::kFp32, ParseStateDtype, "fp32 or bf16");
+  s.tp_comm_overlap = ReadNumber(c, "tp_comm_overlap", 0, 1, 0);
+  s.dp_overlap = ReadNumber(c, "dp_overlap", 0, 1, 0);
+  s.offload_optimizer = ReadFlag(c, "offload_optimizer");
+  s.offload_keeps_master = ReadFlag(c, "offload_keeps_master");
+  s.moe_capacity_factor = ReadNumber(c, "moe_capacity_factor", 0, 1e3, 0);
+  s.moe_imbalance = ReadNumber(c, "moe_imbalance", 1, 1e3, 1);
+  s.moe_dispatcher = ReadWord(c, "moe_dispatcher", MoeDispatcher::kAllToAll, ParseMoeDispatcher, "alltoall or flex");
+  s.ep_comm_overlap = ReadNumber(c, "ep_comm_overlap", 0, 1, 0);
+  s.moe_cuda_graphs = ReadFlag(c, "moe_cuda_graphs");
+}
+
+Status ApplyOffload(const std::vector<std::string>& what, TrainingSetup& s) {
+  for (const std::string& w : what) {
+    if (w == "optimizer") {
+      s.offload_optimizer = true;
+    } else if (w == "optimizer-moments") {
+      s.offload_optimizer = s.offload_keeps_master = true;
+    } else if (w == "activations") {
+      std::vector<std::string> with = s.recompute;
+      for (const std::string& option : s.recompute) {
+        if (option == "full") continue;
+        const std::string offloaded = option == "none" ? "offload" : option + "+offload";
+        if (std::find(with.begin(), with.end(), offloaded) == with.end()) with.push_back(offloaded);
+      }
+      s.recompute = std::move(with);
+    } else {
+      return InvalidInput(fmt::format("offload '{}': use activations, optimizer or optimizer-moments", w));
+    }
+  }
+  return {};
+}
+
+Result<TrainingSetup> ReadTrainingSetup(const Json& doc, const std::string& source) {
+  return ReadDocument<TrainingSetup>(source, [&] {
+    const JsonCursor c(doc, "");
+    std::vector<std::string> keys = SetupFieldKeys();
+    for (const char* k : {"recompute", "schedule", "micro_batch_group", "reserved_gb", "headroom_gb", "offload", "devices"}) {
+      keys.emplace_back(k);
+    }
+    c.ExpectKeys(keys);
+    TrainingSetup s;
+    ReadSetupFields(c, s);
+    if (auto r = c.Optional("recompute")) {
+      s.recompute = ReadWords(*r);
+      for (const JsonCursor& e : r->Elements()) {
+        if (!ParseRecompute(e.String()).ok()) e.Fail(ParseRecompute(e.String()).error().message);
+      }
+    }
+    if (auto k = c.Optional("schedule")) {
+      const std::optional<ScheduleKind> kind = ScheduleFromName(k->String());
+      if (!kind) k->Fail(fmt::format("use one of {}", ScheduleNames()));
+      if (*kind == ScheduleKind::kInterleavedOneFOneB) k->Fail("give schedule 1f1b with vpp > 1 for interleaved 1F1B");
+      s.schedule = *kind;
+    }
+    if (c.Has("micro_batch_group")) {
+      s.micro_batch_group = ReadCount(c, "micro_batch_group", "micro-batches each chunk runs in a row", kMaxBatch);
+    }
+    if (auto r = c.Optional("reserved_gb")) s.reserved_bytes = ReadGigabytes(*r, "the memory reserved for the framework");
+    if (auto h = c.Optional("headroom_gb")) s.headroom_bytes = ReadGigabytes(*h, "the memory headroom");
+    if (c.Has("devices")) s.devices = ReadCount(c, "devices", "the total devices, tp x cp x pp x dp", kMaxDataParallel);
+    if (auto o = c.Optional("offload")) {
+      const Status applied = ApplyOffload(ReadWords(*o), s);
+      if (!applied.ok()) o->Fail(applied.error().message);
+    }
+    return s;
+  });
+}
+
+}  // namespace bmpipe
