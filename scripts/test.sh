@@ -7,6 +7,8 @@
 #   fuzz     every libFuzzer harness for BMPIPE_FUZZ_SECONDS (default 45) s from its checked-in
 #            corpus (scripts/fuzz.sh, on build-asan/);
 #   tsan     a ThreadSanitizer build of the search tests only (build-tsan/) and those tests;
+#   python   the Python package built and installed into build/pyenv (pyproject.toml, nanobind) and
+#            its tests (python/tests, pytest; scripts/python-tests.sh);
 #   exports  the golden exports (tests/golden/exports) checked by the frameworks' own code:
 #            megatron-core, DeepSpeed, torchtitan and torch pipelining in a pinned virtual
 #            environment (build/pyenv, scripts/pyenv.sh; scripts/framework-tests.sh).
@@ -74,6 +76,7 @@ part release release
 part asan asan
 part fuzz fuzz
 part tsan tsan
+part python scripts/python-tests.sh
 part exports scripts/framework-tests.sh
 
 echo "==== test.sh summary"

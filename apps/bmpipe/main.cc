@@ -315,15 +315,6 @@ Result<Problem> LoadProblemOrExample(const std::string& path, std::string& shown
   return ReadProblem(doc.value(), BuiltinExampleName());
 }
 
-// The recomputation options the targets' settings use, added to `options` unless there.
-void AddTargetOptions(const std::vector<TargetKind>& targets, std::vector<std::string>& options) {
-  for (TargetKind t : targets) {
-    for (const std::string& o : TargetRecomputeOptions(t)) {
-      if (std::find(options.begin(), options.end(), o) == options.end()) options.push_back(o);
-    }
-  }
-}
-
 // Builds the problem from --model, --device and the setup; `lines` gets what the report says
 // about where the costs came from.
 Result<Problem> BuildModelProblem(const ModelArgs& args, std::vector<std::pair<std::string, std::string>>& lines,
@@ -334,7 +325,7 @@ Result<Problem> BuildModelProblem(const ModelArgs& args, std::vector<std::pair<s
   if (!device.ok()) return device.error();
   TrainingSetup setup = args.setup;
   setup.schedule = ScheduleFromName(args.schedule).value();
-  if (!args.recompute_given) AddTargetOptions(targets, setup.recompute);
+  if (!args.recompute_given) AddTargetRecomputeOptions(targets, setup.recompute);
   if (Status reserved = SetReservedBytes(args.reserved_gb, setup); !reserved.ok()) return reserved.error();
   if (Status words = ApplySetupWords(args.words, setup); !words.ok()) return words.error();
   std::vector<std::string> host_notes;
@@ -717,7 +708,7 @@ int RunSearch(SearchArgs& args) {
   Result<ChosenTarget> chosen = ChooseTarget(args.target, args.export_given ? format : std::nullopt);
   if (!chosen.ok()) return Fail(chosen.error());
   options.target = chosen.value().kind;
-  if (!args.recompute_given) AddTargetOptions({options.target}, options.base.recompute);
+  if (!args.recompute_given) AddTargetRecomputeOptions({options.target}, options.base.recompute);
   ProgressPrinter printer(std::cerr, args.quiet ? ProgressMode::kNone : ProgressModeOf(args.progress, isatty(STDERR_FILENO) != 0),
                           "search");
   options.progress = printer.Sink();

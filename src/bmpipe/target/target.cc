@@ -332,6 +332,14 @@ std::vector<std::string> TargetRecomputeOptions(TargetKind kind) {
   }
 }
 
+void AddTargetRecomputeOptions(const std::vector<TargetKind>& targets, std::vector<std::string>& options) {
+  for (TargetKind t : targets) {
+    for (const std::string& o : TargetRecomputeOptions(t)) {
+      if (std::find(options.begin(), options.end(), o) == options.end()) options.push_back(o);
+    }
+  }
+}
+
 Status ForEachTargetSetting(const Problem& problem, TargetKind kind, const std::function<bool(const TargetSetting&)>& fn,
                             int max_block) {
   const Target& target = TargetOf(kind);

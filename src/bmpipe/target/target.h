@@ -69,6 +69,9 @@ std::vector<std::string> TargetNames();
 // megatron selective+mlp; megatron-local its unions with norm; mindformers mlp_act (select) and
 // mlp_act+norm (both).
 std::vector<std::string> TargetRecomputeOptions(TargetKind kind);
+// Adds the options of TargetRecomputeOptions for each of `targets` to `options`, unless there (the
+// default recomputation options of a setup planned for those targets).
+void AddTargetRecomputeOptions(const std::vector<TargetKind>& targets, std::vector<std::string>& options);
 
 // Whether the target's framework runs the training setup a problem states (its `training`
 // section): an InvalidInput error naming the setup field, its value, why the framework cannot run

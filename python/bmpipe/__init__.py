@@ -1,0 +1,47 @@
+"""bmpipe: the exact planner for pipeline-parallel training, from Python.
+
+    import bmpipe
+    problem = bmpipe.examples.mindformers_demo()      # or bmpipe.Problem.load("problem.yaml")
+    plan = bmpipe.plan(problem, time_limit=10)        # proven optimal, or the best with its gap
+    print(plan.iteration_time_s, plan.proven_optimal)
+    print(plan.export("megatron"))
+
+The package and the command line share one C++ core: the same problem gives the same plan, the
+same metrics and the same errors (docs/python.md).
+"""
+from bmpipe import errors, examples
+from bmpipe._api import (
+    Layer,
+    Op,
+    Plan,
+    Problem,
+    Progress,
+    Rank,
+    Stage,
+    compare,
+    device_presets,
+    export,
+    model_presets,
+    plan,
+    simulate,
+    validate,
+)
+from bmpipe.errors import (
+    Error,
+    FileError,
+    InternalError,
+    InvalidInputError,
+    NoFitError,
+    NoPlanError,
+    Note,
+    TooLargeError,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Problem", "Plan", "Stage", "Layer", "Rank", "Op", "Progress",
+    "plan", "simulate", "export", "compare", "validate", "model_presets", "device_presets",
+    "examples", "errors",
+    "Error", "InvalidInputError", "FileError", "NoFitError", "NoPlanError", "TooLargeError", "InternalError", "Note",
+]

@@ -1,0 +1,225 @@
+"""The Python package against the command line: the same problem gives the same plan, metrics,
+exports and errors; plus what only the package has (progress callbacks, the GIL released)."""
+import json
+import subprocess
+import sys
+import threading
+import time
+import warnings
+from pathlib import Path
+
+import pytest
+
+import bmpipe
+from bmpipe._cli import executable
+
+ROOT = Path(__file__).resolve().parents[2]
+DEMO = ROOT / "examples" / "mindformers-demo"
+
+
+def cli(*args, check=True):
+    """Runs the command-line program shipped in the package; returns (exit code, stdout, stderr)."""
+    r = subprocess.run([executable(), *map(str, args)], capture_output=True, text=True, timeout=300)
+    if check and r.returncode != 0:
+        raise AssertionError(f"bmpipe {' '.join(map(str, args))} exited {r.returncode}: {r.stderr}")
+    return r.returncode, r.stdout, r.stderr
+
+
+def without_seconds(doc):
+    """The document without wall-clock fields (solver seconds), which differ run to run."""
+    if isinstance(doc, dict):
+        return {k: without_seconds(v) for k, v in doc.items() if k not in ("seconds", "planning_time_s")}
+    if isinstance(doc, list):
+        return [without_seconds(v) for v in doc]
+    return doc
+
+
+def test_the_readme_one_liner_prints_the_demo_optimum():
+    out = subprocess.run(
+        [sys.executable, "-c",
+         "import bmpipe; print(bmpipe.plan(bmpipe.examples.mindformers_demo()).iteration_time_s)"],
+        capture_output=True, text=True, check=True, cwd="/")
+    assert out.stdout == "54.81\n"
+
+
+def test_demo_plan_is_proven_and_equals_the_command_line():
+    plan = bmpipe.plan(bmpipe.examples.mindformers_demo())
+    assert plan.proven_optimal and plan.gap == 0
+    assert plan.iteration_time_s == 54.81
+    assert len(plan.stages) == 16 and len(plan.ranks) == 16
+    assert all(r.peak_memory_bytes <= 56e9 for r in plan.ranks)
+    _, out, _ = cli("plan", "--json", "--progress", "none")
+    assert without_seconds(plan.to_dict()) == without_seconds(json.loads(out))
+
+
+@pytest.mark.parametrize("problem", ["problem.yaml", "problem-vpp3.yaml"])
+def test_plan_with_a_node_limit_equals_the_command_line(problem):
+    pb = bmpipe.Problem.load(DEMO / problem)
+    plan = bmpipe.plan(pb, node_limit=0)
+    _, out, _ = cli("plan", "--problem", DEMO / problem, "--node-limit", 0, "--json", "--progress", "none")
+    assert without_seconds(plan.to_dict()) == without_seconds(json.loads(out))
+    assert plan.options() == [layer["option"] for s in json.loads(out)["stages"] for layer in s["layers"]]
+
+
+def test_simulate_and_export_equal_the_command_line(tmp_path):
+    pb = bmpipe.Problem.load(DEMO / "problem.yaml")
+    plan = bmpipe.plan(pb)
+    path = tmp_path / "plan.json"
+    plan.save(path)
+    again = bmpipe.simulate(pb, plan)
+    _, out, _ = cli("simulate", "--problem", DEMO / "problem.yaml", "--plan", path, "--json")
+    assert again.to_dict() == json.loads(out)
+    assert again.iteration_time_s == plan.iteration_time_s and again.solver["status"] == "optimal"
+    even = bmpipe.simulate(pb)
+    _, out, _ = cli("simulate", "--problem", DEMO / "problem.yaml", "--json")
+    assert even.to_dict() == json.loads(out)
+    for to in ["megatron", "mindformers", "deepspeed", "torchtitan", "csv"]:
+        _, out, _ = cli("export", "--problem", DEMO / "problem.yaml", "--plan", path, "--to", to)
+        assert plan.export(to) == out, to
+    # The plan file reads back into the same plan; a launcher's configuration into the same stages.
+    assert bmpipe.Plan.from_text(plan.to_json(), pb).to_dict() == plan.to_dict()
+    with warnings.catch_warnings(record=True) as notes:
+        warnings.simplefilter("always")
+        back = bmpipe.Plan.from_text(plan.export("megatron"), pb)
+    assert any(n.category is bmpipe.Note and "not read" in str(n.message) for n in notes)
+    assert [[l.index for l in s.layers] for s in back.stages] == [[l.index for l in s.layers] for s in plan.stages]
+
+
+def test_problem_round_trips_through_dicts_and_files(tmp_path):
+    pb = bmpipe.Problem.load(DEMO / "problem.yaml")
+    again = bmpipe.Problem.from_dict(pb.to_dict())
+    assert again.to_json() == pb.to_json()
+    pb.save(tmp_path / "p.json")
+    assert bmpipe.Problem.load(tmp_path / "p.json").to_json() == pb.to_json()
+    assert (pb.num_layers, pb.ranks, pb.chunks, pb.micro_batches, pb.schedule) == (98, 16, 1, 16, "1f1b")
+
+
+def test_cost_model_problem_equals_the_command_lines(tmp_path):
+    pb = bmpipe.Problem.from_model("llama3-8b", "h100-80gb", tp=2, pp=4, dp=1, gbs=32, seq=4096,
+                                   flash_attention=True, sequence_parallel=True, vpp=2, target="megatron")
+    dump = tmp_path / "p.json"
+    cli("plan", "--model", "llama3-8b", "--device", "h100-80gb", "--tp", 2, "--pp", 4, "--dp", 1, "--gbs", 32,
+        "--seq", 4096, "--flash-attn", "--sequence-parallel", "--vpp", 2, "--target", "megatron",
+        "--dump-problem", dump, "--node-limit", 0, "--progress", "none")
+    assert pb.to_dict() == json.loads(dump.read_text())
+    assert (pb.ranks, pb.chunks) == (4, 2)
+
+
+def test_compare_and_validate_equal_the_command_line():
+    pb = bmpipe.Problem.load(DEMO / "problem.yaml")
+    rows = bmpipe.compare(pb, baselines=["megatron", "pipedream"], time_limit=20)
+    _, out, _ = cli("compare", "--problem", DEMO / "problem.yaml", "--baselines", "megatron,pipedream",
+                    "--time-limit", 20, "--json", "--progress", "none")
+    assert without_seconds(rows) == without_seconds(json.loads(out))
+    _, out, _ = cli("validate", "--json")
+    assert bmpipe.validate() == json.loads(out)
+
+
+@pytest.mark.parametrize("doc, kind, code", [
+    ({"pipeline": {"ranks": 2}}, bmpipe.InvalidInputError, 2),
+    ("missing.yaml", bmpipe.FileError, 3),
+])
+def test_errors_carry_the_command_lines_messages(tmp_path, doc, kind, code):
+    path = tmp_path / "missing.yaml"
+    if isinstance(doc, dict):
+        path = tmp_path / "bad.json"
+        path.write_text(json.dumps(doc))
+    with pytest.raises(kind) as raised:
+        bmpipe.Problem.load(path)
+    rc, _, err = cli("plan", "--problem", path, check=False)
+    assert rc == code
+    assert err.startswith(f"bmpipe: error: {raised.value}")
+    assert isinstance(raised.value, bmpipe.Error)
+
+
+def test_no_fit_is_an_error_with_the_diagnosis(tmp_path):
+    doc = bmpipe.Problem.load(DEMO / "problem.yaml").to_dict()
+    doc["device"]["memory_bytes"] = 20_000_000_000
+    path = tmp_path / "small.json"
+    path.write_text(json.dumps(doc))
+    with pytest.raises(bmpipe.NoFitError) as raised:
+        bmpipe.plan(bmpipe.Problem.from_dict(doc))
+    rc, _, err = cli("plan", "--problem", path, "--progress", "none", check=False)
+    assert rc == 4
+    assert str(raised.value).startswith("no plan fits in memory: ")
+    assert str(raised.value)[len("no plan fits in memory: "):] in err
+
+
+def test_bad_arguments_are_invalid_input():
+    pb = bmpipe.examples.mindformers_demo()
+    with pytest.raises(bmpipe.InvalidInputError, match="did you mean 'megatron'"):
+        bmpipe.plan(pb, target="megatrn")
+    with pytest.raises(bmpipe.InvalidInputError, match="use bnb, cbc or brute-force"):
+        bmpipe.plan(pb, solver="gurobi")
+    with pytest.raises(bmpipe.InvalidInputError, match="time_limit"):
+        bmpipe.plan(pb, time_limit=0)
+    with pytest.raises(bmpipe.InvalidInputError, match="unknown key 'tpp'"):
+        bmpipe.Problem.from_model("llama3-8b", "h100-80gb", gbs=8, seq=4096, tpp=2)
+    with pytest.raises(TypeError):
+        bmpipe.plan("problem.yaml")
+
+
+def test_progress_reaches_the_callback_and_its_exception_stops_the_work():
+    pb = bmpipe.Problem.load(DEMO / "problem-vpp3.yaml")
+    seen = []
+    plan = bmpipe.plan(pb, time_limit=3, progress=seen.append)
+    assert seen and all(isinstance(p, bmpipe.Progress) and p.command == "plan" for p in seen)
+    assert any(p.best_s is not None and p.bound_s is not None for p in seen)
+    assert min(p.best_s for p in seen if p.best_s is not None) == pytest.approx(plan.iteration_time_s, abs=1e-6)
+
+    class Stop(Exception):
+        pass
+
+    def stop(p):
+        raise Stop()
+
+    began = time.monotonic()
+    with pytest.raises(Stop):
+        bmpipe.plan(pb, time_limit=30, progress=stop)
+    assert time.monotonic() - began < 10
+
+
+def test_a_time_limit_returns_the_best_plan_with_its_gap():
+    pb = bmpipe.Problem.load(DEMO / "problem-vpp3.yaml")
+    began = time.monotonic()
+    plan = bmpipe.plan(pb, time_limit=2)
+    assert time.monotonic() - began < 2 * 1.1 + 0.5
+    assert not plan.proven_optimal and plan.gap > 0
+    assert plan.bound_s < plan.iteration_time_s
+    assert plan.solver["stopped_by"] == "time limit 2 s"
+
+
+def test_the_gil_is_released_while_planning():
+    pb = bmpipe.Problem.load(DEMO / "problem-vpp3.yaml")
+    done = threading.Event()
+    worker = threading.Thread(target=lambda: (bmpipe.plan(pb, time_limit=1.5), done.set()))
+    worker.start()
+    time.sleep(0.2)
+    ticks = 0
+    while not done.is_set() and ticks < 10**9:
+        ticks += 1
+    worker.join()
+    # Holding the GIL, the 1.3 s of the solve would give this loop no turn at all.
+    assert ticks > 100_000
+
+
+def test_timeline_orders_every_op_of_the_schedule():
+    pb = bmpipe.Problem.load(DEMO / "problem.yaml")
+    plan = bmpipe.plan(pb)
+    timeline = plan.timeline()
+    assert len(timeline) == pb.ranks
+    for rank, ops in enumerate(timeline):
+        assert len(ops) == 2 * pb.micro_batches  # 1F1B: a forward and a backward per micro-batch
+        assert all(a.end_s <= b.start_s + 1e-12 for a, b in zip(ops, ops[1:]))
+        assert {op.stage for op in ops} == {rank}
+    assert max(ops[-1].end_s for ops in timeline) <= plan.iteration_time_s
+    assert timeline[0][0] == bmpipe.Op(stage=0, micro_batch=0, kind="F", start_s=0.0,
+                                       end_s=plan.stages[0].forward_s)
+
+
+def test_the_installed_command_is_the_same_program():
+    rc, out, _ = cli("plan", "--json", "--progress", "none")
+    assert rc == 0 and json.loads(out)["iteration_time_s"] == 54.81
+    scripts = Path(sys.executable).parent
+    r = subprocess.run([str(scripts / "bmpipe"), "--help"], capture_output=True, text=True)
+    assert r.returncode == 0 and "plan" in r.stdout
