@@ -400,17 +400,6 @@ std::vector<std::pair<std::string, std::string>> TargetLines(const ChosenTarget&
   return lines;
 }
 
-// What the plan JSON says about the planner run that found a plan.
-SolverInfo SolverInfoOf(const PlannerResult& r) {
-  SolverInfo solver{r.solver, r.status == PlanStatus::kOptimal ? SolveStatus::kOptimal : SolveStatus::kFeasible,
-                    r.seconds};
-  solver.gap = r.gap;
-  solver.bound_s = r.bound_ns / 1e9;
-  solver.objective_s = r.objective_ns / 1e9;
-  solver.stopped_by = r.stopped_by;
-  return solver;
-}
-
 int RunPlan(const PlanArgs& args) {
   // --time-limit bounds the whole command, from here.
   const Deadline command = Deadline::In(args.time_limit_s);
@@ -751,12 +740,12 @@ int RunSearch(SearchArgs& args) {
   OutputFiles files;
   std::string exported;
   std::optional<Error> export_error;
-  Json doc = SearchToJson(options, result);
+  Json doc = SearchDocument(m, d, options, result);
   if (!result.ranking.empty()) {
     const ConfigOutcome& best = result.configs[result.ranking[0]];
     const Problem problem = BuildProblem(m, d, SetupOf(options, best.config)).value();
     const SimResult sim = SimulatePlan(problem, best.planner.plan).value();
-    const std::string plan_json = PlanJsonText(problem, best.planner.plan, sim, SolverInfoOf(best.planner));
+    const std::string plan_json = doc["best_plan"].dump(2) + "\n";
     ReportHeader plan_header{"The best configuration's plan",
                              {{"setup", DescribeConfig(best.config)}, {"launch", MegatronFlags(options, best.config)}}};
     if (!best.setting.empty()) plan_header.lines.push_back({"setting", best.setting});
@@ -801,7 +790,6 @@ int RunSearch(SearchArgs& args) {
       }
     }
     report += "\n" + FormatReport(plan_header, problem, best.planner.plan, sim);
-    doc["best_plan"] = Json::parse(plan_json);
   }
   if (result.ranking.empty()) {
     // Why every configuration failed is still worth reading; no file is written.

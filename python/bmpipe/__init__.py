@@ -23,6 +23,7 @@ from bmpipe._api import (
     export,
     model_presets,
     plan,
+    search,
     simulate,
     validate,
 )
@@ -41,7 +42,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Problem", "Plan", "Stage", "Layer", "Rank", "Op", "Progress",
-    "plan", "simulate", "export", "compare", "validate", "model_presets", "device_presets",
+    "plan", "simulate", "export", "compare", "search", "validate", "model_presets", "device_presets",
     "examples", "errors",
     "Error", "InvalidInputError", "FileError", "NoFitError", "NoPlanError", "TooLargeError", "InternalError", "Note",
 ]

@@ -23,7 +23,7 @@ PathLike = Union[str, "os.PathLike[str]"]
 class Progress:
     """A report from long work, with the fields of the command line's ``--progress lines``.
 
-    ``command`` is "plan" or "compare"; ``phase`` what runs now; ``best_s`` the best plan's
+    ``command`` is "plan", "compare" or "search"; ``phase`` what runs now; ``best_s`` the best plan's
     iteration time so far, ``bound_s`` the proven lower bound, ``gap`` (best - bound) / best,
     ``nodes`` the branch-and-bound nodes; ``done`` of ``total`` items (compare: planners). Values
     not known yet are None.
@@ -393,6 +393,29 @@ def compare(
     pb = _problem_or_example(problem)
     text = _core.compare(pb._handle, target, float(time_limit), list(baselines or []), _progress_bridge(progress),
                          _on_main_thread())
+    return json.loads(text)
+
+
+def search(
+    model: str,
+    device: str,
+    *,
+    devices: int,
+    gbs: int,
+    seq: int,
+    progress: Optional[ProgressCallback] = None,
+    **options: Any,
+) -> Dict[str, Any]:
+    """The best parallel configuration of `devices` devices and its plan, as ``bmpipe search
+    --json`` prints it (with "best_plan", the winner's plan file).
+
+    Options are the command's flags with underscores: top, time_budget, threads, plan_count,
+    node_limit, exhaustive, target, mfu_attention; the lists tp, pp, vpp, mbs, cp, ep, etp, zero,
+    precision, schedules, recompute, offload; and the setup's switches (flash_attention,
+    grad_dtype, moe_imbalance, reserved_gb, ...; docs/python.md)."""
+    doc = dict(options, devices=devices, gbs=gbs, seq=seq)
+    text = _core.search(os.fspath(model), os.fspath(device), json.dumps(doc), _progress_bridge(progress),
+                        _on_main_thread())
     return json.loads(text)
 
 

@@ -36,10 +36,12 @@
 #include "bmpipe/io/plan_json.h"
 #include "bmpipe/io/problem_json.h"
 #include "bmpipe/io/progress_printer.h"
+#include "bmpipe/io/search_report.h"
 #include "bmpipe/io/validate_report.h"
 #include "bmpipe/model/model.h"
 #include "bmpipe/problem/problem_reader.h"
 #include "bmpipe/schedule/schedule.h"
+#include "bmpipe/search/search_reader.h"
 #include "bmpipe/sim/simulator.h"
 #include "bmpipe/solve/diagnose.h"
 #include "bmpipe/solve/planner.h"
@@ -119,19 +121,11 @@ Problem ProblemFromModel(const std::string& model_name, const std::string& devic
                          const std::vector<std::string>& targets) {
   const ModelSpec model = Take(LoadModel(model_name));
   const DeviceSpec device = Take(LoadDevice(device_name));
-  const Json doc = Take(ParseDocument(setup_json, "setup"));
-  TrainingSetup setup = Take(ReadTrainingSetup(doc, "setup"));
-  if (!doc.contains("recompute")) {
-    std::vector<TargetKind> kinds;
-    for (const std::string& t : targets) kinds.push_back(Take(ParseTarget(t)));
-    AddTargetRecomputeOptions(kinds, setup.recompute);
-    if (doc.contains("offload")) {
-      // The offload words apply to the options offered, the targets' included.
-      std::vector<std::string> words;
-      for (const Json& w : doc["offload"]) words.push_back(w.get<std::string>());
-      Check(ApplyOffload(words, setup));
-    }
-  }
+  std::vector<TargetKind> kinds;
+  for (const std::string& t : targets) kinds.push_back(Take(ParseTarget(t)));
+  std::vector<std::string> more_options;
+  AddTargetRecomputeOptions(kinds, more_options);
+  const TrainingSetup setup = Take(ReadTrainingSetup(Take(ParseDocument(setup_json, "setup")), "setup", more_options));
   return Take(BuildProblem(model, device, setup));
 }
 
@@ -234,16 +228,6 @@ class ProgressBridge {
   std::mutex lock_;
   std::optional<nb::python_error> error_;
 };
-
-SolverInfo SolverInfoOf(const PlannerResult& r) {
-  SolverInfo solver{r.solver, r.status == PlanStatus::kOptimal ? SolveStatus::kOptimal : SolveStatus::kFeasible,
-                    r.seconds};
-  solver.gap = r.gap;
-  solver.bound_s = r.bound_ns / 1e9;
-  solver.objective_s = r.objective_ns / 1e9;
-  solver.stopped_by = r.stopped_by;
-  return solver;
-}
 
 // Plans for `target` within `time_limit_s`; returns the plan file's text with metrics and the
 // solver's report. No plan that fits: NoFitError, with the diagnosis the command line prints.
@@ -368,6 +352,27 @@ std::string CompareProblem(const Problem& problem, const std::string& target, do
   return CompareToJson(problem, Take(std::move(*rows))).dump(2) + "\n";
 }
 
+// The whole-cluster search for a model and a device; options as search_reader.h reads them (JSON
+// text). Returns `search --json`'s document.
+std::string SearchCluster(const std::string& model_name, const std::string& device_name, const std::string& options_json,
+                          nb::object progress, bool catch_interrupt) {
+  const ModelSpec model = Take(LoadModel(model_name));
+  const DeviceSpec device = Take(LoadDevice(device_name));
+  SearchOptions options = Take(ReadSearchOptions(Take(ParseDocument(options_json, "search options")), "search options"));
+  InterruptScope scope(catch_interrupt);
+  ProgressBridge bridge(std::move(progress), "search", scope);
+  options.deadline = bridge.stop();
+  options.progress = bridge.Sink();
+  std::optional<Result<SearchResult>> searched;
+  {
+    nb::gil_scoped_release release;
+    searched.emplace(SearchConfigurations(model, device, options));
+  }
+  bridge.RaiseIfFailed();
+  const SearchResult result = Take(std::move(*searched));
+  return SearchDocument(model, device, options, result).dump(2) + "\n";
+}
+
 std::string ValidateRuns(const std::string& path) {
   const RunTable table = Take(LoadRunTable(path));
   const Validation v = Take(Validate(table));
@@ -416,6 +421,8 @@ NB_MODULE(_core, m) {
   m.def("export", &ExportPlanText, nb::arg("problem"), nb::arg("plan"), nb::arg("to"), nb::arg("target"));
   m.def("compare", &CompareProblem, nb::arg("problem"), nb::arg("target"), nb::arg("time_limit"),
         nb::arg("baselines"), nb::arg("progress").none(), nb::arg("catch_interrupt"));
+  m.def("search", &SearchCluster, nb::arg("model"), nb::arg("device"), nb::arg("options_json"),
+        nb::arg("progress").none(), nb::arg("catch_interrupt"));
   m.def("validate", &ValidateRuns, nb::arg("path"));
   m.def("model_presets", &ModelPresetNames);
   m.def("device_presets", &DevicePresetNames);

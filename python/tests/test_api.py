@@ -115,6 +115,19 @@ def test_compare_and_validate_equal_the_command_line():
     assert bmpipe.validate() == json.loads(out)
 
 
+def test_search_equals_the_command_line():
+    found = bmpipe.search("llama3-8b", "h100-80gb", devices=16, gbs=64, seq=4096, flash_attention=True,
+                          pp=[2, 4], tp=[1, 2, 4], threads=2, top=3)
+    _, out, _ = cli("search", "--model", "llama3-8b", "--device", "h100-80gb", "--devices", 16, "--gbs", 64,
+                    "--seq", 4096, "--flash-attn", "--pp", "2,4", "--tp", "1,2,4", "--threads", 2, "--top", 3,
+                    "--json", "--progress", "none")
+    cli_doc = json.loads(out)
+    assert without_seconds(found) == without_seconds(cli_doc)
+    assert found["best_plan"]["iteration_time_s"] > 0 and len(found["ranking"]) == 3
+    with pytest.raises(bmpipe.InvalidInputError, match="unknown key 'tpp'"):
+        bmpipe.search("llama3-8b", "h100-80gb", devices=16, gbs=64, seq=4096, tpp=[2])
+
+
 @pytest.mark.parametrize("doc, kind, code", [
     ({"pipeline": {"ranks": 2}}, bmpipe.InvalidInputError, 2),
     ("missing.yaml", bmpipe.FileError, 3),

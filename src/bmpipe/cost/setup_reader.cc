@@ -58,16 +58,30 @@ std::vector<std::string> ReadWords(const JsonCursor& c) {
 
 }  // namespace
 
-const std::vector<std::string>& SetupFieldKeys() {
-  static const std::vector<std::string> keys = {
-      "tp", "pp", "dp", "vpp", "cp", "ep", "etp", "mbs", "gbs", "seq", "sequence_parallel", "flash_attention",
-      "distributed_optimizer", "zero", "precision", "fp8_params", "no_fp8_transpose_cache", "grad_dtype",
-      "optimizer_dtype", "tp_comm_overlap", "dp_overlap", "offload_optimizer", "offload_keeps_master",
-      "moe_capacity_factor", "moe_imbalance", "moe_dispatcher", "ep_comm_overlap", "moe_cuda_graphs"};
+const std::vector<std::string>& SetupLayoutKeys() {
+  static const std::vector<std::string> keys = {"tp",  "pp",  "dp",  "vpp", "cp", "ep", "etp", "mbs", "gbs", "seq",
+                                                "sequence_parallel", "distributed_optimizer", "zero", "precision"};
   return keys;
 }
 
-void ReadSetupFields(const JsonCursor& c, TrainingSetup& s) {
+const std::vector<std::string>& SetupSwitchKeys() {
+  static const std::vector<std::string> keys = {
+      "flash_attention", "fp8_params", "no_fp8_transpose_cache", "grad_dtype", "optimizer_dtype", "tp_comm_overlap",
+      "dp_overlap", "offload_optimizer", "offload_keeps_master", "moe_capacity_factor", "moe_imbalance",
+      "moe_dispatcher", "ep_comm_overlap", "moe_cuda_graphs"};
+  return keys;
+}
+
+const std::vector<std::string>& SetupFieldKeys() {
+  static const std::vector<std::string> keys = [] {
+    std::vector<std::string> out = SetupLayoutKeys();
+    out.insert(out.end(), SetupSwitchKeys().begin(), SetupSwitchKeys().end());
+    return out;
+  }();
+  return keys;
+}
+
+void ReadSetupLayout(const JsonCursor& c, TrainingSetup& s) {
   s.tp = ReadCount(c, "tp", "the tensor-parallel size", kMaxTensorParallel);
   s.pp = ReadCount(c, "pp", "the pipeline-parallel size", kMaxRanks);
   s.dp = ReadCount(c, "dp", "the data-parallel size", kMaxDataParallel);
@@ -79,10 +93,13 @@ void ReadSetupFields(const JsonCursor& c, TrainingSetup& s) {
   s.global_batch_size = ReadCount(c, "gbs", "the global batch size", kMaxBatch);
   s.seq = ReadCount(c, "seq", "the sequence length", kMaxSequence);
   s.sequence_parallel = ReadFlag(c, "sequence_parallel");
-  s.flash_attention = ReadFlag(c, "flash_attention");
   s.distributed_optimizer = ReadFlag(c, "distributed_optimizer");
   if (auto z = c.Optional("zero")) s.zero = static_cast<int>(z->Integer(0, 3, "the ZeRO stage"));
   s.precision = ReadWord(c, "precision", Precision::kBf16, ParsePrecision, "bf16 or fp8");
+}
+
+void ReadSetupSwitches(const JsonCursor& c, TrainingSetup& s) {
+  s.flash_attention = ReadFlag(c, "flash_attention");
   s.fp8_params = ReadFlag(c, "fp8_params");
   s.no_fp8_transpose_cache = ReadFlag(c, "no_fp8_transpose_cache");
   s.grad_dtype = ReadWord(c, "grad_dtype", StateDtype::kFp32, ParseStateDtype, "fp32 or bf16");
@@ -96,6 +113,11 @@ void ReadSetupFields(const JsonCursor& c, TrainingSetup& s) {
   s.moe_dispatcher = ReadWord(c, "moe_dispatcher", MoeDispatcher::kAllToAll, ParseMoeDispatcher, "alltoall or flex");
   s.ep_comm_overlap = ReadNumber(c, "ep_comm_overlap", 0, 1, 0);
   s.moe_cuda_graphs = ReadFlag(c, "moe_cuda_graphs");
+}
+
+void ReadSetupFields(const JsonCursor& c, TrainingSetup& s) {
+  ReadSetupLayout(c, s);
+  ReadSetupSwitches(c, s);
 }
 
 Status ApplyOffload(const std::vector<std::string>& what, TrainingSetup& s) {
@@ -119,22 +141,43 @@ Status ApplyOffload(const std::vector<std::string>& what, TrainingSetup& s) {
   return {};
 }
 
-Result<TrainingSetup> ReadTrainingSetup(const Json& doc, const std::string& source) {
+const std::vector<std::string>& SetupMemoryKeys() {
+  static const std::vector<std::string> keys = {"recompute", "reserved_gb", "headroom_gb", "offload"};
+  return keys;
+}
+
+void ReadSetupMemory(const JsonCursor& c, const std::vector<std::string>& more_options, TrainingSetup& s) {
+  if (auto r = c.Optional("recompute")) {
+    s.recompute.clear();
+    for (const JsonCursor& e : r->Elements()) {
+      const std::string option = e.String();
+      if (!ParseRecompute(option).ok()) e.Fail(ParseRecompute(option).error().message);
+      s.recompute.push_back(option);
+    }
+  } else {
+    for (const std::string& o : more_options) {
+      if (std::find(s.recompute.begin(), s.recompute.end(), o) == s.recompute.end()) s.recompute.push_back(o);
+    }
+  }
+  if (auto r = c.Optional("reserved_gb")) s.reserved_bytes = ReadGigabytes(*r, "the memory reserved for the framework");
+  if (auto h = c.Optional("headroom_gb")) s.headroom_bytes = ReadGigabytes(*h, "the memory headroom");
+  if (auto o = c.Optional("offload")) {
+    const Status applied = ApplyOffload(ReadWords(*o), s);
+    if (!applied.ok()) o->Fail(applied.error().message);
+  }
+}
+
+Result<TrainingSetup> ReadTrainingSetup(const Json& doc, const std::string& source,
+                                        const std::vector<std::string>& more_options) {
   return ReadDocument<TrainingSetup>(source, [&] {
     const JsonCursor c(doc, "");
     std::vector<std::string> keys = SetupFieldKeys();
-    for (const char* k : {"recompute", "schedule", "micro_batch_group", "reserved_gb", "headroom_gb", "offload", "devices"}) {
-      keys.emplace_back(k);
-    }
+    keys.insert(keys.end(), SetupMemoryKeys().begin(), SetupMemoryKeys().end());
+    for (const char* k : {"schedule", "micro_batch_group", "devices"}) keys.emplace_back(k);
     c.ExpectKeys(keys);
     TrainingSetup s;
     ReadSetupFields(c, s);
-    if (auto r = c.Optional("recompute")) {
-      s.recompute = ReadWords(*r);
-      for (const JsonCursor& e : r->Elements()) {
-        if (!ParseRecompute(e.String()).ok()) e.Fail(ParseRecompute(e.String()).error().message);
-      }
-    }
+    ReadSetupMemory(c, more_options, s);
     if (auto k = c.Optional("schedule")) {
       const std::optional<ScheduleKind> kind = ScheduleFromName(k->String());
       if (!kind) k->Fail(fmt::format("use one of {}", ScheduleNames()));
@@ -144,13 +187,7 @@ Result<TrainingSetup> ReadTrainingSetup(const Json& doc, const std::string& sour
     if (c.Has("micro_batch_group")) {
       s.micro_batch_group = ReadCount(c, "micro_batch_group", "micro-batches each chunk runs in a row", kMaxBatch);
     }
-    if (auto r = c.Optional("reserved_gb")) s.reserved_bytes = ReadGigabytes(*r, "the memory reserved for the framework");
-    if (auto h = c.Optional("headroom_gb")) s.headroom_bytes = ReadGigabytes(*h, "the memory headroom");
     if (c.Has("devices")) s.devices = ReadCount(c, "devices", "the total devices, tp x cp x pp x dp", kMaxDataParallel);
-    if (auto o = c.Optional("offload")) {
-      const Status applied = ApplyOffload(ReadWords(*o), s);
-      if (!applied.ok()) o->Fail(applied.error().message);
-    }
     return s;
   });
 }

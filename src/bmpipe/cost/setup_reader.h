@@ -14,21 +14,37 @@
 
 namespace bmpipe {
 
-// The keys ReadSetupFields reads: the parallel sizes, batch, sequence, switches, number formats,
-// overlap and MoE routing.
+// The keys of the parallel layout, batch and sequence: tp, pp, dp, vpp, cp, ep, etp, mbs, gbs, seq,
+// sequence_parallel, distributed_optimizer, zero, precision (what `search` varies, but gbs and seq).
+const std::vector<std::string>& SetupLayoutKeys();
+// The keys of the costs' switches: flash attention, FP8 parameters, state dtypes, overlap,
+// optimizer offload and MoE routing.
+const std::vector<std::string>& SetupSwitchKeys();
+// Both.
 const std::vector<std::string>& SetupFieldKeys();
 
-// Reads those keys of the object `c` into `s`; tp, pp, dp, mbs, gbs and seq are required, the rest
-// default to TrainingSetup's defaults. Fails through the cursor (inside ReadDocument).
-void ReadSetupFields(const JsonCursor& c, TrainingSetup& s);
+// Reads those keys of the object `c` into `s`: in the layout, tp, pp, dp, mbs, gbs and seq are
+// required; the rest default to TrainingSetup's defaults. Fail through the cursor (inside
+// ReadDocument).
+void ReadSetupLayout(const JsonCursor& c, TrainingSetup& s);
+void ReadSetupSwitches(const JsonCursor& c, TrainingSetup& s);
+void ReadSetupFields(const JsonCursor& c, TrainingSetup& s);  // both
 
 // What goes to host memory, by the command line's words (--offload): activations (offload offered
 // beside every recomputation option that keeps anything), optimizer, optimizer-moments.
 Status ApplyOffload(const std::vector<std::string>& what, TrainingSetup& s);
 
-// A whole setup for the cost model (the Python package's Problem.from_model): SetupFieldKeys()
-// and recompute (a list of options), schedule, micro_batch_group, reserved_gb, headroom_gb,
-// offload (a list of words) and devices. Unknown keys are errors.
-Result<TrainingSetup> ReadTrainingSetup(const Json& doc, const std::string& source);
+// The keys ReadSetupMemory reads: recompute (a list of options), reserved_gb, headroom_gb and
+// offload (a list of ApplyOffload's words).
+const std::vector<std::string>& SetupMemoryKeys();
+// Reads them; without recompute, the default options and `more_options` are offered (before
+// offload adds its variants): `bmpipe plan --model` adds those of the target's settings
+// (target.h, AddTargetRecomputeOptions).
+void ReadSetupMemory(const JsonCursor& c, const std::vector<std::string>& more_options, TrainingSetup& s);
+
+// A whole setup for the cost model (the Python package's Problem.from_model): SetupFieldKeys(),
+// SetupMemoryKeys(), schedule, micro_batch_group and devices. Unknown keys are errors.
+Result<TrainingSetup> ReadTrainingSetup(const Json& doc, const std::string& source,
+                                        const std::vector<std::string>& more_options);
 
 }  // namespace bmpipe

@@ -5,6 +5,9 @@
 #include <fmt/format.h>
 
 #include "bmpipe/core/text.h"
+#include "bmpipe/cost/problem_builder.h"
+#include "bmpipe/io/plan_json.h"
+#include "bmpipe/sim/simulator.h"
 
 namespace bmpipe {
 namespace {
@@ -300,6 +303,18 @@ Json SearchToJson(const SearchOptions& options, const SearchResult& result) {
     all.push_back(j);
   }
   doc["configurations"] = all;
+  return doc;
+}
+
+Json SearchDocument(const ModelSpec& model, const DeviceSpec& device, const SearchOptions& options,
+                    const SearchResult& result) {
+  Json doc = SearchToJson(options, result);
+  if (!result.ranking.empty()) {
+    const ConfigOutcome& best = result.configs[result.ranking[0]];
+    const Problem problem = BuildProblem(model, device, SetupOf(options, best.config)).value();
+    const SimResult sim = SimulatePlan(problem, best.planner.plan).value();
+    doc["best_plan"] = PlanToJson(problem, best.planner.plan, sim, SolverInfoOf(best.planner));
+  }
   return doc;
 }
 

@@ -23,4 +23,9 @@ std::string MegatronFlags(const SearchOptions& options, const SearchConfig& conf
 // configuration's verdict.
 Json SearchToJson(const SearchOptions& options, const SearchResult& result);
 
+// `search --json`'s document: SearchToJson and, when a configuration has a plan, "best_plan": the
+// best one's plan file (plan_json.h) for its problem.
+Json SearchDocument(const ModelSpec& model, const DeviceSpec& device, const SearchOptions& options,
+                    const SearchResult& result);
+
 }  // namespace bmpipe

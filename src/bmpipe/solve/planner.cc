@@ -251,4 +251,14 @@ Result<PlannerResult> PlanPipeline(const Problem& problem, const PlannerOptions&
   return r;
 }
 
+SolverInfo SolverInfoOf(const PlannerResult& r) {
+  SolverInfo solver{r.solver, r.status == PlanStatus::kOptimal ? SolveStatus::kOptimal : SolveStatus::kFeasible,
+                    r.seconds};
+  solver.gap = r.gap;
+  solver.bound_s = r.bound_ns / 1e9;
+  solver.objective_s = r.objective_ns / 1e9;
+  solver.stopped_by = r.stopped_by;
+  return solver;
+}
+
 }  // namespace bmpipe

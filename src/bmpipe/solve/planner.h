@@ -72,6 +72,9 @@ struct PlannerResult {
 // plan fits, or on an internal error; "no plan fits" and time limits are results.
 Result<PlannerResult> PlanPipeline(const Problem& problem, const PlannerOptions& options);
 
+// What the plan file says about the planner run that found `r.plan` (plan.h, SolverInfo).
+SolverInfo SolverInfoOf(const PlannerResult& r);
+
 // Relative tolerance under which a bound proves a plan optimal.
 inline constexpr double kOptimalityTolerance = 1e-7;
 
