@@ -1,0 +1,255 @@
+"""bmpipe.torch: plans profiled from a small GPT and executed by torch.distributed.pipelining on
+four CPU processes (gloo), against the same model trained without pipelining."""
+import math
+import sys
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+from torch import nn  # noqa: E402
+
+import bmpipe  # noqa: E402
+import bmpipe.torch as bt  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests" / "frameworks"))
+from distrun import run_ranks  # noqa: E402
+
+VOCAB, WIDTH, HEADS, TOKENS, BLOCKS = 64, 32, 4, 16, 8
+RANKS, MICRO_BATCHES, MBS, STEPS, LR = 4, 8, 2, 2, 0.1
+
+
+class Embed(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.tok = nn.Embedding(VOCAB, WIDTH)
+        self.pos = nn.Parameter(torch.randn(TOKENS, WIDTH) * 0.02)
+
+    def forward(self, idx):
+        return self.tok(idx) + self.pos
+
+
+class CoreAttention(nn.Module):
+    def forward(self, q, k, v):
+        b, t, d = q.shape
+        q, k, v = (z.view(b, t, HEADS, d // HEADS).transpose(1, 2) for z in (q, k, v))
+        scores = (q @ k.transpose(-2, -1)) / math.sqrt(d // HEADS)
+        mask = torch.ones(t, t, dtype=torch.bool).tril()
+        y = scores.masked_fill(~mask, float("-inf")).softmax(-1) @ v
+        return y.transpose(1, 2).reshape(b, t, d)
+
+
+class Attention(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.ln = nn.LayerNorm(WIDTH)
+        self.qkv = nn.Linear(WIDTH, 3 * WIDTH)
+        self.core = CoreAttention()
+        self.proj = nn.Linear(WIDTH, WIDTH)
+
+    def forward(self, x):
+        q, k, v = self.qkv(self.ln(x)).chunk(3, dim=-1)
+        return self.proj(self.core(q, k, v))
+
+
+class Mlp(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.ln = nn.LayerNorm(WIDTH)
+        self.fc = nn.Linear(WIDTH, 4 * WIDTH)
+        self.act = nn.GELU()
+        self.proj = nn.Linear(4 * WIDTH, WIDTH)
+
+    def forward(self, x):
+        return self.proj(self.act(self.fc(self.ln(x))))
+
+
+class Block(nn.Module):
+    bmpipe_parts = {"core_attn": "attn.core", "attn": "attn", "mlp": "mlp", "mlp_act": "mlp.act"}
+
+    def __init__(self):
+        super().__init__()
+        self.attn = Attention()
+        self.mlp = Mlp()
+
+    def forward(self, x):
+        x = x + self.attn(x)
+        return x + self.mlp(x)
+
+
+class Head(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.ln = nn.LayerNorm(WIDTH)
+        self.out = nn.Linear(WIDTH, VOCAB)
+
+    def forward(self, x):
+        return self.out(self.ln(x))
+
+
+def gpt_layers():
+    torch.manual_seed(0)
+    return [Embed()] + [Block() for _ in range(BLOCKS)] + [Head()]
+
+
+def batches():
+    g = torch.Generator().manual_seed(1)
+    return [(torch.randint(0, VOCAB, (MICRO_BATCHES * MBS, TOKENS), generator=g),
+             torch.randint(0, VOCAB, (MICRO_BATCHES * MBS, TOKENS), generator=g)) for _ in range(STEPS)]
+
+
+def loss_fn(logits, target):
+    return nn.functional.cross_entropy(logits.reshape(-1, VOCAB), target.reshape(-1))
+
+
+def sample():
+    return torch.randint(0, VOCAB, (MBS, TOKENS), generator=torch.Generator().manual_seed(2))
+
+
+def profiled(chunks, memory_bytes=10**12):
+    return bt.profile(gpt_layers(), sample(), ranks=RANKS, chunks=chunks, micro_batches=MICRO_BATCHES,
+                      memory_bytes=memory_bytes, repeat=2, name=f"tiny-gpt-v{chunks}")
+
+
+def reference():
+    """Losses, first-step gradients and final parameters of the model trained without pipelining."""
+    layers = gpt_layers()
+    model = nn.Sequential(*layers)
+    opt = torch.optim.SGD(model.parameters(), lr=LR)
+    losses, grads = [], None
+    for x, y in batches():
+        mb = [loss_fn(model(xi), yi) for xi, yi in zip(x.chunk(MICRO_BATCHES), y.chunk(MICRO_BATCHES))]
+        loss = torch.stack(mb).mean()
+        loss.backward()
+        if grads is None:
+            grads = [[p.grad.clone() for p in layer.parameters()] for layer in layers]
+        opt.step()
+        opt.zero_grad()
+        losses.append(loss.item())
+    return losses, grads, [[p.detach().clone() for p in layer.parameters()] for layer in layers]
+
+
+def train_on_rank(rank, world, plan):
+    """One pipeline rank: the plan's stages of the GPT, trained STEPS steps with the plan's schedule.
+    Tensors come back as NumPy arrays (torch's own pickling shares memory the rank frees on exit)."""
+    import torch.distributed as dist
+
+    dist.init_process_group("gloo", rank=rank, world_size=world)
+    layers = gpt_layers()
+    stages = bt.pipeline_stages(plan, layers, rank, sample=batches()[0][0][:MBS])
+    sched = bt.pipeline_schedule(plan, stages, loss_fn)
+    mine = sorted({l.index for s in plan.stages if s.rank == rank for l in s.layers})
+    params = [p for i in mine for p in layers[i].parameters()]
+    opt = torch.optim.SGD(params, lr=LR)
+    last = any(s.stage == len(plan.stages) - 1 for s in plan.stages if s.rank == rank)
+    losses, grads = [], None
+    for x, y in batches():
+        mb_losses = []
+        args = (x,) if rank == plan.stages[0].rank else ()
+        sched.step(*args, target=y if last else None, losses=mb_losses if last else None)
+        if grads is None:
+            grads = {i: [p.grad.numpy().copy() for p in layers[i].parameters()] for i in mine}
+        opt.step()
+        opt.zero_grad()
+        if last:
+            losses.append(torch.stack(mb_losses).mean().item())
+    modules = [st.submod for st in stages]
+    dist.destroy_process_group()
+    return dict(
+        losses=losses, grads=grads,
+        params={i: [p.detach().numpy().copy() for p in layers[i].parameters()] for i in mine},
+        ops=list(modules[0].ops),
+        saved={m.stage: m.saved_bytes for m in modules},
+    )
+
+
+def check_execution(plan):
+    assert plan.fits_memory
+    results = run_ranks(train_on_rank, RANKS, plan, timeout=240)
+    ref_losses, ref_grads, ref_params = reference()
+    losses = [l for r in results for l in r["losses"]]
+    for r in results:
+        for i, grads in r["grads"].items():
+            for g, want in zip(grads, ref_grads[i]):
+                torch.testing.assert_close(torch.from_numpy(g), want, rtol=1e-4, atol=1e-6)
+        for i, params in r["params"].items():
+            for p, want in zip(params, ref_params[i]):
+                torch.testing.assert_close(torch.from_numpy(p), want, rtol=1e-4, atol=1e-6)
+    assert losses == pytest.approx(ref_losses, rel=1e-5)
+    timeline = plan.timeline()
+    for rank, r in enumerate(results):
+        want = [(op.kind, op.stage, op.micro_batch) for op in timeline[rank]]
+        assert r["ops"][:len(want)] == want, f"rank {rank} ran another op order than the plan's"
+    for s in plan.stages:
+        kept = results[s.rank]["saved"][s.stage]
+        assert len(kept) == STEPS * MICRO_BATCHES
+        for measured in kept:
+            assert measured == pytest.approx(s.saved_bytes, rel=0.05), \
+                f"stage {s.stage}: keeps {measured} bytes a micro-batch, the plan says {s.saved_bytes}"
+    return results
+
+
+def mixed(plan, options):
+    """The plan with its decoder layers' options set in turn from `options`, simulated again."""
+    doc = plan.to_dict()
+    k = 0
+    for s in doc["stages"]:
+        for layer in s["layers"]:
+            if layer["name"].endswith("Block"):
+                layer["option"] = options[k % len(options)]
+                k += 1
+    return bmpipe.Plan.from_dict(doc, plan.problem)
+
+
+def test_profile_measures_what_each_option_keeps():
+    pb = profiled(1)
+    doc = pb.to_dict()
+    assert pb.num_layers == BLOCKS + 2 and (pb.ranks, pb.chunks) == (RANKS, 1)
+    block = next(l for l in doc["layers"] if l["name"].endswith("Block"))
+    kept = {o["name"]: o["saved_bytes"] for o in block["options"]}
+    assert set(kept) == {"none", "selective", "attn", "mlp", "mlp_act", "full"}
+    # Full recomputation keeps the layer's input only: micro-batch x tokens x width floats.
+    assert kept["full"] == MBS * TOKENS * WIDTH * 4
+    assert kept["full"] < kept["attn"] < kept["none"] and kept["mlp"] < kept["none"]
+    # Selective drops what the core attention keeps beyond its inputs: the probabilities (b x heads
+    # x t x t floats) and the causal mask (t x t booleans).
+    assert kept["none"] - kept["selective"] == MBS * HEADS * TOKENS * TOKENS * 4 + TOKENS * TOKENS
+    for o in block["options"]:
+        assert o["forward_s"] > 0 and o["recompute_s"] >= 0
+    head, embed = doc["layers"][-1], doc["layers"][0]
+    assert [o["name"] for o in head["options"]] == ["none"] == [o["name"] for o in embed["options"]]
+    assert embed["static_bytes"] == 2 * 4 * (VOCAB * WIDTH + TOKENS * WIDTH)
+
+
+def test_a_1f1b_plan_runs_as_planned():
+    pb = profiled(1)
+    free = bmpipe.plan(pb, time_limit=20)
+    # Memory limits below the peak of the plan without recomputation, down to one where the best
+    # plan must recompute.
+    peak = max(r.peak_memory_bytes for r in free.ranks)
+    for fraction in (0.9, 0.8, 0.7, 0.6, 0.5):
+        plan = bmpipe.plan(profiled(1, memory_bytes=int(fraction * peak)), time_limit=20)
+        if len(set(plan.options())) > 1:
+            break
+    assert len(set(plan.options())) > 1, "no memory limit made the plan recompute"
+    check_execution(plan)
+
+
+def test_an_interleaved_plan_runs_as_planned():
+    plan = bmpipe.plan(profiled(2), time_limit=20)
+    assert len(plan.stages) == 2 * RANKS and plan.problem.schedule == "interleaved-1f1b" and plan.problem.chunks == 2
+    check_execution(mixed(plan, ["full", "none", "selective", "mlp"]))
+
+
+def test_a_plan_with_every_option_runs_as_planned():
+    plan = mixed(bmpipe.plan(profiled(1), time_limit=20), ["none", "selective", "attn", "mlp", "mlp_act", "full"])
+    assert len(set(plan.options())) == 6
+    check_execution(plan)
+
+
+def test_options_a_layer_does_not_declare_are_refused():
+    with pytest.raises(bmpipe.InvalidInputError, match="declares no 'norm' part"):
+        bt.apply_option(Block(), "norm")
+    with pytest.raises(bmpipe.InvalidInputError, match="does not offload"):
+        bt.apply_option(Block(), "selective+offload")
+    assert bt.option_parts("both") == ("mlp_act", "norm")
