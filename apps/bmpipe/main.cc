@@ -18,6 +18,7 @@
 #include "bmpipe/cost/problem_builder.h"
 #include "bmpipe/cost/setup_reader.h"
 #include "bmpipe/io/builtin_example.h"
+#include "bmpipe/io/chrome_trace.h"
 #include "bmpipe/io/compare_report.h"
 #include "bmpipe/io/export.h"
 #include "bmpipe/io/launcher_plan.h"
@@ -194,7 +195,18 @@ struct SimulateArgs {
   bool json = false;
   std::string out;
   std::string svg;
+  std::string trace;
 };
+
+// Stages the Chrome trace of `plan` for `path` and says so in the report's header.
+Status StageTrace(OutputFiles& files, const std::string& path, const Problem& problem, const Plan& plan,
+                  const std::string& title, ReportHeader& header) {
+  Result<std::string> trace = PlanChromeTrace(problem, plan, title);
+  if (!trace.ok()) return trace.error();
+  files.Add(path, trace.value());
+  header.lines.push_back({"trace", "written to " + path + " (Chrome trace: Perfetto, chrome://tracing)"});
+  return {};
+}
 
 int RunSimulate(const SimulateArgs& args) {
   std::vector<std::pair<std::string, std::string>> origin;
@@ -220,6 +232,7 @@ int RunSimulate(const SimulateArgs& args) {
   const Problem& pb = problem.value();
   if (origin.empty()) origin.push_back({"problem", args.problem + (pb.name.empty() ? "" : " (" + pb.name + ")")});
   if (Status size = CheckTimelineSize(pb, 1); !args.svg.empty() && !size.ok()) return Fail(size.error());
+  if (Status size = CheckTraceSize(pb); !args.trace.empty() && !size.ok()) return Fail(size.error());
 
   Plan plan;
   SolverInfo solver{"none", SolveStatus::kFeasible, 0.0};
@@ -268,6 +281,10 @@ int RunSimulate(const SimulateArgs& args) {
     if (!written.ok()) return Fail(written.error());
     header.lines.push_back({"timeline", "written to " + args.svg});
   }
+  if (!args.trace.empty()) {
+    Status written = StageTrace(files, args.trace, pb, plan, "bmpipe simulate: " + (pb.name.empty() ? args.problem : pb.name), header);
+    if (!written.ok()) return Fail(written.error());
+  }
   const int code = Emit(files, args.out, args.json, PlanJsonText(pb, plan, sim.value(), solver),
                         FormatReport(header, pb, plan, sim.value()));
   if (code == kExitOk && !sim.value().fits) {
@@ -285,6 +302,7 @@ struct PlanArgs {
   std::string export_format;
   std::string export_out;
   std::string svg;
+  std::string trace;
   std::string out;
   bool json = false;
   double time_limit_s = 60;
@@ -431,6 +449,7 @@ int RunPlan(const PlanArgs& args) {
   const Problem& pb = problem.value();
   if (Status runs = TargetRunsProblemSetup(chosen.value().kind, pb); !runs.ok()) return Fail(runs.error());
   if (Status size = CheckTimelineSize(pb, 1); !args.svg.empty() && !size.ok()) return Fail(size.error());
+  if (Status size = CheckTraceSize(pb); !args.trace.empty() && !size.ok()) return Fail(size.error());
   if (!args.sapp.empty()) {
     origin.push_back({"problem", "the MindFormers pipeline-balance tool's input " + args.sapp});
     origin.push_back({"memory", fmt::format("stage constant {} on every rank (counted once; the tool adds it again on "
@@ -513,6 +532,10 @@ int RunPlan(const PlanArgs& args) {
                                 r.plan}});
     if (!written.ok()) return Fail(written.error());
     header.lines.push_back({"timeline", "written to " + args.svg});
+  }
+  if (!args.trace.empty()) {
+    Status written = StageTrace(files, args.trace, pb, r.plan, "bmpipe plan: " + (pb.name.empty() ? shown : pb.name), header);
+    if (!written.ok()) return Fail(written.error());
   }
   std::string exported;
   if (format) {
@@ -1013,6 +1036,7 @@ int Main(int argc, char** argv) {
   simulate->add_flag("--json", sim.json, "Print the plan JSON with the simulated metrics instead of the report");
   simulate->add_option("--out", sim.out, "Also write the plan JSON with the simulated metrics to this file");
   simulate->add_option("--svg", sim.svg, "Write the timeline (ops per rank, memory over time) as SVG to this file");
+  simulate->add_option("--trace", sim.trace, "Write the simulated timeline as a Chrome trace (JSON: one process per rank with its ops and a memory counter) to this file, to open in Perfetto or chrome://tracing beside a real profile");
   sim.model.setup.recompute = {"none"};
   AddModelOptions(*simulate, sim.model, sim_problem);
   simulate->get_option("--recompute")
@@ -1080,6 +1104,7 @@ int Main(int argc, char** argv) {
                        "report, or to --export-out)");
   plan_cmd->add_option("--export-out", plan.export_out, "Write the --export text to this file");
   plan_cmd->add_option("--svg", plan.svg, "Write the plan's timeline (ops per rank, memory over time) as SVG to this file");
+  plan_cmd->add_option("--trace", plan.trace, "Write the simulated timeline as a Chrome trace (JSON: one process per rank with its ops and a memory counter) to this file, to open in Perfetto or chrome://tracing beside a real profile");
 
   ExportArgs exp;
   CLI::App* export_cmd = app.add_subcommand(

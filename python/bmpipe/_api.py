@@ -313,6 +313,16 @@ class Plan:
         text = json.dumps(self._doc)
         return [[Op(*op) for op in ops] for ops in _core.timeline(self.problem._handle, text)]
 
+    def chrome_trace(self, title: Optional[str] = None) -> str:
+        """The simulated timeline as a Chrome trace (JSON text; ``--trace`` on the command line):
+        a process per rank with its ops and a memory counter, for Perfetto or chrome://tracing."""
+        name = title if title is not None else f"bmpipe: {self.problem.name}"
+        return _core.chrome_trace(self.problem._handle, json.dumps(self._doc), name)
+
+    def save_trace(self, path: PathLike, title: Optional[str] = None) -> None:
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(self.chrome_trace(title))
+
     def export(self, to: str, *, target: Optional[str] = None) -> str:
         """The launcher configuration ``bmpipe export --to`` writes (megatron, mindformers,
         deepspeed, torchtitan, csv)."""

@@ -30,6 +30,7 @@
 #include "bmpipe/cost/problem_builder.h"
 #include "bmpipe/cost/setup_reader.h"
 #include "bmpipe/io/builtin_example.h"
+#include "bmpipe/io/chrome_trace.h"
 #include "bmpipe/io/compare_report.h"
 #include "bmpipe/io/export.h"
 #include "bmpipe/io/launcher_plan.h"
@@ -311,6 +312,10 @@ std::vector<std::vector<std::tuple<int, int, std::string, double, double>>> Time
   return out;
 }
 
+std::string ChromeTrace(const Problem& problem, const std::string& plan_text, const std::string& title) {
+  return Take(PlanChromeTrace(problem, ReadPlanText(problem, plan_text, "plan"), title));
+}
+
 std::string ExportPlanText(const Problem& problem, const std::string& plan_text, const std::string& to,
                            const std::string& target) {
   const Plan plan = ReadPlanText(problem, plan_text, "plan");
@@ -418,6 +423,7 @@ NB_MODULE(_core, m) {
         nb::arg("recompute"));
   m.def("read_plan", &ReadAnyPlanText, nb::arg("problem"), nb::arg("text"), nb::arg("format"), nb::arg("source"));
   m.def("timeline", &Timeline, nb::arg("problem"), nb::arg("plan"));
+  m.def("chrome_trace", &ChromeTrace, nb::arg("problem"), nb::arg("plan"), nb::arg("title"));
   m.def("export", &ExportPlanText, nb::arg("problem"), nb::arg("plan"), nb::arg("to"), nb::arg("target"));
   m.def("compare", &CompareProblem, nb::arg("problem"), nb::arg("target"), nb::arg("time_limit"),
         nb::arg("baselines"), nb::arg("progress").none(), nb::arg("catch_interrupt"));

@@ -230,6 +230,19 @@ def test_timeline_orders_every_op_of_the_schedule():
                                        end_s=plan.stages[0].forward_s)
 
 
+def test_the_chrome_trace_equals_the_command_lines(tmp_path):
+    pb = bmpipe.Problem.load(DEMO / "problem.yaml")
+    plan = bmpipe.plan(pb)
+    plan.save(tmp_path / "plan.json")
+    cli("simulate", "--problem", DEMO / "problem.yaml", "--plan", tmp_path / "plan.json", "--trace", tmp_path / "t.json")
+    text = plan.chrome_trace(title="bmpipe simulate: mindformers-demo")
+    assert text == (tmp_path / "t.json").read_text()
+    doc = json.loads(text)
+    ops = [e for e in doc["traceEvents"] if e["ph"] == "X" and e["cat"] in ("forward", "backward")]
+    assert len(ops) == 2 * pb.ranks * pb.micro_batches
+    assert max(e["ts"] + e["dur"] for e in ops) == pytest.approx(plan.iteration_time_s * 1e6)
+
+
 def test_the_installed_command_is_the_same_program():
     rc, out, _ = cli("plan", "--json", "--progress", "none")
     assert rc == 0 and json.loads(out)["iteration_time_s"] == 54.81
