@@ -105,10 +105,37 @@ int Emit(OutputFiles& files, const std::string& out, bool json, const std::strin
   return kExitOk;
 }
 
-// Stages the timeline of `panels` (each simulated again with its memory trace) for `path`.
-Status StageSvg(OutputFiles& files, const std::string& path, const Problem& problem, const std::string& title,
+// --svg and what of the timeline it draws (--svg-window, --svg-ranks).
+struct SvgOptions {
+  std::string path;
+  std::string window;
+  std::string ranks;
+};
+
+void AddSvgOptions(CLI::App& cmd, SvgOptions& svg, const std::string& help) {
+  cmd.add_option("--svg", svg.path, help);
+  cmd.add_option("--svg-window", svg.window,
+                 "With --svg: draw only this time window, START:END in seconds from the iteration's start (either may "
+                 "be left out), for production-size runs");
+  cmd.add_option("--svg-ranks", svg.ranks, "With --svg: draw only these ranks, e.g. 0-3,8");
+}
+
+// Checks --svg's view of `problem` before the work (none without --svg).
+Status CheckSvg(const SvgOptions& svg, const Problem& problem, int panels) {
+  if (svg.path.empty()) {
+    if (!svg.window.empty() || !svg.ranks.empty()) return InvalidInput("--svg-window and --svg-ranks need --svg FILE");
+    return {};
+  }
+  Result<TimelineView> view = ParseTimelineView(svg.window, svg.ranks, problem);
+  if (!view.ok()) return view.error();
+  return CheckTimelineSize(problem, panels, view.value());
+}
+
+// Stages the timeline of `panels` (each simulated again with its memory trace) for --svg.
+Status StageSvg(OutputFiles& files, const SvgOptions& svg, const Problem& problem, const std::string& title,
                 const std::vector<std::pair<std::string, Plan>>& plans) {
-  if (Status size = CheckTimelineSize(problem, static_cast<int>(plans.size())); !size.ok()) return size;
+  if (Status size = CheckSvg(svg, problem, static_cast<int>(plans.size())); !size.ok()) return size;
+  const TimelineView view = ParseTimelineView(svg.window, svg.ranks, problem).value();
   std::vector<TimelinePanel> panels;
   SimOptions options;
   options.record_memory = true;
@@ -117,7 +144,9 @@ Status StageSvg(OutputFiles& files, const std::string& path, const Problem& prob
     if (!sim.ok()) return sim.error();
     panels.push_back({label, plan, sim.value()});
   }
-  files.Add(path, TimelineSvg(problem, title, panels));
+  Result<std::string> text = TimelineSvg(problem, title, panels, view);
+  if (!text.ok()) return text.error();
+  files.Add(svg.path, text.value());
   return {};
 }
 
@@ -194,7 +223,7 @@ struct SimulateArgs {
   std::string strategy;  // even or megatron; default: megatron with --model, else even
   bool json = false;
   std::string out;
-  std::string svg;
+  SvgOptions svg;
   std::string trace;
 };
 
@@ -231,7 +260,7 @@ int RunSimulate(const SimulateArgs& args) {
   if (!problem.ok()) return Fail(problem.error());
   const Problem& pb = problem.value();
   if (origin.empty()) origin.push_back({"problem", args.problem + (pb.name.empty() ? "" : " (" + pb.name + ")")});
-  if (Status size = CheckTimelineSize(pb, 1); !args.svg.empty() && !size.ok()) return Fail(size.error());
+  if (Status size = CheckSvg(args.svg, pb, 1); !size.ok()) return Fail(size.error());
   if (Status size = CheckTraceSize(pb); !args.trace.empty() && !size.ok()) return Fail(size.error());
 
   Plan plan;
@@ -275,11 +304,11 @@ int RunSimulate(const SimulateArgs& args) {
   ReportHeader header{"bmpipe simulate", origin};
   header.lines.push_back({"plan", plan_origin});
   header.lines.insert(header.lines.end(), notes.begin(), notes.end());
-  if (!args.svg.empty()) {
+  if (!args.svg.path.empty()) {
     Status written = StageSvg(files, args.svg, pb, "bmpipe simulate: " + (pb.name.empty() ? args.problem : pb.name),
                               {{plan_origin, plan}});
     if (!written.ok()) return Fail(written.error());
-    header.lines.push_back({"timeline", "written to " + args.svg});
+    header.lines.push_back({"timeline", "written to " + args.svg.path});
   }
   if (!args.trace.empty()) {
     Status written = StageTrace(files, args.trace, pb, plan, "bmpipe simulate: " + (pb.name.empty() ? args.problem : pb.name), header);
@@ -301,7 +330,7 @@ struct PlanArgs {
   SappTarget sapp_target;
   std::string export_format;
   std::string export_out;
-  std::string svg;
+  SvgOptions svg;
   std::string trace;
   std::string out;
   bool json = false;
@@ -448,7 +477,7 @@ int RunPlan(const PlanArgs& args) {
   if (!problem.ok()) return Fail(problem.error());
   const Problem& pb = problem.value();
   if (Status runs = TargetRunsProblemSetup(chosen.value().kind, pb); !runs.ok()) return Fail(runs.error());
-  if (Status size = CheckTimelineSize(pb, 1); !args.svg.empty() && !size.ok()) return Fail(size.error());
+  if (Status size = CheckSvg(args.svg, pb, 1); !size.ok()) return Fail(size.error());
   if (Status size = CheckTraceSize(pb); !args.trace.empty() && !size.ok()) return Fail(size.error());
   if (!args.sapp.empty()) {
     origin.push_back({"problem", "the MindFormers pipeline-balance tool's input " + args.sapp});
@@ -526,12 +555,12 @@ int RunPlan(const PlanArgs& args) {
   ReportHeader header{"bmpipe plan", origin};
   for (auto& line : TargetLines(chosen.value(), planned.value(), any)) header.lines.push_back(line);
   for (auto& line : PlannerLines(r)) header.lines.push_back(line);
-  if (!args.svg.empty()) {
+  if (!args.svg.path.empty()) {
     Status written = StageSvg(files, args.svg, pb, "bmpipe plan: " + (pb.name.empty() ? shown : pb.name),
                               {{"bmpipe (" + std::string(r.status == PlanStatus::kOptimal ? "proven optimal" : "best found") + ")",
                                 r.plan}});
     if (!written.ok()) return Fail(written.error());
-    header.lines.push_back({"timeline", "written to " + args.svg});
+    header.lines.push_back({"timeline", "written to " + args.svg.path});
   }
   if (!args.trace.empty()) {
     Status written = StageTrace(files, args.trace, pb, r.plan, "bmpipe plan: " + (pb.name.empty() ? shown : pb.name), header);
@@ -605,7 +634,7 @@ struct CompareArgs {
   bool json = false;
   std::string out;
   std::vector<std::string> baselines;
-  std::string svg;
+  SvgOptions svg;
   std::string progress = "auto";
 };
 
@@ -623,7 +652,7 @@ int RunCompare(const CompareArgs& args) {
   const Problem& pb = problem.value();
   if (Status runs = TargetRunsProblemSetup(chosen.value().kind, pb); !runs.ok()) return Fail(runs.error());
   if (origin.empty()) origin.push_back({"problem", shown + (pb.name.empty() ? "" : " (" + pb.name + ")")});
-  if (Status size = CheckTimelineSize(pb, 2); !args.svg.empty() && !size.ok()) return Fail(size.error());
+  if (Status size = CheckSvg(args.svg, pb, 2); !size.ok()) return Fail(size.error());
   CompareOptions options;
   options.time_limit_s = args.time_limit_s;
   options.target = chosen.value().kind;
@@ -653,7 +682,7 @@ int RunCompare(const CompareArgs& args) {
   printer.Finish();
   if (!rows.ok()) return Fail(rows.error());
   for (CompareRow& row : rows.value()) row.note = StoppedBy(row.note, fmt::format("time limit {:g} s", args.time_limit_s));
-  if (!args.svg.empty()) {
+  if (!args.svg.path.empty()) {
     // bmpipe's plan above Megatron's best, on one time scale.
     std::vector<std::pair<std::string, Plan>> plans;
     for (const CompareRow& row : rows.value()) {
@@ -661,7 +690,7 @@ int RunCompare(const CompareArgs& args) {
     }
     Status written = StageSvg(files, args.svg, pb, "bmpipe compare: " + (pb.name.empty() ? shown : pb.name), plans);
     if (!written.ok()) return Fail(written.error());
-    origin.push_back({"timeline", "bmpipe and megatron written to " + args.svg});
+    origin.push_back({"timeline", "bmpipe and megatron written to " + args.svg.path});
   }
   const Target& target = TargetOf(options.target);
   origin.push_back({"target", fmt::format("{}: {} ({}); megatron is stock {} at its best layout and recomputation",
@@ -693,10 +722,13 @@ struct SearchArgs {
   bool recompute_given = false;  // --recompute was on the command line
   std::string target;
   std::string export_out;
-  std::string svg;
+  SvgOptions svg;
 };
 
 int RunSearch(SearchArgs& args) {
+  if (args.svg.path.empty() && (!args.svg.window.empty() || !args.svg.ranks.empty())) {
+    return Fail(InvalidInput("--svg-window and --svg-ranks need --svg FILE"));
+  }
   Result<ModelSpec> model = LoadModel(args.model);
   if (!model.ok()) return Fail(model.error());
   Result<DeviceSpec> device = LoadDevice(args.device);
@@ -777,11 +809,11 @@ int RunSearch(SearchArgs& args) {
       files.Add(args.plan_out, plan_json);
       plan_header.lines.push_back({"plan", "written to " + args.plan_out});
     }
-    if (!args.svg.empty()) {
+    if (!args.svg.path.empty()) {
       Status written = StageSvg(files, args.svg, problem, "bmpipe search: " + problem.name,
                                 {{DescribeConfig(best.config), best.planner.plan}});
       if (!written.ok()) return Fail(written.error());
-      plan_header.lines.push_back({"timeline", "written to " + args.svg});
+      plan_header.lines.push_back({"timeline", "written to " + args.svg.path});
     }
     // Megatron, the default export, runs no split-backward schedule: a winner with one is exported
     // as its op order (torch.distributed.pipelining's CSV) unless --export names a format.
@@ -1035,7 +1067,7 @@ int Main(int argc, char** argv) {
       ->check(CLI::IsMember({"even", "megatron"}));
   simulate->add_flag("--json", sim.json, "Print the plan JSON with the simulated metrics instead of the report");
   simulate->add_option("--out", sim.out, "Also write the plan JSON with the simulated metrics to this file");
-  simulate->add_option("--svg", sim.svg, "Write the timeline (ops per rank, memory over time) as SVG to this file");
+  AddSvgOptions(*simulate, sim.svg, "Write the timeline (ops per rank, memory over time) as SVG to this file");
   simulate->add_option("--trace", sim.trace, "Write the simulated timeline as a Chrome trace (JSON: one process per rank with its ops and a memory counter) to this file, to open in Perfetto or chrome://tracing beside a real profile");
   sim.model.setup.recompute = {"none"};
   AddModelOptions(*simulate, sim.model, sim_problem);
@@ -1103,7 +1135,7 @@ int Main(int argc, char** argv) {
                        "Also write the plan for a launcher: megatron, mindformers, deepspeed, torchtitan, csv (after the "
                        "report, or to --export-out)");
   plan_cmd->add_option("--export-out", plan.export_out, "Write the --export text to this file");
-  plan_cmd->add_option("--svg", plan.svg, "Write the plan's timeline (ops per rank, memory over time) as SVG to this file");
+  AddSvgOptions(*plan_cmd, plan.svg, "Write the plan's timeline (ops per rank, memory over time) as SVG to this file");
   plan_cmd->add_option("--trace", plan.trace, "Write the simulated timeline as a Chrome trace (JSON: one process per rank with its ops and a memory counter) to this file, to open in Perfetto or chrome://tracing beside a real profile");
 
   ExportArgs exp;
@@ -1144,7 +1176,7 @@ int Main(int argc, char** argv) {
   compare->add_flag("--json", cmp.json, "Print the rows as JSON (each with its plan) instead of the table");
   compare->add_option("--target", cmp.target, TargetHelp());
   compare->add_option("--out", cmp.out, "Also write the JSON rows to this file");
-  compare->add_option("--svg", cmp.svg, "Write bmpipe's and Megatron's timelines, on one time scale, as SVG to this file");
+  AddSvgOptions(*compare, cmp.svg, "Write bmpipe's and Megatron's timelines, on one time scale, as SVG to this file");
   compare->add_option("--baselines", cmp.baselines,
                       "Comma-separated planners to compare with (default all): megatron, pipedream, merak, adapipe, "
                       "mist, mindformers-tool")
@@ -1262,7 +1294,7 @@ int Main(int argc, char** argv) {
       ->each([&srch](const std::string&) { srch.export_given = true; });
   search->add_option("--target", srch.target, TargetHelp());
   search->add_option("--export-out", srch.export_out, "Write the export to this file instead");
-  search->add_option("--svg", srch.svg, "Write the best plan's timeline as SVG to this file");
+  AddSvgOptions(*search, srch.svg, "Write the best plan's timeline as SVG to this file");
   search->add_flag("-q,--quiet", srch.quiet, "No progress on standard error (as --progress none)");
   AddProgressOption(*search, srch.progress);
 
