@@ -885,6 +885,30 @@ int RunValidate(const std::string& path, bool json, bool markdown, const std::st
               markdown ? ValidationMarkdown(table.value(), v.value()) : FormatValidation(table.value(), v.value()));
 }
 
+struct CalibrateArgs {
+  std::string runs;
+  std::vector<std::string> fit;
+  std::string device_out;
+  bool json = false;
+  std::string out;
+};
+
+int RunCalibrate(const CalibrateArgs& args) {
+  Result<RunTable> table = LoadRunTable(args.runs);
+  if (!table.ok()) return Fail(table.error());
+  Result<DeviceCalibration> c = CalibrateDevice(table.value(), args.fit);
+  if (!c.ok()) return Fail(c.error());
+  OutputFiles files;
+  std::string report = FormatCalibration(table.value(), c.value());
+  if (!args.device_out.empty()) {
+    files.Add(args.device_out, CalibratedDeviceYaml(table.value(), c.value()));
+    report += "\ndevice file written to " + args.device_out + " (use it as --device " + args.device_out + ")\n";
+  } else {
+    report += "\n" + CalibratedDeviceYaml(table.value(), c.value());
+  }
+  return Emit(files, args.out, args.json, CalibrationToJson(table.value(), c.value()).dump(2) + "\n", report);
+}
+
 std::string Joined(const std::vector<std::string>& names) { return fmt::format("{}", fmt::join(names, ", ")); }
 
 // The help texts of the setup's parallel sizes and switches that `search` takes as lists of
@@ -1089,6 +1113,24 @@ int Main(int argc, char** argv) {
                      "what is assumed");
   validate->add_flag("--markdown", validate_markdown, "Print the Markdown tables of docs/fidelity.md");
   validate->add_option("--out", validate_out, "Also write the JSON to this file");
+
+  CalibrateArgs cal;
+  CLI::App* calibrate = app.add_subcommand(
+      "calibrate",
+      "Fit a device preset's efficiencies to your own measured runs, and write a device file with them: the runs "
+      "(iteration time, TFLOP/s or MFU, peak memory, layer times) in the format of the built-in table of published "
+      "runs (data/published-runs.yaml; the `calibration` section is not needed), all on one device preset. Each "
+      "run's time is predicted with Megatron's plan for its configuration; one or two efficiencies are fitted by a "
+      "joint grid search (docs/fidelity.md, \"Calibration\"). Prints each measurement against the prediction before "
+      "and after.");
+  calibrate->add_option("--runs", cal.runs, "The measured runs (JSON or YAML)")->required();
+  calibrate->add_option("--fit", cal.fit, "The efficiencies to fit, one or two: gemm, attention, memory, link, fp8_gemm, "
+                                          "or a host wait (moe_host_ms, fp8_host_ms, ...)")
+      ->delimiter(',')
+      ->required();
+  calibrate->add_option("--device-out", cal.device_out, "Write the device file (YAML) here instead of printing it");
+  calibrate->add_flag("--json", cal.json, "Print JSON: the fitted values and every measurement before and after");
+  calibrate->add_option("--out", cal.out, "Also write the JSON to this file");
 
   PlanArgs plan;
   CLI::App* plan_cmd = app.add_subcommand(
@@ -1314,6 +1356,7 @@ int Main(int argc, char** argv) {
   }
   if (simulate->parsed()) return RunSimulate(sim);
   if (validate->parsed()) return RunValidate(validate_table, validate_json, validate_markdown, validate_out);
+  if (calibrate->parsed()) return RunCalibrate(cal);
   if (plan_cmd->parsed()) return RunPlan(plan);
   if (compare->parsed()) return RunCompare(cmp);
   if (export_cmd->parsed()) return RunExport(exp);

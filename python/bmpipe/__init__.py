@@ -18,6 +18,7 @@ from bmpipe._api import (
     Progress,
     Rank,
     Stage,
+    calibrate,
     compare,
     device_presets,
     export,
@@ -42,7 +43,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Problem", "Plan", "Stage", "Layer", "Rank", "Op", "Progress",
-    "plan", "simulate", "export", "compare", "search", "validate", "model_presets", "device_presets",
+    "plan", "simulate", "export", "compare", "search", "validate", "calibrate", "model_presets", "device_presets",
     "examples", "errors",
     "Error", "InvalidInputError", "FileError", "NoFitError", "NoPlanError", "TooLargeError", "InternalError", "Note",
 ]

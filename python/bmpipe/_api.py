@@ -435,6 +435,16 @@ def validate(path: Optional[PathLike] = None) -> Dict[str, Any]:
     return json.loads(_core.validate(os.fspath(path) if path is not None else ""))
 
 
+def calibrate(runs: PathLike, fit: Sequence[str]) -> Dict[str, Any]:
+    """Fits one or two efficiencies of the device preset that every run in the file `runs` is on
+    to their measurements, as ``bmpipe calibrate --json`` prints it; "device_file" holds the
+    device file (YAML) with the fitted values, to save and give as a model's device."""
+    text, device_file = _core.calibrate(os.fspath(runs), list(fit))
+    doc = json.loads(text)
+    doc["device_file"] = device_file
+    return doc
+
+
 def model_presets() -> List[str]:
     return list(_core.model_presets())
 

@@ -378,6 +378,13 @@ std::string SearchCluster(const std::string& model_name, const std::string& devi
   return SearchDocument(model, device, options, result).dump(2) + "\n";
 }
 
+// `calibrate --json`'s document and the device file.
+std::pair<std::string, std::string> CalibrateRuns(const std::string& path, const std::vector<std::string>& fit) {
+  const RunTable table = Take(LoadRunTable(path));
+  const DeviceCalibration c = Take(CalibrateDevice(table, fit));
+  return {CalibrationToJson(table, c).dump(2) + "\n", CalibratedDeviceYaml(table, c)};
+}
+
 std::string ValidateRuns(const std::string& path) {
   const RunTable table = Take(LoadRunTable(path));
   const Validation v = Take(Validate(table));
@@ -429,6 +436,7 @@ NB_MODULE(_core, m) {
         nb::arg("baselines"), nb::arg("progress").none(), nb::arg("catch_interrupt"));
   m.def("search", &SearchCluster, nb::arg("model"), nb::arg("device"), nb::arg("options_json"),
         nb::arg("progress").none(), nb::arg("catch_interrupt"));
+  m.def("calibrate", &CalibrateRuns, nb::arg("path"), nb::arg("fit"));
   m.def("validate", &ValidateRuns, nb::arg("path"));
   m.def("model_presets", &ModelPresetNames);
   m.def("device_presets", &DevicePresetNames);

@@ -128,6 +128,23 @@ def test_search_equals_the_command_line():
         bmpipe.search("llama3-8b", "h100-80gb", devices=16, gbs=64, seq=4096, tpp=[2])
 
 
+def test_calibrate_equals_the_command_line(tmp_path):
+    runs = ROOT / "examples" / "calibrate" / "h100-runs.yaml"
+    fitted = bmpipe.calibrate(runs, ["gemm"])
+    _, out, _ = cli("calibrate", "--runs", runs, "--fit", "gemm", "--json", "--device-out", tmp_path / "d.yaml")
+    device_file = fitted.pop("device_file")
+    assert fitted == json.loads(out)
+    assert device_file == (tmp_path / "d.yaml").read_text()
+    assert 0 < fitted["fitted"]["gemm"] < fitted["preset"]["gemm"]
+    # The device file plans: the same model on the calibrated device is slower.
+    setup = dict(tp=8, pp=2, dp=4, gbs=64, seq=4096, flash_attention=True, sequence_parallel=True)
+    slow = bmpipe.plan(bmpipe.Problem.from_model("llama3-8b", str(tmp_path / "d.yaml"), **setup), time_limit=10)
+    fast = bmpipe.plan(bmpipe.Problem.from_model("llama3-8b", "h100-80gb", **setup), time_limit=10)
+    assert slow.iteration_time_s > fast.iteration_time_s
+    with pytest.raises(bmpipe.InvalidInputError, match="did you mean 'gemm'"):
+        bmpipe.calibrate(runs, ["gem"])
+
+
 @pytest.mark.parametrize("doc, kind, code", [
     ({"pipeline": {"ranks": 2}}, bmpipe.InvalidInputError, 2),
     ("missing.yaml", bmpipe.FileError, 3),

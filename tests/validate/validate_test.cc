@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include "bmpipe/cost/layer_ops.h"
+#include "bmpipe/io/output_file.h"
 #include "bmpipe/io/validate_report.h"
 #include "bmpipe/validate/validate.h"
 #include "test_support.h"
@@ -335,6 +336,62 @@ TEST(Validate, EveryFrontierKindHasHeldOutRuns) {
     if (!o.calibration && std::find(kinds.begin(), kinds.end(), "moe") != kinds.end()) ++moe;
   }
   EXPECT_EQ(runs["moe"], moe);
+}
+
+// `bmpipe calibrate`: the runs of a GPT-22B layout on H100, measured at times the preset predicts
+// (then the fit finds the preset's GEMM efficiency again) or 25 % slower (a lower one that
+// predicts them), and the device file it writes reads back with that efficiency.
+std::string RunOn(const std::string& device, const std::string& id, int tp, double seconds) {
+  return fmt::format("  - {{id: {}, source: test, states: test, model: gpt-22b, device: {}, tp: {}, pp: 2, dp: 4, "
+                     "mbs: 1, gbs: 64, seq: 2048, recompute: selective, sequence_parallel: true, flash_attention: true, "
+                     "measured: {{iteration_time_s: {:.9f}}}}}\n",
+                     id, device, tp, seconds);
+}
+
+std::string H100Run(const std::string& id, int tp, double seconds) { return RunOn("h100-80gb", id, tp, seconds); }
+
+TEST(Calibrate, FitsThePresetToItsOwnPredictionsAndASlowerDevice) {
+  const RunTable probe = TableFrom("runs:\n" + H100Run("a", 4, 1) + H100Run("b", 8, 1)).value();
+  const DeviceCalibration first = CalibrateDevice(probe, {"gemm"}).value();
+  const double a = first.before_outcomes[0].predicted[0], b = first.before_outcomes[1].predicted[0];
+  const double preset = DevicePreset("h100-80gb").value().efficiency.gemm;
+  EXPECT_EQ(first.before.gemm, preset);
+
+  const RunTable same = TableFrom("runs:\n" + H100Run("a", 4, a) + H100Run("b", 8, b)).value();
+  const DeviceCalibration c = CalibrateDevice(same, {"gemm"}).value();
+  EXPECT_NEAR(c.device.efficiency.gemm, preset, 0.0015);
+
+  const RunTable slower = TableFrom("runs:\n" + H100Run("a", 4, 1.25 * a) + H100Run("b", 8, 1.25 * b)).value();
+  const DeviceCalibration s = CalibrateDevice(slower, {"gemm"}).value();
+  EXPECT_LT(s.device.efficiency.gemm, preset - 0.05);
+  for (std::size_t i = 0; i < 2; ++i) {
+    const double measured = slower.runs[i].measured[0].value;
+    EXPECT_LT(std::abs(RelativeError(s.after_outcomes[i].predicted[0], measured)),
+              std::abs(RelativeError(s.before_outcomes[i].predicted[0], measured)));
+  }
+  // The device file: the preset with the fitted efficiency.
+  const std::string yaml = CalibratedDeviceYaml(slower, s);
+  const std::string path = ::testing::TempDir() + "/calibrated-h100.yaml";
+  ASSERT_TRUE(WriteFileAtomically(path, yaml).ok());
+  const DeviceSpec device = LoadDevice(path).value();
+  EXPECT_NEAR(device.efficiency.gemm, s.device.efficiency.gemm, 0.0005);
+  EXPECT_EQ(device.efficiency.attention, s.device.efficiency.attention);
+  EXPECT_EQ(device.memory_bytes, s.device.memory_bytes);
+  EXPECT_NE(FormatCalibration(slower, s).find("predicted after"), std::string::npos);
+  EXPECT_EQ(CalibrationToJson(slower, s)["runs"].size(), 2u);
+}
+
+TEST(Calibrate, RefusesMixedDevicesAndUnknownEfficiencies) {
+  const RunTable mixed = TableFrom("runs:\n" + H100Run("a", 4, 1) + RunOn("a100-80gb", "b", 4, 1)).value();
+  const Result<DeviceCalibration> m = CalibrateDevice(mixed, {"gemm"});
+  ASSERT_FALSE(m.ok());
+  EXPECT_NE(m.error().message.find("one device at a time"), std::string::npos) << m.error().message;
+  const RunTable one = TableFrom("runs:\n" + H100Run("a", 4, 1)).value();
+  const Result<DeviceCalibration> u = CalibrateDevice(one, {"gem"});
+  ASSERT_FALSE(u.ok());
+  EXPECT_NE(u.error().message.find("did you mean 'gemm'"), std::string::npos) << u.error().message;
+  EXPECT_FALSE(CalibrateDevice(one, {"gemm", "memory", "link"}).ok());
+  EXPECT_FALSE(CalibrateDevice(one, {}).ok());
 }
 
 }  // namespace bmpipe

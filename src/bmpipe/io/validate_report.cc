@@ -1,6 +1,7 @@
 #include "bmpipe/io/validate_report.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 namespace bmpipe {
 namespace {
@@ -263,6 +264,67 @@ Json ValidationToJson(const RunTable& table, const Validation& v) {
                     {"measured", std::move(measured)}});
   }
   out["runs"] = std::move(runs);
+  return out;
+}
+
+namespace {
+
+std::string FittedValues(const DeviceCalibration& c, const Efficiencies& e) {
+  std::vector<std::string> parts;
+  for (const std::string& name : c.fit) parts.push_back(fmt::format("{} {:.3f}", name, EfficiencyOf(e, name)));
+  return fmt::format("{}", fmt::join(parts, ", "));
+}
+
+}  // namespace
+
+std::string FormatCalibration(const RunTable& table, const DeviceCalibration& c) {
+  std::string out = fmt::format("bmpipe calibrate: {} on {} run{} of {}\n", c.device.name, table.runs.size(),
+                                table.runs.size() == 1 ? "" : "s", table.source);
+  out += fmt::format("  fitted     {} (the preset: {})\n\n", FittedValues(c, c.device.efficiency), FittedValues(c, c.before));
+  out += fmt::format("{:<28} {:<12} {:>12} {:>22} {:>22}\n", "run", "quantity", "measured", "predicted before",
+                     "predicted after");
+  for (std::size_t i = 0; i < table.runs.size(); ++i) {
+    const PublishedRun& run = table.runs[i];
+    for (std::size_t k = 0; k < run.measured.size(); ++k) {
+      const Measurement& m = run.measured[k];
+      const double before = c.before_outcomes[i].predicted[k], after = c.after_outcomes[i].predicted[k];
+      out += fmt::format("{:<28} {:<12} {:>12} {:>12} {:>9} {:>12} {:>9}\n", run.id, QuantityName(m.quantity),
+                         Value(m.quantity, m.value), Value(m.quantity, before), Percent(RelativeError(before, m.value)),
+                         Value(m.quantity, after), Percent(RelativeError(after, m.value)));
+    }
+  }
+  return out;
+}
+
+Json CalibrationToJson(const RunTable& table, const DeviceCalibration& c) {
+  Json doc;
+  doc["device"] = c.device.name;
+  doc["source"] = table.source;
+  for (const std::string& name : c.fit) {
+    doc["fitted"][name] = EfficiencyOf(c.device.efficiency, name);
+    doc["preset"][name] = EfficiencyOf(c.before, name);
+  }
+  doc["runs"] = Json::array();
+  for (std::size_t i = 0; i < table.runs.size(); ++i) {
+    const PublishedRun& run = table.runs[i];
+    for (std::size_t k = 0; k < run.measured.size(); ++k) {
+      const Measurement& m = run.measured[k];
+      doc["runs"].push_back({{"id", run.id},
+                             {"quantity", QuantityName(m.quantity)},
+                             {"measured", m.value},
+                             {"predicted_before", c.before_outcomes[i].predicted[k]},
+                             {"predicted_after", c.after_outcomes[i].predicted[k]}});
+    }
+  }
+  return doc;
+}
+
+std::string CalibratedDeviceYaml(const RunTable& table, const DeviceCalibration& c) {
+  std::string out = fmt::format("# bmpipe calibrate: {} of {} fitted to the runs of {}\n",
+                                fmt::join(c.fit, " and "), c.device.name, table.source);
+  out += "# Use it as --device FILE (docs/cost-model.md, \"Devices\").\n";
+  out += fmt::format("name: {} (calibrated)\nbased_on: {}\nefficiency:\n", c.device.name, c.device.name);
+  for (const std::string& name : c.fit) out += fmt::format("  {}: {:.3f}\n", name, EfficiencyOf(c.device.efficiency, name));
   return out;
 }
 

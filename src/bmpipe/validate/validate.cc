@@ -6,6 +6,7 @@
 #include <set>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "bmpipe/core/json_cursor.h"
 #include "bmpipe/problem/recompute.h"
@@ -243,7 +244,8 @@ RunTable ReadTable(const Json& doc, const std::string& source) {
     table.runs.push_back(std::move(run));
   }
   std::map<std::string, std::set<std::string>> fitted;
-  for (const JsonCursor& c : root.Required("calibration", "which runs calibrate which device").Elements(true)) {
+  const std::optional<JsonCursor> calibration = root.Optional("calibration");
+  for (const JsonCursor& c : calibration ? calibration->Elements(true) : std::vector<JsonCursor>{}) {
     table.calibration.push_back(ReadCalibration(c, ids, fitted));
     const Calibration& cal = table.calibration.back();
     fitted[cal.device].insert(cal.fit.begin(), cal.fit.end());
@@ -508,6 +510,45 @@ Result<Validation> Validate(const RunTable& table) {
     v.held_out_by_kind.push_back(it->second);
   }
   return v;
+}
+
+Result<DeviceCalibration> CalibrateDevice(const RunTable& table, const std::vector<std::string>& fit) {
+  if (table.runs.empty()) return InvalidInput(table.source + ": no runs to calibrate on");
+  const std::string& name = table.runs.front().device.name;
+  for (const PublishedRun& run : table.runs) {
+    if (run.device.name != name) {
+      return InvalidInput(fmt::format("{}: run '{}' is on {}, run '{}' on {}; calibrate one device at a time (a file "
+                                      "of its runs)",
+                                      table.source, table.runs.front().id, name, run.id, run.device.name));
+    }
+  }
+  const std::vector<std::string>& names = EfficiencyNames();
+  if (fit.empty() || fit.size() > 2) {
+    return InvalidInput(fmt::format("--fit: give one or two efficiencies to fit (a joint grid search): {}",
+                                    fmt::join(names, ", ")));
+  }
+  for (const std::string& f : fit) {
+    if (std::find(names.begin(), names.end(), f) == names.end()) {
+      return InvalidInput(fmt::format("--fit {}: unknown efficiency{}; use {}", f, DidYouMean(f, names), fmt::join(names, ", ")));
+    }
+    if (std::count(fit.begin(), fit.end(), f) > 1) return InvalidInput(fmt::format("--fit {}: listed twice", f));
+  }
+  DeviceCalibration cal;
+  cal.fit = fit;
+  cal.device = DevicePreset(name).value();
+  cal.before = cal.device.efficiency;
+  std::vector<const PublishedRun*> runs;
+  for (const PublishedRun& run : table.runs) {
+    runs.push_back(&run);
+    Result<RunOutcome> o = Predict(run, cal.device);
+    if (!o.ok()) return InvalidInput(fmt::format("{}: run '{}': {}", table.source, run.id, o.error().message));
+    cal.before_outcomes.push_back(o.value());
+  }
+  Result<Efficiencies> fitted = Fit(runs, cal.device, fit);
+  if (!fitted.ok()) return fitted.error();
+  cal.device.efficiency = fitted.value();
+  for (const PublishedRun& run : table.runs) cal.after_outcomes.push_back(Predict(run, cal.device).value());
+  return cal;
 }
 
 }  // namespace bmpipe

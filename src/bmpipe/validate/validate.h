@@ -132,6 +132,20 @@ struct Validation {
 // Fits each calibration group, then predicts every run. Deterministic.
 Result<Validation> Validate(const RunTable& table);
 
+// `bmpipe calibrate`: a device preset's efficiencies fitted to a user's own measured runs.
+struct DeviceCalibration {
+  DeviceSpec device;        // the preset with the fitted efficiencies
+  Efficiencies before;      // the preset's own
+  std::vector<std::string> fit;
+  std::vector<RunOutcome> before_outcomes, after_outcomes;  // every run of the table, in order
+};
+
+// Fits `fit` (one or two efficiency names, a joint grid search as Validate's) of the device preset
+// that every run of `table` is on, starting from the preset's efficiencies, to the runs'
+// measurements (the table's calibration entries are not used). Fails when the runs are on
+// several devices or a name is unknown.
+Result<DeviceCalibration> CalibrateDevice(const RunTable& table, const std::vector<std::string>& fit);
+
 // predicted / measured - 1.
 inline double RelativeError(double predicted, double measured) { return predicted / measured - 1; }
 
