@@ -29,6 +29,7 @@
 #include "bmpipe/io/report.h"
 #include "bmpipe/io/search_report.h"
 #include "bmpipe/io/svg.h"
+#include "bmpipe/io/torch_trace.h"
 #include "bmpipe/io/validate_report.h"
 #include "bmpipe/problem/problem_reader.h"
 #include "bmpipe/problem/sapp_reader.h"
@@ -885,6 +886,54 @@ int RunValidate(const std::string& path, bool json, bool markdown, const std::st
               markdown ? ValidationMarkdown(table.value(), v.value()) : FormatValidation(table.value(), v.value()));
 }
 
+struct ProfileArgs {
+  std::vector<std::string> traces;  // OPTION=FILE
+  Pipeline pipeline;  // ranks, chunks, micro-batches
+  std::string schedule = "1f1b";
+  double memory_gb = 0;
+  double reserved_gb = 0;
+  double p2p_ms = 0;
+  double optimizer_bytes = 0;
+  std::string out;
+};
+
+int RunProfile(const ProfileArgs& args) {
+  if (!(args.optimizer_bytes >= 0)) {
+    return Fail(InvalidInput(fmt::format("--optimizer-bytes-per-param {:g}: give bytes, 0 or more (12 for Adam with fp32 "
+                                         "master weights and moments)",
+                                         args.optimizer_bytes)));
+  }
+  Result<Problem> base = TraceBaseProblem(args.pipeline.ranks, args.pipeline.chunks, args.pipeline.micro_batches,
+                                          args.schedule, args.memory_gb * 1e9, args.reserved_gb * 1e9, args.p2p_ms / 1e3);
+  if (!base.ok()) return Fail(base.error());
+  std::vector<TraceOption> traces;
+  for (const std::string& t : args.traces) {
+    const std::size_t eq = t.find('=');
+    if (eq == std::string::npos || eq == 0 || eq + 1 == t.size()) {
+      return Fail(InvalidInput(fmt::format("--trace {}: give OPTION=FILE, the recomputation option the traced steps ran "
+                                           "and the trace, e.g. none=trace.json",
+                                           t)));
+    }
+    const std::string option = t.substr(0, eq), path = t.substr(eq + 1);
+    if (!ParseRecompute(option).ok()) return Fail(InvalidInput("--trace " + t + ": " + ParseRecompute(option).error().message));
+    Result<Json> doc = LoadDocument(path);
+    if (!doc.ok()) return Fail(doc.error());
+    traces.push_back({option, path, std::move(doc).value()});
+  }
+  Result<Problem> problem = ProblemFromTraces(traces, base.value(), args.optimizer_bytes);
+  if (!problem.ok()) return Fail(problem.error());
+  const std::string text = ProblemJsonText(problem.value(), "profiled by bmpipe profile from PyTorch profiler traces");
+  if (!args.out.empty()) {
+    Status written = WriteFileAtomically(args.out, text);
+    if (!written.ok()) return Fail(written.error());
+    std::cerr << "bmpipe: problem of " << problem.value().num_layers() << " layers written to " << args.out
+              << "; plan it with: bmpipe plan --problem " << args.out << "\n";
+    return kExitOk;
+  }
+  std::cout << text;
+  return kExitOk;
+}
+
 struct CalibrateArgs {
   std::string runs;
   std::vector<std::string> fit;
@@ -1113,6 +1162,32 @@ int Main(int argc, char** argv) {
                      "what is assumed");
   validate->add_flag("--markdown", validate_markdown, "Print the Markdown tables of docs/fidelity.md");
   validate->add_option("--out", validate_out, "Also write the JSON to this file");
+
+  ProfileArgs prof;
+  CLI::App* profile = app.add_subcommand(
+      "profile",
+      "Build a problem from PyTorch profiler traces (Chrome/Kineto JSON, torch.profiler's export_chrome_trace) of a few "
+      "training steps, one trace per recomputation option, run with profile_memory=True and the layers annotated by "
+      "bmpipe.torch.annotate: each layer's forward, backward and recomputation time (the accelerator's kernels where "
+      "the trace has them) and the memory its forward leaves allocated, medians over the micro-batches traced "
+      "(docs/python.md, \"From a trace\"). Prints the problem JSON, or writes it to --out.");
+  profile->add_option("--trace", prof.traces, "OPTION=FILE: the option every traced layer ran (none, full, selective, ...) "
+                                              "and its trace; once per option")
+      ->required();
+  profile->add_option("--ranks", prof.pipeline.ranks, "Pipeline ranks to plan for")->required();
+  profile->add_option("--micro-batches", prof.pipeline.micro_batches, "Micro-batches per iteration")->required();
+  profile->add_option("--chunks", prof.pipeline.chunks, "Model chunks per rank (interleaved 1F1B when more than 1)")
+      ->capture_default_str();
+  profile->add_option("--schedule", prof.schedule, "Pipeline schedule (docs/semantics.md)")->capture_default_str();
+  profile->add_option("--memory-gb", prof.memory_gb, "Device memory in GB")->required();
+  profile->add_option("--reserved-gb", prof.reserved_gb, "Memory reserved on every device (framework, workspace), GB")
+      ->capture_default_str();
+  profile->add_option("--p2p-ms", prof.p2p_ms, "Time to send one layer's output to the next rank, ms")->capture_default_str();
+  profile->add_option("--optimizer-bytes-per-param", prof.optimizer_bytes,
+                      "Optimizer state per parameter beside weights and gradients (12 for Adam with fp32 master weights "
+                      "and moments; 0 for SGD)")
+      ->capture_default_str();
+  profile->add_option("--out", prof.out, "Write the problem here instead of printing it");
 
   CalibrateArgs cal;
   CLI::App* calibrate = app.add_subcommand(
@@ -1357,6 +1432,7 @@ int Main(int argc, char** argv) {
   if (simulate->parsed()) return RunSimulate(sim);
   if (validate->parsed()) return RunValidate(validate_table, validate_json, validate_markdown, validate_out);
   if (calibrate->parsed()) return RunCalibrate(cal);
+  if (profile->parsed()) return RunProfile(prof);
   if (plan_cmd->parsed()) return RunPlan(plan);
   if (compare->parsed()) return RunCompare(cmp);
   if (export_cmd->parsed()) return RunExport(exp);

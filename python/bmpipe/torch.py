@@ -39,7 +39,10 @@ __all__ = [
     "option_parts",
     "apply_option",
     "SavedBytes",
+    "checkpoint_state_bytes",
     "profile",
+    "annotate",
+    "problem_from_traces",
     "StageModule",
     "pipeline_stages",
     "pipeline_schedule",
@@ -80,13 +83,19 @@ class SavedBytes:
     every tensor saved for the backward (saved-tensor hooks), the parts of a storage that several
     views share counted once, but parameters; and the inputs of the recomputed regions inside
     (which those regions keep to run again). A view counts the span of its storage it reaches (a
-    micro-batch of a batch counts the micro-batch)."""
+    micro-batch of a batch counts the micro-batch). Each recomputed region also keeps the random
+    number generators' states to replay its randomness (checkpoint_state_bytes)."""
 
     _active: Optional["SavedBytes"] = None
 
     def __init__(self, parameters: Iterable[torch.Tensor] = ()):
         self._exclude = {p.untyped_storage().data_ptr() for p in parameters}
         self._spans: Dict[int, set] = {}
+        self._extra = 0
+
+    def add(self, nbytes: int) -> None:
+        """Bytes kept that are no tensor saved for the backward (a checkpoint's RNG states)."""
+        self._extra += nbytes
 
     def keep(self, t: Any) -> Any:
         if isinstance(t, torch.Tensor) and t.numel() > 0:
@@ -100,7 +109,7 @@ class SavedBytes:
 
     @property
     def bytes(self) -> int:
-        total = 0
+        total = self._extra
         for spans in self._spans.values():
             end = -1
             for a, b in sorted(spans):
@@ -119,18 +128,34 @@ class SavedBytes:
             SavedBytes._active = outer
 
 
+def checkpoint_state_bytes(*args: Any) -> int:
+    """What torch.utils.checkpoint keeps beside a region's inputs: the CPU generator's state and
+    that of every accelerator the inputs are on (preserve_rng_state, its default)."""
+    n = torch.get_rng_state().numel()
+    devices = {a.device for a in args if isinstance(a, torch.Tensor) and a.device.type == "cuda"}
+    for d in sorted(devices, key=str):
+        n += torch.cuda.get_rng_state(d).numel()
+    return n
+
+
 class _Recomputed(nn.Module):
-    """A region run under checkpointing: its inside is recomputed in the backward, its inputs kept."""
+    """A region run under checkpointing: its inside is recomputed in the backward, its inputs kept.
+    Each run of it is marked "bmpipe.region" for the profiler (inside a backward: a recomputation)."""
 
     def __init__(self, inner: nn.Module):
         super().__init__()
         self.inner = inner
 
+    def _run(self, *args):
+        with torch.autograd.profiler.record_function("bmpipe.region"):
+            return self.inner(*args)
+
     def forward(self, *args):
         if SavedBytes._active is not None:
             for a in args:
                 SavedBytes._active.keep(a)
-        return checkpoint(self.inner, *args, use_reentrant=False)
+            SavedBytes._active.add(checkpoint_state_bytes(*args))
+        return checkpoint(self._run, *args, use_reentrant=False)
 
 
 def _submodule_parent(layer: nn.Module, path: str) -> Tuple[nn.Module, str]:
@@ -267,6 +292,57 @@ def profile(
         "layers": doc_layers,
     }
     return bmpipe.Problem.from_dict(doc, source=f"bmpipe.torch.profile({name})")
+
+
+@contextlib.contextmanager
+def annotate(layers: Sequence[nn.Module]):
+    """While active, every forward of ``layers[i]`` runs inside a profiler range named
+    "bmpipe.layer <i> param_bytes <bytes> params <count>": what ``bmpipe profile`` and
+    problem_from_traces read from a torch.profiler trace of training steps."""
+    handles = []
+    for index, layer in enumerate(layers):
+        params = list(layer.parameters())
+        name = (f"bmpipe.layer {index} param_bytes {sum(p.numel() * p.element_size() for p in params)} "
+                f"params {sum(p.numel() for p in params)}")
+        ranges: List[Any] = []
+
+        def enter(module, args, name=name, ranges=ranges):
+            r = torch.autograd.profiler.record_function(name)
+            r.__enter__()
+            ranges.append(r)
+
+        def leave(module, args, output, ranges=ranges):
+            ranges.pop().__exit__(None, None, None)
+
+        handles.append(layer.register_forward_pre_hook(enter))
+        # Also when the forward raises: a recomputation that checkpointing stops early does.
+        handles.append(layer.register_forward_hook(leave, always_call=True))
+    try:
+        yield
+    finally:
+        for h in handles:
+            h.remove()
+
+
+def problem_from_traces(
+    traces: Dict[str, "os.PathLike[str] | str"],
+    *,
+    ranks: int,
+    micro_batches: int,
+    memory_bytes: float,
+    chunks: int = 1,
+    schedule: str = "1f1b",
+    reserved_bytes: float = 0,
+    p2p_s: float = 0.0,
+    optimizer_bytes_per_parameter: float = 0,
+) -> bmpipe.Problem:
+    """The problem of torch.profiler traces (export_chrome_trace, profile_memory=True) of training
+    steps run under ``annotate(layers)``, one trace per recomputation option: ``{"none": path,
+    "full": path}``. As ``bmpipe profile --trace none=PATH ...`` (docs/python.md, "From a trace")."""
+    handle = bmpipe._core.problem_from_traces(
+        [(option, os.fspath(path)) for option, path in traces.items()], int(ranks), int(chunks), int(micro_batches),
+        schedule, float(memory_bytes), float(reserved_bytes), float(p2p_s), float(optimizer_bytes_per_parameter))
+    return bmpipe.Problem(handle)
 
 
 class _OnBackward(torch.autograd.Function):

@@ -38,9 +38,11 @@
 #include "bmpipe/io/problem_json.h"
 #include "bmpipe/io/progress_printer.h"
 #include "bmpipe/io/search_report.h"
+#include "bmpipe/io/torch_trace.h"
 #include "bmpipe/io/validate_report.h"
 #include "bmpipe/model/model.h"
 #include "bmpipe/problem/problem_reader.h"
+#include "bmpipe/problem/recompute.h"
 #include "bmpipe/schedule/schedule.h"
 #include "bmpipe/search/search_reader.h"
 #include "bmpipe/sim/simulator.h"
@@ -378,6 +380,19 @@ std::string SearchCluster(const std::string& model_name, const std::string& devi
   return SearchDocument(model, device, options, result).dump(2) + "\n";
 }
 
+// `bmpipe profile`: the problem of PyTorch profiler traces, one per (option, path).
+Problem ProblemFromTraceFiles(const std::vector<std::pair<std::string, std::string>>& files, int ranks, int chunks,
+                              int micro_batches, const std::string& schedule, double memory_bytes,
+                              double reserved_bytes, double p2p_s, double optimizer_bytes_per_parameter) {
+  const Problem base = Take(TraceBaseProblem(ranks, chunks, micro_batches, schedule, memory_bytes, reserved_bytes, p2p_s));
+  std::vector<TraceOption> traces;
+  for (const auto& [option, path] : files) {
+    Check(ParseRecompute(option).ok() ? Status{} : Status(ParseRecompute(option).error()));
+    traces.push_back({option, path, Take(LoadDocument(path))});
+  }
+  return Take(ProblemFromTraces(traces, base, optimizer_bytes_per_parameter));
+}
+
 // `calibrate --json`'s document and the device file.
 std::pair<std::string, std::string> CalibrateRuns(const std::string& path, const std::vector<std::string>& fit) {
   const RunTable table = Take(LoadRunTable(path));
@@ -436,6 +451,9 @@ NB_MODULE(_core, m) {
         nb::arg("baselines"), nb::arg("progress").none(), nb::arg("catch_interrupt"));
   m.def("search", &SearchCluster, nb::arg("model"), nb::arg("device"), nb::arg("options_json"),
         nb::arg("progress").none(), nb::arg("catch_interrupt"));
+  m.def("problem_from_traces", &ProblemFromTraceFiles, nb::arg("traces"), nb::arg("ranks"), nb::arg("chunks"),
+        nb::arg("micro_batches"), nb::arg("schedule"), nb::arg("memory_bytes"), nb::arg("reserved_bytes"),
+        nb::arg("p2p_s"), nb::arg("optimizer_bytes_per_parameter"));
   m.def("calibrate", &CalibrateRuns, nb::arg("path"), nb::arg("fit"));
   m.def("validate", &ValidateRuns, nb::arg("path"));
   m.def("model_presets", &ModelPresetNames);

@@ -208,12 +208,15 @@ def test_profile_measures_what_each_option_keeps():
     block = next(l for l in doc["layers"] if l["name"].endswith("Block"))
     kept = {o["name"]: o["saved_bytes"] for o in block["options"]}
     assert set(kept) == {"none", "selective", "attn", "mlp", "mlp_act", "full"}
-    # Full recomputation keeps the layer's input only: micro-batch x tokens x width floats.
-    assert kept["full"] == MBS * TOKENS * WIDTH * 4
+    # Full recomputation keeps the layer's input only, micro-batch x tokens x width floats, and the
+    # generator state it replays its randomness with.
+    rng = bt.checkpoint_state_bytes()
+    assert rng == torch.get_rng_state().numel() > 0
+    assert kept["full"] == MBS * TOKENS * WIDTH * 4 + rng
     assert kept["full"] < kept["attn"] < kept["none"] and kept["mlp"] < kept["none"]
-    # Selective drops what the core attention keeps beyond its inputs: the probabilities (b x heads
-    # x t x t floats) and the causal mask (t x t booleans).
-    assert kept["none"] - kept["selective"] == MBS * HEADS * TOKENS * TOKENS * 4 + TOKENS * TOKENS
+    # Selective drops what the core attention keeps beyond its inputs, the probabilities (b x heads
+    # x t x t floats) and the causal mask (t x t booleans), and keeps a generator state.
+    assert kept["none"] - kept["selective"] == MBS * HEADS * TOKENS * TOKENS * 4 + TOKENS * TOKENS - rng
     for o in block["options"]:
         assert o["forward_s"] > 0 and o["recompute_s"] >= 0
     head, embed = doc["layers"][-1], doc["layers"][0]
@@ -253,3 +256,60 @@ def test_options_a_layer_does_not_declare_are_refused():
     with pytest.raises(bmpipe.InvalidInputError, match="does not offload"):
         bt.apply_option(Block(), "selective+offload")
     assert bt.option_parts("both") == ("mlp_act", "norm")
+
+
+def traced(tmp_path, option, steps=3):
+    """A torch.profiler trace of `steps` training steps of the GPT with every block on `option`."""
+    from torch.profiler import ProfilerActivity, profile as torch_profile
+
+    layers = gpt_layers()
+    layers = [bt.apply_option(layer, option) if isinstance(layer, Block) else layer for layer in layers]
+    model = nn.Sequential(*layers)
+    x, y = batches()[0]
+    with bt.annotate(layers):
+        with torch_profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+            for k in range(steps):
+                loss_fn(model(x[k * MBS:(k + 1) * MBS]), y[k * MBS:(k + 1) * MBS]).backward()
+    path = tmp_path / f"trace-{option}.json"
+    prof.export_chrome_trace(str(path))
+    return path
+
+
+def test_a_problem_from_profiler_traces_matches_the_measured_one(tmp_path):
+    options = ["none", "selective", "full"]
+    traces = {o: traced(tmp_path, o) for o in options}
+    pb = bt.problem_from_traces(traces, ranks=RANKS, micro_batches=MICRO_BATCHES, memory_bytes=10**12)
+    doc = pb.to_dict()
+    measured = profiled(1).to_dict()
+    assert len(doc["layers"]) == len(measured["layers"]) == BLOCKS + 2
+    for got, want in zip(doc["layers"], measured["layers"]):
+        assert got["static_bytes"] == want["static_bytes"]
+    for got, want in zip(doc["layers"][1:-1], measured["layers"][1:-1]):  # blocks: output as large as input
+        kept = {o["name"]: o["saved_bytes"] for o in got["options"]}
+        saved = {o["name"]: o["saved_bytes"] for o in want["options"]}
+        for o in options:
+            assert kept[o] == pytest.approx(saved[o], rel=0.01), (o, kept[o], saved[o])
+        opts = {o["name"]: o for o in got["options"]}
+        assert all(opts[o]["forward_s"] > 0 and opts[o]["backward_s"] > 0 for o in options)
+        assert opts["none"].get("recompute_s", 0) == 0
+        assert opts["full"]["recompute_s"] > 0 and opts["selective"]["recompute_s"] > 0
+        # Recomputing the whole layer is a forward again: more than recomputing its attention core.
+        assert opts["full"]["recompute_s"] > opts["selective"]["recompute_s"]
+    # The command line reads the same traces into the same problem.
+    args = [f"--trace={o}={p}" for o, p in traces.items()]
+    import subprocess
+    from bmpipe._cli import executable
+    out = subprocess.run([executable(), "profile", *args, "--ranks", str(RANKS), "--micro-batches",
+                          str(MICRO_BATCHES), "--memory-gb", "1000"], capture_output=True, text=True, check=True)
+    assert out.stdout == pb.to_json("profiled by bmpipe profile from PyTorch profiler traces")
+    # It plans.
+    assert bmpipe.plan(pb, time_limit=10).fits_memory
+
+
+def test_profile_refuses_traces_it_cannot_read(tmp_path):
+    bare = tmp_path / "bare.json"
+    bare.write_text('{"traceEvents": []}')
+    with pytest.raises(bmpipe.InvalidInputError, match="no layer annotations"):
+        bt.problem_from_traces({"none": bare}, ranks=2, micro_batches=2, memory_bytes=1e9)
+    with pytest.raises(bmpipe.InvalidInputError, match="unknown"):
+        bt.problem_from_traces({"fulll": bare}, ranks=2, micro_batches=2, memory_bytes=1e9)
