@@ -232,6 +232,23 @@ class ProgressBridge {
   std::optional<nb::python_error> error_;
 };
 
+// Long work: `work(stop, progress)` runs with the GIL released, Ctrl-C (from the main thread) and
+// an exception of the progress callable stopping it; its Result's error is raised, or the
+// callable's exception. `interrupted` says whether Ctrl-C stopped it.
+template <typename Work>
+auto RunReleased(const std::string& command, nb::object progress, bool catch_interrupt, bool* interrupted, Work work) {
+  InterruptScope scope(catch_interrupt);
+  ProgressBridge bridge(std::move(progress), command, scope);
+  std::optional<decltype(work(Deadline{}, ProgressSink{}))> result;
+  {
+    nb::gil_scoped_release release;
+    result.emplace(work(bridge.stop(), bridge.Sink()));
+  }
+  bridge.RaiseIfFailed();
+  if (interrupted != nullptr) *interrupted = scope.interrupted();
+  return Take(std::move(*result));
+}
+
 // Plans for `target` within `time_limit_s`; returns the plan file's text with metrics and the
 // solver's report. No plan that fits: NoFitError, with the diagnosis the command line prints.
 std::string PlanProblem(const Problem& problem, const std::string& target, const std::string& solver,
@@ -252,18 +269,15 @@ std::string PlanProblem(const Problem& problem, const std::string& target, const
   options.time_limit_s = time_limit_s;
   options.time_limit_name = fmt::format("time limit {:g} s", time_limit_s);
   options.node_limit = node_limit;
-  InterruptScope scope(catch_interrupt);
-  ProgressBridge bridge(std::move(progress), "plan", scope);
-  options.deadline = bridge.stop();
-  options.progress = bridge.Sink();
-  std::optional<Result<TargetPlan>> planned;
-  {
-    nb::gil_scoped_release release;
-    planned.emplace(PlanForTarget(problem, kind, options));
-  }
-  bridge.RaiseIfFailed();
-  PlannerResult r = Take(std::move(*planned)).planner;
-  if (scope.interrupted() && !r.stopped_by.empty()) r.stopped_by = "Ctrl-C";
+  bool interrupted = false;
+  PlannerResult r = RunReleased("plan", std::move(progress), catch_interrupt, &interrupted,
+                                [&](const Deadline& stop, ProgressSink sink) {
+                                  options.deadline = stop;
+                                  options.progress = std::move(sink);
+                                  return PlanForTarget(problem, kind, options);
+                                })
+                        .planner;
+  if (interrupted && !r.stopped_by.empty()) r.stopped_by = "Ctrl-C";
   if (r.status == PlanStatus::kInfeasible) {
     throw NoFitException("no plan fits in memory: " + DescribeShortfall(problem, DiagnoseMemory(problem)));
   }
@@ -346,17 +360,13 @@ std::string CompareProblem(const Problem& problem, const std::string& target, do
       options.baselines.push_back(AllBaselines()[static_cast<std::size_t>(at - names.begin())]);
     }
   }
-  InterruptScope scope(catch_interrupt);
-  ProgressBridge bridge(std::move(progress), "compare", scope);
-  options.deadline = bridge.stop();
-  options.progress = bridge.Sink();
-  std::optional<Result<std::vector<CompareRow>>> rows;
-  {
-    nb::gil_scoped_release release;
-    rows.emplace(Compare(problem, options));
-  }
-  bridge.RaiseIfFailed();
-  return CompareToJson(problem, Take(std::move(*rows))).dump(2) + "\n";
+  const std::vector<CompareRow> rows =
+      RunReleased("compare", std::move(progress), catch_interrupt, nullptr, [&](const Deadline& stop, ProgressSink sink) {
+        options.deadline = stop;
+        options.progress = std::move(sink);
+        return Compare(problem, options);
+      });
+  return CompareToJson(problem, rows).dump(2) + "\n";
 }
 
 // The whole-cluster search for a model and a device; options as search_reader.h reads them (JSON
@@ -366,17 +376,12 @@ std::string SearchCluster(const std::string& model_name, const std::string& devi
   const ModelSpec model = Take(LoadModel(model_name));
   const DeviceSpec device = Take(LoadDevice(device_name));
   SearchOptions options = Take(ReadSearchOptions(Take(ParseDocument(options_json, "search options")), "search options"));
-  InterruptScope scope(catch_interrupt);
-  ProgressBridge bridge(std::move(progress), "search", scope);
-  options.deadline = bridge.stop();
-  options.progress = bridge.Sink();
-  std::optional<Result<SearchResult>> searched;
-  {
-    nb::gil_scoped_release release;
-    searched.emplace(SearchConfigurations(model, device, options));
-  }
-  bridge.RaiseIfFailed();
-  const SearchResult result = Take(std::move(*searched));
+  const SearchResult result =
+      RunReleased("search", std::move(progress), catch_interrupt, nullptr, [&](const Deadline& stop, ProgressSink sink) {
+        options.deadline = stop;
+        options.progress = std::move(sink);
+        return SearchConfigurations(model, device, options);
+      });
   return SearchDocument(model, device, options, result).dump(2) + "\n";
 }
 
