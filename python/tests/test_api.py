@@ -1,6 +1,7 @@
 """The Python package against the command line: the same problem gives the same plan, metrics,
 exports and errors; plus what only the package has (progress callbacks, the GIL released)."""
 import json
+import signal
 import subprocess
 import sys
 import threading
@@ -217,6 +218,25 @@ def test_a_time_limit_returns_the_best_plan_with_its_gap():
     assert not plan.proven_optimal and plan.gap > 0
     assert plan.bound_s < plan.iteration_time_s
     assert plan.solver["stopped_by"] == "time limit 2 s"
+
+
+def test_ctrl_c_returns_the_best_plan_with_its_gap():
+    script = (
+        "import bmpipe, sys\n"
+        f"pb = bmpipe.Problem.load({str(DEMO / 'problem-vpp3.yaml')!r})\n"
+        "print('planning', flush=True)\n"
+        "plan = bmpipe.plan(pb, time_limit=60)\n"
+        "print(plan.solver['stopped_by'], plan.gap > 0, plan.iteration_time_s, flush=True)\n")
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout.readline() == "planning\n"
+    time.sleep(2)
+    began = time.monotonic()
+    proc.send_signal(signal.SIGINT)
+    out, _ = proc.communicate(timeout=30)
+    assert proc.returncode == 0
+    assert time.monotonic() - began < 5
+    stopped_by, has_gap, seconds = out.split()
+    assert stopped_by == "Ctrl-C" and has_gap == "True" and float(seconds) > 0
 
 
 def test_the_gil_is_released_while_planning():
