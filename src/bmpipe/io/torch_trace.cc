@@ -53,8 +53,15 @@ struct MemoryEvent {
   Bytes total = 0;
 };
 
+// A string field, or "" when absent or of another type (traces from other tools vary).
+std::string Text(const Json& e, const char* key) {
+  const auto it = e.find(key);
+  return it != e.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
 std::int64_t Tid(const Json& e) {
-  const Json& t = e.value("tid", Json(0));
+  const auto it = e.find("tid");
+  const Json t = it != e.end() ? *it : Json(0);
   return t.is_number_integer() ? t.get<std::int64_t>() : static_cast<std::int64_t>(std::hash<std::string>{}(t.dump()));
 }
 
@@ -105,8 +112,8 @@ Result<std::vector<TracedLayer>> ReadTorchTrace(const Json& trace, const std::st
   for (const Json& e : *events) {
     if (!e.is_object() || !e.contains("name") || !e["name"].is_string()) continue;
     const std::string name = e["name"].get<std::string>();
-    const std::string ph = e.value("ph", "");
-    const std::string cat = e.value("cat", "");
+    const std::string ph = Text(e, "ph");
+    const std::string cat = Text(e, "cat");
     if (name == "[memory]") {
       const std::optional<std::int64_t> total = IntArg(e, "Total Allocated");
       if (!total || !e.contains("ts") || !e["ts"].is_number()) continue;
