@@ -1163,49 +1163,6 @@ int Main(int argc, char** argv) {
   validate->add_flag("--markdown", validate_markdown, "Print the Markdown tables of docs/fidelity.md");
   validate->add_option("--out", validate_out, "Also write the JSON to this file");
 
-  ProfileArgs prof;
-  CLI::App* profile = app.add_subcommand(
-      "profile",
-      "Build a problem from PyTorch profiler traces (Chrome/Kineto JSON, torch.profiler's export_chrome_trace) of a few "
-      "training steps, one trace per recomputation option, run with profile_memory=True and the layers annotated by "
-      "bmpipe.torch.annotate: each layer's forward, backward and recomputation time (the accelerator's kernels where "
-      "the trace has them) and the memory its forward leaves allocated, medians over the micro-batches traced "
-      "(docs/python.md, \"From a trace\"). Prints the problem JSON, or writes it to --out.");
-  profile->add_option("--trace", prof.traces, "OPTION=FILE: the option every traced layer ran (none, full, selective, ...) "
-                                              "and its trace; once per option")
-      ->required();
-  profile->add_option("--ranks", prof.pipeline.ranks, "Pipeline ranks to plan for")->required();
-  profile->add_option("--micro-batches", prof.pipeline.micro_batches, "Micro-batches per iteration")->required();
-  profile->add_option("--chunks", prof.pipeline.chunks, "Model chunks per rank (interleaved 1F1B when more than 1)")
-      ->capture_default_str();
-  profile->add_option("--schedule", prof.schedule, "Pipeline schedule (docs/semantics.md)")->capture_default_str();
-  profile->add_option("--memory-gb", prof.memory_gb, "Device memory in GB")->required();
-  profile->add_option("--reserved-gb", prof.reserved_gb, "Memory reserved on every device (framework, workspace), GB")
-      ->capture_default_str();
-  profile->add_option("--p2p-ms", prof.p2p_ms, "Time to send one layer's output to the next rank, ms")->capture_default_str();
-  profile->add_option("--optimizer-bytes-per-param", prof.optimizer_bytes,
-                      "Optimizer state per parameter beside weights and gradients (12 for Adam with fp32 master weights "
-                      "and moments; 0 for SGD)")
-      ->capture_default_str();
-  profile->add_option("--out", prof.out, "Write the problem here instead of printing it");
-
-  CalibrateArgs cal;
-  CLI::App* calibrate = app.add_subcommand(
-      "calibrate",
-      "Fit a device preset's efficiencies to your own measured runs, and write a device file with them: the runs "
-      "(iteration time, TFLOP/s or MFU, peak memory, layer times) in the format of the built-in table of published "
-      "runs (data/published-runs.yaml; the `calibration` section is not needed), all on one device preset. Each "
-      "run's time is predicted with Megatron's plan for its configuration; one or two efficiencies are fitted by a "
-      "joint grid search (docs/fidelity.md, \"Calibration\"). Prints each measurement against the prediction before "
-      "and after.");
-  calibrate->add_option("--runs", cal.runs, "The measured runs (JSON or YAML)")->required();
-  calibrate->add_option("--fit", cal.fit, "The efficiencies to fit, one or two: gemm, attention, memory, link, fp8_gemm, "
-                                          "or a host wait (moe_host_ms, fp8_host_ms, ...)")
-      ->delimiter(',')
-      ->required();
-  calibrate->add_option("--device-out", cal.device_out, "Write the device file (YAML) here instead of printing it");
-  calibrate->add_flag("--json", cal.json, "Print JSON: the fitted values and every measurement before and after");
-  calibrate->add_option("--out", cal.out, "Also write the JSON to this file");
 
   PlanArgs plan;
   CLI::App* plan_cmd = app.add_subcommand(
@@ -1414,6 +1371,50 @@ int Main(int argc, char** argv) {
   AddSvgOptions(*search, srch.svg, "Write the best plan's timeline as SVG to this file");
   search->add_flag("-q,--quiet", srch.quiet, "No progress on standard error (as --progress none)");
   AddProgressOption(*search, srch.progress);
+
+  ProfileArgs prof;
+  CLI::App* profile = app.add_subcommand(
+      "profile",
+      "Build a problem from PyTorch profiler traces (Chrome/Kineto JSON, torch.profiler's export_chrome_trace) of a few "
+      "training steps, one trace per recomputation option, run with profile_memory=True and the layers annotated by "
+      "bmpipe.torch.annotate: each layer's forward, backward and recomputation time (the accelerator's kernels where "
+      "the trace has them) and the memory its forward leaves allocated, medians over the micro-batches traced "
+      "(docs/python.md, \"From a trace\"). Prints the problem JSON, or writes it to --out.");
+  profile->add_option("--trace", prof.traces, "OPTION=FILE: the option every traced layer ran (none, full, selective, ...) "
+                                              "and its trace; once per option")
+      ->required();
+  profile->add_option("--ranks", prof.pipeline.ranks, "Pipeline ranks to plan for")->required();
+  profile->add_option("--micro-batches", prof.pipeline.micro_batches, "Micro-batches per iteration")->required();
+  profile->add_option("--chunks", prof.pipeline.chunks, "Model chunks per rank (interleaved 1F1B when more than 1)")
+      ->capture_default_str();
+  profile->add_option("--schedule", prof.schedule, "Pipeline schedule (docs/semantics.md)")->capture_default_str();
+  profile->add_option("--memory-gb", prof.memory_gb, "Device memory in GB")->required();
+  profile->add_option("--reserved-gb", prof.reserved_gb, "Memory reserved on every device (framework, workspace), GB")
+      ->capture_default_str();
+  profile->add_option("--p2p-ms", prof.p2p_ms, "Time to send one layer's output to the next rank, ms")->capture_default_str();
+  profile->add_option("--optimizer-bytes-per-param", prof.optimizer_bytes,
+                      "Optimizer state per parameter beside weights and gradients (12 for Adam with fp32 master weights "
+                      "and moments; 0 for SGD)")
+      ->capture_default_str();
+  profile->add_option("--out", prof.out, "Write the problem here instead of printing it");
+
+  CalibrateArgs cal;
+  CLI::App* calibrate = app.add_subcommand(
+      "calibrate",
+      "Fit a device preset's efficiencies to your own measured runs, and write a device file with them: the runs "
+      "(iteration time, TFLOP/s or MFU, peak memory, layer times) in the format of the built-in table of published "
+      "runs (data/published-runs.yaml; the `calibration` section is not needed), all on one device preset. Each "
+      "run's time is predicted with Megatron's plan for its configuration; one or two efficiencies are fitted by a "
+      "joint grid search (docs/fidelity.md, \"Calibration\"). Prints each measurement against the prediction before "
+      "and after.");
+  calibrate->add_option("--runs", cal.runs, "The measured runs (JSON or YAML)")->required();
+  calibrate->add_option("--fit", cal.fit, "The efficiencies to fit, one or two: gemm, attention, memory, link, fp8_gemm, "
+                                          "or a host wait (moe_host_ms, fp8_host_ms, ...)")
+      ->delimiter(',')
+      ->required();
+  calibrate->add_option("--device-out", cal.device_out, "Write the device file (YAML) here instead of printing it");
+  calibrate->add_flag("--json", cal.json, "Print JSON: the fitted values and every measurement before and after");
+  calibrate->add_option("--out", cal.out, "Also write the JSON to this file");
 
   // The MindFormers tool spells two of its options with one dash: accept them as it does.
   std::vector<std::string> words(argv, argv + argc);
