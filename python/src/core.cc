@@ -56,25 +56,17 @@ namespace nb = nanobind;
 namespace bmpipe {
 namespace {
 
-// One C++ type per Python exception (python/bmpipe/errors.py names them).
-struct InvalidInputException : std::runtime_error {
+// One C++ type per Python exception (python/bmpipe/errors.py names them), told apart by a tag.
+template <int Tag>
+struct Raised : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
-struct FileException : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
-struct TooLargeException : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
-struct InternalException : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
-struct NoFitException : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
-struct NoPlanException : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
+using InvalidInputException = Raised<0>;
+using FileException = Raised<1>;
+using TooLargeException = Raised<2>;
+using InternalException = Raised<3>;
+using NoFitException = Raised<4>;
+using NoPlanException = Raised<5>;
 
 [[noreturn]] void Raise(const Error& e) {
   switch (e.kind) {

@@ -253,10 +253,16 @@ Result<std::vector<TracedLayer>> ReadTorchTrace(const Json& trace, const std::st
     for (const CpuOp& op : ops) {
       const auto k = kernel_s.find(op.external);
       if (k == kernel_s.end()) continue;
+      // The layer range around the op: the last one on its thread that starts before it (layer
+      // ranges on a thread do not overlap), if that one contains it.
       const Annotation* inner = nullptr;
-      for (const Annotation& a : annotations) {
-        if (a.span.begin > op.span.begin) break;
-        if (a.span.Contains(op.span)) inner = &a;
+      for (auto it = std::upper_bound(annotations.begin(), annotations.end(), op.span.begin,
+                                      [](double t, const Annotation& a) { return t < a.span.begin; });
+           it != annotations.begin();) {
+        --it;
+        if (it->span.tid != op.span.tid) continue;
+        if (it->span.Contains(op.span)) inner = &*it;
+        break;
       }
       const Backward* b = backward_of(op.span);
       const auto o = b ? owner(*b) : std::nullopt;
