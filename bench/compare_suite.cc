@@ -17,10 +17,10 @@
 #include "bmpipe/baselines/compare.h"
 #include "bmpipe/core/text.h"
 #include "bmpipe/cost/problem_builder.h"
-#include "bmpipe/io/compare_report.h"
-#include "bmpipe/io/export.h"
-#include "bmpipe/io/launcher_plan.h"
-#include "bmpipe/target/target.h"
+#include "bmpipe/report/compare_report.h"
+#include "bmpipe/frameworks/formats.h"
+#include "bmpipe/frameworks/formats.h"
+#include "bmpipe/frameworks/settings.h"
 #include "bmpipe/problem/problem_reader.h"
 
 namespace bmpipe {
@@ -42,7 +42,7 @@ TrainingSetup Setup(int tp, int pp, int dp, int vpp, int gbs, int seq, bool sp_f
   s.seq = seq;
   s.sequence_parallel = s.flash_attention = s.distributed_optimizer = sp_fa_distopt;
   // The options every target's settings use (Megatron's selective+mlp, MindFormers' select and both).
-  for (const Target& t : AllTargets()) {
+  for (const Target& t : Targets()) {
     for (const std::string& o : TargetRecomputeOptions(t.kind)) {
       if (std::find(s.recompute.begin(), s.recompute.end(), o) == s.recompute.end()) s.recompute.push_back(o);
     }
@@ -152,17 +152,17 @@ std::vector<Case> Cases() {
 }
 
 // The export format of a target (torch's CSV fixes no partition and is not read back).
-std::optional<ExportFormat> FormatOf(TargetKind kind) {
+std::optional<FrameworkId> FormatOf(TargetKind kind) {
   switch (kind) {
     case TargetKind::kMegatron:
     case TargetKind::kMegatronLocal:
-      return ExportFormat::kMegatron;
+      return FrameworkId::kMegatron;
     case TargetKind::kMindFormers:
-      return ExportFormat::kMindFormers;
+      return FrameworkId::kMindFormers;
     case TargetKind::kDeepSpeed:
-      return ExportFormat::kDeepSpeed;
+      return FrameworkId::kDeepSpeed;
     case TargetKind::kTorchTitan:
-      return ExportFormat::kTorchTitan;
+      return FrameworkId::kTorchTitan;
     default:
       return std::nullopt;
   }
@@ -190,7 +190,7 @@ std::string TargetTable(double time_limit_s, const std::string& only) {
     PlannerOptions planner;
     planner.time_limit_s = time_limit_s;
     std::map<TargetKind, TargetPlan> plans;
-    for (const Target& t : AllTargets()) {
+    for (const Target& t : Targets()) {
       if (c.problem.training && !TargetRunsSetup(t.kind, *c.problem.training).ok()) continue;
       Result<TargetPlan> r = PlanForTarget(c.problem, t.kind, planner);
       if (r.ok()) plans[t.kind] = r.value();
@@ -217,7 +217,7 @@ std::string TargetTable(double time_limit_s, const std::string& only) {
       line += fmt::format(" {}{}{} |", FormatDuration(r.iteration_ns), s > 0 ? fmt::format(" ({:.3f}x)", s) : "",
                           r.status == PlanStatus::kOptimal ? "" : fmt::format(", gap {:.1f}%", 100 * r.gap));
       if (s > 0) speedups[std::string(TargetOf(kind).name)].push_back(s);
-      if (const std::optional<ExportFormat> format = FormatOf(kind)) {
+      if (const std::optional<FrameworkId> format = FormatOf(kind)) {
         ++exported;
         const Result<std::string> text = ExportPlan(c.problem, r.plan, *format, kind);
         Result<Plan> back = text.ok() ? ReadLauncherPlan(text.value(), DetectPlanFormat(text.value()).value(), c.problem,
@@ -236,7 +236,7 @@ std::string TargetTable(double time_limit_s, const std::string& only) {
   }
   out += "\nSpeed-up over stock Megatron's best, per target (cases where both fit):\n\n";
   out += "| target | cases | geometric mean | max |\n|---|---|---|---|\n";
-  for (const Target& t : AllTargets()) {
+  for (const Target& t : Targets()) {
     const std::vector<double>& v = speedups[std::string(t.name)];
     if (v.empty()) continue;
     double log_sum = 0, most = 0;

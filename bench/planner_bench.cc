@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "bmpipe/io/progress_printer.h"
+#include "bmpipe/report/progress_printer.h"
 #include "bmpipe/schedule/schedule.h"
 #include "bmpipe/sim/simulator.h"
 #include "bmpipe/solve/benchmark_problem.h"

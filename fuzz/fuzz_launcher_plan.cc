@@ -6,8 +6,8 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "bmpipe/io/export.h"
-#include "bmpipe/io/launcher_plan.h"
+#include "bmpipe/frameworks/formats.h"
+#include "bmpipe/frameworks/formats.h"
 #include "bmpipe/sim/simulator.h"
 #include "fuzz_support.h"
 
@@ -78,16 +78,16 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const std::string text = fuzz::AsText(data, size);
   const Result<PlanFormat> format = DetectPlanFormat(text);
   if (!format.ok()) return 0;
-  std::optional<ExportFormat> as;
+  std::optional<FrameworkId> as;
   switch (format.value()) {
-    case PlanFormat::kMegatron:
-      as = ExportFormat::kMegatron;
+    case PlanFormat{FrameworkId::kMegatron}:
+      as = FrameworkId::kMegatron;
       break;
-    case PlanFormat::kDeepSpeed:
-      as = ExportFormat::kDeepSpeed;
+    case PlanFormat{FrameworkId::kDeepSpeed}:
+      as = FrameworkId::kDeepSpeed;
       break;
-    case PlanFormat::kTorchTitan:
-      as = ExportFormat::kTorchTitan;
+    case PlanFormat{FrameworkId::kTorchTitan}:
+      as = FrameworkId::kTorchTitan;
       break;
     default:
       return 0;  // plan JSON and MindFormers YAML have harnesses of their own

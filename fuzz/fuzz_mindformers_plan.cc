@@ -5,7 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "bmpipe/io/export.h"
+#include "bmpipe/frameworks/formats.h"
 #include "bmpipe/sim/simulator.h"
 #include "fuzz_support.h"
 
@@ -53,7 +53,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     if (!plan.ok()) continue;
     Result<SimResult> sim = SimulatePlan(problem, plan.value());
     if (!sim.ok()) fuzz::Violation("a plan the reader accepted does not simulate: " + sim.error().message);
-    Result<std::string> text = ExportPlan(problem, plan.value(), ExportFormat::kMindFormers);
+    Result<std::string> text = ExportPlan(problem, plan.value(), FrameworkId::kMindFormers);
     if (!text.ok()) fuzz::Violation("a plan read from MindFormers lists does not export to them: " + text.error().message);
     Result<Json> exported = ParseDocument(text.value(), "exported.yaml");
     if (!exported.ok()) fuzz::Violation("the export does not parse: " + exported.error().message);

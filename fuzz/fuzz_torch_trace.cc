@@ -3,7 +3,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "bmpipe/io/torch_trace.h"
+#include "bmpipe/frameworks/torch/profiler_trace.h"
 #include "fuzz_support.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Regenerates the golden export cases the frameworks' own code checks (tests/frameworks): for each
+# Regenerates the golden export cases the frameworks' own code checks (tests/framework_checks): for each
 # case and target, bmpipe plans for the target and writes tests/golden/exports/<case>-<target>/
 # with problem.json, plan.json, the target's export and (pipelining targets) schedule.csv.
 #

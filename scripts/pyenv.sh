@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Creates or updates the Python virtual environment build/pyenv with the pinned frameworks that
-# tests/frameworks checks bmpipe's exports against (python/requirements-frameworks.txt) and what
+# tests/framework_checks checks bmpipe's exports against (python/requirements-frameworks.txt) and what
 # the bmpipe package's build and tests need (python/requirements-package.txt), every transitive
 # package pinned by python/constraints-frameworks.txt.
 #

@@ -17,26 +17,26 @@
 #include "bmpipe/cost/layer_ops.h"
 #include "bmpipe/cost/problem_builder.h"
 #include "bmpipe/cost/setup_reader.h"
-#include "bmpipe/io/builtin_example.h"
-#include "bmpipe/io/chrome_trace.h"
-#include "bmpipe/io/compare_report.h"
-#include "bmpipe/io/export.h"
-#include "bmpipe/io/launcher_plan.h"
+#include "bmpipe/app/builtin_example.h"
+#include "bmpipe/report/chrome_trace.h"
+#include "bmpipe/report/compare_report.h"
+#include "bmpipe/frameworks/formats.h"
+#include "bmpipe/frameworks/formats.h"
 #include "bmpipe/io/output_file.h"
 #include "bmpipe/io/plan_json.h"
 #include "bmpipe/io/problem_json.h"
-#include "bmpipe/io/progress_printer.h"
-#include "bmpipe/io/report.h"
-#include "bmpipe/io/search_report.h"
-#include "bmpipe/io/svg.h"
-#include "bmpipe/io/torch_trace.h"
-#include "bmpipe/io/validate_report.h"
+#include "bmpipe/report/progress_printer.h"
+#include "bmpipe/report/report.h"
+#include "bmpipe/report/search_report.h"
+#include "bmpipe/report/svg.h"
+#include "bmpipe/frameworks/torch/profiler_trace.h"
+#include "bmpipe/report/validate_report.h"
 #include "bmpipe/problem/problem_reader.h"
 #include "bmpipe/problem/sapp_reader.h"
 #include "bmpipe/sim/simulator.h"
 #include "bmpipe/solve/diagnose.h"
 #include "bmpipe/solve/planner.h"
-#include "bmpipe/target/target.h"
+#include "bmpipe/frameworks/settings.h"
 
 namespace bmpipe {
 namespace {
@@ -293,7 +293,7 @@ int RunSimulate(const SimulateArgs& args) {
     plan = doc.document.plan;
     if (doc.document.solver) solver = *doc.document.solver;
     plan_origin = args.plan;
-    if (doc.format != PlanFormat::kJson && doc.format != PlanFormat::kMindFormers) {
+    if (doc.format != kPlanFile && doc.format != PlanFormat{FrameworkId::kMindFormers}) {
       plan_origin += " (" + PlanFormatName(doc.format) + " configuration)";
     }
     for (const std::string& note : doc.notes) notes.push_back({"note", note});
@@ -398,7 +398,7 @@ std::string TargetHelp() {
                      "--export format's framework, else any). A training setup the framework cannot run (e.g. "
                      "DeepSpeed with --zero 2 or 3, torchtitan with --precision fp8) is refused with the fix "
                      "(docs/targets.md, \"Training setups\"):";
-  for (const Target& t : AllTargets()) help += fmt::format("\n  {}: {}", t.name, t.framework);
+  for (const Target& t : Targets()) help += fmt::format("\n  {}: {}", t.name, t.framework);
   return help;
 }
 
@@ -407,13 +407,13 @@ struct ChosenTarget {
   TargetKind kind = TargetKind::kAny;
   std::string why;  // how it was chosen, for the report
 };
-Result<ChosenTarget> ChooseTarget(const std::string& target, const std::optional<ExportFormat>& format) {
+Result<ChosenTarget> ChooseTarget(const std::string& target, const std::optional<FrameworkId>& format) {
   if (!target.empty()) {
     Result<TargetKind> kind = ParseTarget(target);
     if (!kind.ok()) return kind.error();
     return ChosenTarget{kind.value(), "--target"};
   }
-  if (format) return ChosenTarget{DefaultTarget(*format), "the default for --export " + ExportFormatNames()[static_cast<int>(*format)]};
+  if (format) return ChosenTarget{DefaultTarget(*format), "the default for --export " + FormatNames()[static_cast<int>(*format)]};
   return ChosenTarget{TargetKind::kAny, "the default; --target names a framework"};
 }
 
@@ -460,9 +460,9 @@ int RunPlan(const PlanArgs& args) {
   }
   // A user of the MindFormers tool gets the lists to paste into the MindFormers configuration.
   const std::string export_format = args.export_format.empty() && !args.sapp.empty() ? "mindformers" : args.export_format;
-  std::optional<ExportFormat> format;
+  std::optional<FrameworkId> format;
   if (!export_format.empty()) {
-    Result<ExportFormat> parsed = ParseExportFormat(export_format);
+    Result<FrameworkId> parsed = ParseFormat(export_format);
     if (!parsed.ok()) return Fail(parsed.error());
     format = parsed.value();
   }
@@ -608,7 +608,7 @@ int RunExport(const ExportArgs& args) {
   }
   Result<LoadedPlan> plan = LoadAnyPlan(args.plan, plan_format, problem.value());
   if (!plan.ok()) return Fail(plan.error());
-  Result<ExportFormat> format = ParseExportFormat(args.to);
+  Result<FrameworkId> format = ParseFormat(args.to);
   if (!format.ok()) return Fail(format.error());
   Result<ChosenTarget> chosen = ChooseTarget(args.target, format.value());
   if (!chosen.ok()) return Fail(chosen.error());
@@ -742,9 +742,9 @@ int RunSearch(SearchArgs& args) {
     options.precision.push_back(ParsePrecision(p).value_or(Precision::kBf16));
   }
   for (const std::string& name : args.schedules) options.schedules.push_back(ScheduleFromName(name).value());
-  std::optional<ExportFormat> format;
+  std::optional<FrameworkId> format;
   if (!args.export_format.empty() && args.export_format != "none") {
-    Result<ExportFormat> parsed = ParseExportFormat(args.export_format);
+    Result<FrameworkId> parsed = ParseFormat(args.export_format);
     if (!parsed.ok()) return Fail(parsed.error());
     format = parsed.value();
   }
@@ -823,7 +823,7 @@ int RunSearch(SearchArgs& args) {
       format.reset();  // no format takes it: say so, not as an error
       plan_header.lines.push_back({"export", fmt::format("none: {}", kNoFrameworkRunsDualPipe)});
     } else if (format && !args.export_given && problem.pipeline.SplitBackward()) {
-      format = ExportFormat::kCsv;
+      format = FrameworkId::kTorch;
       export_name = "csv";
       plan_header.lines.push_back({"export", fmt::format("csv, the op order for torch.distributed.pipelining (the "
                                                          "default Megatron export runs no '{}')",

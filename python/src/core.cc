@@ -29,17 +29,17 @@
 #include "bmpipe/core/document.h"
 #include "bmpipe/cost/problem_builder.h"
 #include "bmpipe/cost/setup_reader.h"
-#include "bmpipe/io/builtin_example.h"
-#include "bmpipe/io/chrome_trace.h"
-#include "bmpipe/io/compare_report.h"
-#include "bmpipe/io/export.h"
-#include "bmpipe/io/launcher_plan.h"
+#include "bmpipe/app/builtin_example.h"
+#include "bmpipe/report/chrome_trace.h"
+#include "bmpipe/report/compare_report.h"
+#include "bmpipe/frameworks/formats.h"
+#include "bmpipe/frameworks/formats.h"
 #include "bmpipe/io/plan_json.h"
 #include "bmpipe/io/problem_json.h"
-#include "bmpipe/io/progress_printer.h"
-#include "bmpipe/io/search_report.h"
-#include "bmpipe/io/torch_trace.h"
-#include "bmpipe/io/validate_report.h"
+#include "bmpipe/report/progress_printer.h"
+#include "bmpipe/report/search_report.h"
+#include "bmpipe/frameworks/torch/profiler_trace.h"
+#include "bmpipe/report/validate_report.h"
 #include "bmpipe/model/model.h"
 #include "bmpipe/problem/problem_reader.h"
 #include "bmpipe/problem/recompute.h"
@@ -48,7 +48,7 @@
 #include "bmpipe/sim/simulator.h"
 #include "bmpipe/solve/diagnose.h"
 #include "bmpipe/solve/planner.h"
-#include "bmpipe/target/target.h"
+#include "bmpipe/frameworks/settings.h"
 #include "bmpipe/validate/validate.h"
 
 namespace nb = nanobind;
@@ -148,7 +148,7 @@ std::pair<std::string, Notes> ReadAnyPlanText(const Problem& problem, const std:
                                               const std::string& source) {
   const PlanFormat f = format.empty() ? Take(DetectPlanFormat(text)) : Take(ParsePlanFormat(format));
   Notes notes;
-  if (f == PlanFormat::kJson) {
+  if (f == kPlanFile) {
     const PlanDocument doc = ReadPlanDocument(problem, text, source);
     return {SimulatedText(problem, doc.plan, doc.solver), std::move(notes)};
   }
@@ -327,7 +327,7 @@ std::string ChromeTrace(const Problem& problem, const std::string& plan_text, co
 std::string ExportPlanText(const Problem& problem, const std::string& plan_text, const std::string& to,
                            const std::string& target) {
   const Plan plan = ReadPlanText(problem, plan_text, "plan");
-  const ExportFormat format = Take(ParseExportFormat(to));
+  const FrameworkId format = Take(ParseFormat(to));
   const TargetKind kind = target.empty() ? DefaultTarget(format) : Take(ParseTarget(target));
   return Take(ExportPlan(problem, plan, format, kind));
 }

@@ -1,5 +1,6 @@
 // The baselines: each one's rules on small cases, and bmpipe at least as fast as every one of them.
 #include "bmpipe/baselines/baselines.h"
+#include "bmpipe/frameworks/megatron/megatron.h"
 
 #include <algorithm>
 #include <chrono>

@@ -8,7 +8,7 @@
 #include <gtest/gtest.h>
 
 #include "bmpipe/cost/problem_builder.h"
-#include "bmpipe/io/search_report.h"
+#include "bmpipe/report/search_report.h"
 #include "test_support.h"
 
 namespace bmpipe {

@@ -11,7 +11,7 @@
 
 #include "bmpipe/cost/layer_ops.h"
 #include "bmpipe/io/output_file.h"
-#include "bmpipe/io/validate_report.h"
+#include "bmpipe/report/validate_report.h"
 #include "bmpipe/validate/validate.h"
 #include "test_support.h"
 

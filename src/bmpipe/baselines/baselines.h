@@ -22,7 +22,6 @@
 // decoder layers for the ones that assume one layer type), it says so instead of guessing.
 #pragma once
 
-#include <optional>
 #include <string>
 #include <vector>
 
@@ -30,7 +29,7 @@
 #include "bmpipe/core/error.h"
 #include "bmpipe/problem/plan.h"
 #include "bmpipe/problem/problem.h"
-#include "bmpipe/target/target.h"
+#include "bmpipe/frameworks/framework.h"
 
 namespace bmpipe {
 
@@ -59,19 +58,5 @@ struct BaselineResult {
 };
 
 BaselineResult RunBaseline(BaselineKind kind, const Problem& problem, const BaselineOptions& options);
-
-// Megatron-LM's plan for one configuration as a user launches it, rather than its best over flags:
-// the decoder layers split by the first rule that divides them (equal layers per stage; else the
-// embedding counted as a layer, then the loss, then both; else, without
-// interleaving, uneven first and last stages with the fewest layers on the fullest stage), and the
-// global recomputation setting on every decoder layer. `flags` names the Megatron flags.
-enum class GlobalRecompute { kNone, kSelective, kFull };
-struct MegatronLaunch {
-  Plan plan;
-  std::string flags;
-};
-Result<MegatronLaunch> MegatronDefaultPlan(const Problem& problem, GlobalRecompute recompute);
-// "none", "selective" or "full"; nullopt for anything else.
-std::optional<GlobalRecompute> ParseGlobalRecompute(const std::string& name);
 
 }  // namespace bmpipe

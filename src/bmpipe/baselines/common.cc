@@ -14,30 +14,6 @@ BaselineResult NotApplicable(std::string why) {
   return r;
 }
 
-std::vector<OptionIdx> NoneOptions(const Problem& problem) {
-  std::vector<OptionIdx> option;
-  for (const Layer& layer : problem.layers) option.push_back(NoneOption(layer));
-  return option;
-}
-
-Plan PlanWithEnds(const Problem& problem, const std::vector<LayerIdx>& end) {
-  Plan plan;
-  plan.stage_begin.push_back(0);
-  for (LayerIdx e : end) plan.stage_begin.push_back(e);
-  plan.option = NoneOptions(problem);
-  return plan;
-}
-
-std::string StageSizes(const std::vector<LayerIdx>& end) {
-  std::string sizes;
-  LayerIdx begin = 0;
-  for (LayerIdx e : end) {
-    sizes += (sizes.empty() ? "" : ", ") + std::to_string(e - begin);
-    begin = e;
-  }
-  return "[" + sizes + "]";
-}
-
 double ComputeNs(const Problem& problem, LayerIdx begin, LayerIdx end, const std::vector<OptionIdx>& option) {
   double t = 0;
   for (LayerIdx l = begin; l < end; ++l) {

@@ -16,16 +16,6 @@ namespace bmpipe {
 // A result that says the planner cannot express the problem, and why.
 BaselineResult NotApplicable(std::string why);
 
-// NoneOption of every layer.
-std::vector<OptionIdx> NoneOptions(const Problem& problem);
-
-// A plan with the given stage ends (end[s] = first layer after stage s) and every layer at its
-// NoneOption.
-Plan PlanWithEnds(const Problem& problem, const std::vector<LayerIdx>& end);
-
-// "[3, 4, 4, 3]": the layers per stage of stage ends `end`.
-std::string StageSizes(const std::vector<LayerIdx>& end);
-
 // Forward + backward + recomputation time of layers [begin, end) at `option`.
 double ComputeNs(const Problem& problem, LayerIdx begin, LayerIdx end, const std::vector<OptionIdx>& option);
 

@@ -3,7 +3,7 @@
 #include <fmt/format.h>
 
 #include "bmpipe/solve/planner.h"
-#include "bmpipe/target/target.h"
+#include "bmpipe/frameworks/settings.h"
 
 namespace bmpipe {
 

@@ -9,7 +9,7 @@
 #include "bmpipe/core/deadline.h"
 #include "bmpipe/core/progress.h"
 #include "bmpipe/sim/simulator.h"
-#include "bmpipe/target/target.h"
+#include "bmpipe/frameworks/settings.h"
 
 namespace bmpipe {
 

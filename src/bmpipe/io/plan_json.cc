@@ -3,7 +3,6 @@
 #include <fmt/format.h>
 
 #include "bmpipe/core/json_cursor.h"
-#include "bmpipe/io/export.h"
 
 namespace bmpipe {
 namespace {
@@ -127,14 +126,7 @@ Result<PlanDocument> ReadPlan(const Json& doc, const Problem& problem, const std
 Result<PlanDocument> LoadPlan(const std::string& path, const Problem& problem) {
   Result<Json> doc = LoadDocument(path);
   if (!doc.ok()) return doc.error();
-  // A MindFormers configuration (its pipeline lists) is a plan too.
-  const Json& j = doc.value();
-  if (j.is_object() && !j.contains("stages") && (j.contains("parallel_config") || j.contains("recompute_config"))) {
-    Result<Plan> plan = ReadMindFormersPlan(j, problem, path);
-    if (!plan.ok()) return plan.error();
-    return PlanDocument{plan.value(), std::nullopt};
-  }
-  return ReadPlan(j, problem, path);
+  return ReadPlan(doc.value(), problem, path);
 }
 
 Json PlanToJson(const Problem& problem, const Plan& plan, const SimResult& sim, const SolverInfo& solver) {

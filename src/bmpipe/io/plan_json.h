@@ -20,7 +20,7 @@ struct PlanDocument {
 // Reads a plan for `problem`; rejects plans that do not cover the layers contiguously, name an
 // unknown option, or have the wrong number of stages.
 Result<PlanDocument> ReadPlan(const Json& doc, const Problem& problem, const std::string& source);
-// Also reads a MindFormers configuration's pipeline lists (offset, recompute counts; export.h).
+// The plan file at `path` (a framework's configuration: frameworks/formats.h, LoadAnyPlan).
 Result<PlanDocument> LoadPlan(const std::string& path, const Problem& problem);
 
 // The plan file's fields plus metrics: per-stage costs, per-rank memory and time, bubble.

@@ -2,6 +2,10 @@
 // options that mean a recomputation setting (recompute.h).
 #pragma once
 
+#include <string>
+#include <vector>
+
+#include "bmpipe/problem/plan.h"
 #include "bmpipe/problem/problem.h"
 #include "bmpipe/problem/recompute.h"
 
@@ -28,5 +32,15 @@ OptionIdx FindRecompute(const Layer& layer, Recompute recompute);
 OptionIdx NoneOption(const Layer& layer);
 OptionIdx SelectiveOption(const Layer& layer);
 OptionIdx FullOption(const Layer& layer);
+
+// NoneOption of every layer.
+std::vector<OptionIdx> NoneOptions(const Problem& problem);
+
+// A plan with the given stage ends (end[s] = first layer after stage s) and every layer at its
+// NoneOption.
+Plan PlanWithEnds(const Problem& problem, const std::vector<LayerIdx>& end);
+
+// "[3, 4, 4, 3]": the layers per stage of stage ends `end`.
+std::string StageSizes(const std::vector<LayerIdx>& end);
 
 }  // namespace bmpipe

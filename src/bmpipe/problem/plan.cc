@@ -104,4 +104,39 @@ Plan EvenPlan(const Problem& problem) {
   return plan;
 }
 
+namespace {
+
+std::string Counted(const std::string& name, int count) {
+  return count == 1 ? name : fmt::format("{} x{}", name, count);
+}
+
+}  // namespace
+
+std::string DescribeLayerNames(const Problem& problem, LayerIdx begin, LayerIdx end) {
+  std::string out;
+  for (LayerIdx l = begin; l < end;) {
+    LayerIdx run_end = l + 1;
+    while (run_end < end && problem.layers[run_end].name == problem.layers[l].name) ++run_end;
+    out += (out.empty() ? "" : ", ") + Counted(problem.layers[l].name, run_end - l);
+    l = run_end;
+  }
+  return out;
+}
+
+std::string DescribeOptionMix(const Problem& problem, const Plan& plan, StageIdx s) {
+  std::vector<std::pair<std::string, int>> counts;
+  for (LayerIdx l = plan.begin(s); l < plan.end(s); ++l) {
+    const std::string& name = problem.layers[l].options[plan.option[l]].name;
+    auto it = std::find_if(counts.begin(), counts.end(), [&](const auto& c) { return c.first == name; });
+    if (it == counts.end()) {
+      counts.emplace_back(name, 1);
+    } else {
+      ++it->second;
+    }
+  }
+  std::string out;
+  for (const auto& [name, count] : counts) out += (out.empty() ? "" : ", ") + Counted(name, count);
+  return out;
+}
+
 }  // namespace bmpipe

@@ -74,4 +74,9 @@ Plan EvenPlan(const Problem& problem);
 // stage_begin without its leading 0: end[s] is the first layer after stage s.
 std::vector<LayerIdx> StageEnds(const Plan& plan);
 
+// "embedding, decoder x5, head": consecutive equal names collapsed.
+std::string DescribeLayerNames(const Problem& problem, LayerIdx begin, LayerIdx end);
+// "none x2, selective x4": option counts in order of first appearance.
+std::string DescribeOptionMix(const Problem& problem, const Plan& plan, StageIdx s);
+
 }  // namespace bmpipe

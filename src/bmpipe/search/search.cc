@@ -405,7 +405,7 @@ Result<SearchResult> SearchConfigurations(const ModelSpec& model, const DeviceSp
           if (!Allowed(options.mbs, mbs)) continue;
           const int m = gbs / dp / mbs;
           std::vector<int> vpps{1};
-          for (int v = 2; pp > 1 && pp * v <= max_stages && TargetOf(options.target).interleaving; ++v) vpps.push_back(v);
+          for (int v = 2; pp > 1 && pp * v <= max_stages && TargetOf(options.target).Interleaves(); ++v) vpps.push_back(v);
           for (int vpp : vpps) {
             if (!Allowed(options.vpp, vpp)) continue;
             for (bool sp : {false, true}) {

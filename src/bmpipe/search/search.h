@@ -31,7 +31,7 @@
 #include "bmpipe/cost/training_setup.h"
 #include "bmpipe/sim/simulator.h"
 #include "bmpipe/solve/planner.h"
-#include "bmpipe/target/target.h"
+#include "bmpipe/frameworks/settings.h"
 
 namespace bmpipe {
 

@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "bmpipe/baselines/baselines.h"
+#include "bmpipe/frameworks/megatron/megatron.h"
 #include "bmpipe/core/document.h"
 #include "bmpipe/cost/training_setup.h"
 

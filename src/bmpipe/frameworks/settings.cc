@@ -1,0 +1,208 @@
+#include "bmpipe/frameworks/settings.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <limits>
+
+#include <fmt/format.h>
+
+#include "bmpipe/sim/simulator.h"
+
+namespace bmpipe {
+
+std::uint16_t OptionMask(const Layer& layer, const std::function<bool(Recompute)>& keep) {
+  std::uint16_t mask = 0;
+  for (OptionIdx o = 0; o < static_cast<OptionIdx>(layer.options.size()); ++o) {
+    const Result<Recompute> meaning = ParseRecompute(layer.options[o].name);
+    if (meaning.ok() && keep(meaning.value())) mask |= OnlyOption(o);
+  }
+  return mask;
+}
+
+std::vector<std::uint16_t> BodyFamily(const Problem& problem, const ModelShape& shape,
+                                      const std::function<bool(Recompute)>& keep) {
+  std::vector<std::uint16_t> family(problem.num_layers());
+  for (LayerIdx l = 0; l < problem.num_layers(); ++l) {
+    const Layer& layer = problem.layers[l];
+    family[l] = l >= shape.body_begin && l < shape.body_end ? OptionMask(layer, keep) : 0;
+    if (family[l] == 0) family[l] = OnlyOption(NoneOption(layer));
+  }
+  return family;
+}
+
+std::optional<TargetSetting> UniformSetting(const Problem& problem, const ModelShape& shape, Recompute recompute,
+                                            std::string flags) {
+  TargetSetting setting{std::move(flags), {}};
+  std::vector<std::uint16_t> family(problem.num_layers());
+  for (LayerIdx l = 0; l < problem.num_layers(); ++l) {
+    const bool body = l >= shape.body_begin && l < shape.body_end;
+    const OptionIdx o = body ? FindRecompute(problem.layers[l], recompute) : NoneOption(problem.layers[l]);
+    if (o < 0) return std::nullopt;
+    family[l] = OnlyOption(o);
+  }
+  setting.space.families.push_back(std::move(family));
+  return setting;
+}
+
+Error NoSettingFor(const Target& target) {
+  return InvalidInput(fmt::format("target {}: the decoder layers have none of the options its settings need (none, "
+                                  "full{}); name the problem's options by what they recompute",
+                                  target.name, target.modules != 0 ? ", selective" : ""));
+}
+
+Status AnySettings(const Problem&, const Target&, const SettingSink& offer, int) {
+  offer(TargetSetting{});
+  return {};
+}
+
+Status ForEachTargetSetting(const Problem& problem, TargetKind kind, const SettingSink& fn, int max_block) {
+  if (Status runs = TargetRunsPipeline(kind, problem.pipeline); !runs.ok()) return runs;
+  const Target& target = TargetOf(kind);
+  return target.settings(problem, target, fn, max_block);
+}
+
+namespace {
+
+// The plan the framework runs for a plan of `space`: Megatron's block rule applied, else the
+// target's order of options within a stage (MindFormers'). Costs do not change where the stage's
+// layers are identical.
+std::optional<Plan> Canonical(const Problem& problem, const Target& target, const StageSpace& space, Plan plan) {
+  if (space.block >= 0) {
+    space.AssignFixed(plan);
+    return plan;
+  }
+  return target.canonical ? target.canonical(problem, std::move(plan)) : std::optional<Plan>(std::move(plan));
+}
+
+}  // namespace
+
+Result<TargetPlan> PlanForTarget(const Problem& problem, TargetKind kind, const PlannerOptions& options) {
+  const auto began = std::chrono::steady_clock::now();
+  const Target& target = TargetOf(kind);
+  TargetPlan out;
+  out.target = kind;
+  PlannerOptions each = options;
+  const Deadline own = Deadline::In(options.time_limit_s);
+  if (each.time_limit_name.empty()) each.time_limit_name = fmt::format("time limit {:g} s", options.time_limit_s);
+  double bound = std::numeric_limits<double>::infinity();
+  bool any_plan = false, all_infeasible = true;
+  PlannerResult best;
+  std::optional<Error> error;
+  // Block settings beyond the most decoder layers a stage can hold in memory are full recomputation.
+  const int max_block = MostDecodersThatFit(problem);
+  // Each setting gets an equal share of the time left, so that a hard one does not starve the rest.
+  int total = 0;
+  Status counted = ForEachTargetSetting(problem, kind, [&](const TargetSetting&) { return ++total, true; }, max_block);
+  if (!counted.ok()) return counted.error();
+  Status walked = ForEachTargetSetting(problem, kind, [&](const TargetSetting& setting) {
+    const double left = std::min(own.SecondsLeft(), options.deadline.SecondsLeft());
+    each.time_limit_s = std::max(0.0, left) / std::max(1, total - out.settings);
+    if (out.settings > 0 && (own.Expired() || options.deadline.Expired())) {
+      // Settings not planned: nothing is proven about them.
+      bound = 0;
+      all_infeasible = false;
+      if (best.stopped_by.empty()) best.stopped_by = "the time limit (before every recomputation setting was planned)";
+      return false;
+    }
+    each.space = setting.space;
+    if (options.progress && total > 1) {
+      // The phase names the setting; the best plan is the best over settings so far.
+      each.progress = [&, n = out.settings + 1](const Progress& p) {
+        Progress q = p;
+        q.phase = fmt::format("setting {} of {}: {}", n, total, p.phase);
+        if (any_plan) q.best_s = q.best_s < 0 ? ToSeconds(best.iteration_ns) : std::min(q.best_s, ToSeconds(best.iteration_ns));
+        q.bound_s = -1;  // a bound over this setting only
+        options.progress(q);
+      };
+    }
+    Result<PlannerResult> r = PlanPipeline(problem, each);
+    if (!r.ok()) {
+      error = r.error();
+      return false;
+    }
+    PlannerResult& p = r.value();
+    ++out.settings;
+    best.nodes += p.nodes;
+    best.lp_solves += p.lp_solves;
+    best.cuts += p.cuts;
+    best.candidates += p.candidates;
+    if (p.status == PlanStatus::kInfeasible) return true;
+    all_infeasible = false;
+    bound = std::min(bound, p.bound_ns);
+    if (!p.stopped_by.empty() && best.stopped_by.empty()) best.stopped_by = p.stopped_by;
+    if (p.status == PlanStatus::kNoPlan) return true;
+    const std::optional<Plan> canonical = Canonical(problem, target, setting.space, p.plan);
+    const SimResult sim = canonical ? SimulatePlan(problem, *canonical).value() : SimResult{};
+    if (!canonical || !sim.fits) {
+      // The framework's order on stages of unlike layers runs another plan, which does not fit:
+      // nothing found for this setting (the bound still holds).
+      if (best.stopped_by.empty()) best.stopped_by = "the framework's layer order within mixed stages";
+      return true;
+    }
+    if (sim.iteration_ns != p.iteration_ns && best.stopped_by.empty()) {
+      best.stopped_by = "the framework's layer order within mixed stages (the plan is what it runs, not proven optimal)";
+    }
+    const TimeNs time = sim.iteration_ns;
+    if (!any_plan || time < best.iteration_ns) {
+      any_plan = true;
+      best.plan = *canonical;
+      best.iteration_ns = time;
+      best.objective_ns = p.objective_ns;
+      best.solver = p.solver;
+      best.lp_text = p.lp_text;
+      out.setting = setting.flags;
+    }
+    return true;
+  }, max_block);
+  if (!walked.ok()) return walked.error();
+  if (error) return *error;
+  if (all_infeasible) {
+    best.status = PlanStatus::kInfeasible;
+  } else if (!any_plan) {
+    best.status = PlanStatus::kNoPlan;
+    best.bound_ns = std::isfinite(bound) ? bound : 0;
+  } else {
+    best.bound_ns = std::min(bound, static_cast<double>(best.iteration_ns));
+    best.gap = (static_cast<double>(best.iteration_ns) - best.bound_ns) / static_cast<double>(best.iteration_ns);
+    best.status = best.gap < kOptimalityTolerance ? PlanStatus::kOptimal : PlanStatus::kFeasible;
+    if (best.status == PlanStatus::kOptimal) best.stopped_by.clear();
+  }
+  best.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
+  out.planner = std::move(best);
+  return out;
+}
+
+bool TargetRunsPlan(const Problem& problem, const Plan& plan, TargetKind kind) {
+  bool runs = false;
+  const Status walked = ForEachTargetSetting(
+      problem, kind,
+      [&](const TargetSetting& setting) {
+        runs = setting.space.Contains(plan);
+        return !runs;
+      },
+      MostDecoderLayers(problem, plan));
+  return walked.ok() && runs;
+}
+
+int MostDecodersThatFit(const Problem& problem) {
+  const ModelShape shape = ShapeOf(problem);
+  std::vector<Bytes> statics;
+  for (LayerIdx l = shape.body_begin; l < shape.body_end; ++l) statics.push_back(problem.layers[l].static_bytes);
+  std::sort(statics.begin(), statics.end());
+  Bytes used = problem.reserved_bytes;
+  int k = 0;
+  while (k < static_cast<int>(statics.size()) && used + statics[k] <= problem.memory_bytes) used += statics[k++];
+  return k;
+}
+
+int MostDecoderLayers(const Problem& problem, const Plan& plan) {
+  const ModelShape shape = ShapeOf(problem);
+  int most = 0;
+  for (StageIdx s = 0; s < plan.num_stages(); ++s) {
+    most = std::max(most, std::min(plan.end(s), shape.body_end) - std::max(plan.begin(s), shape.body_begin));
+  }
+  return most;
+}
+
+}  // namespace bmpipe

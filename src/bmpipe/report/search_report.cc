@@ -1,0 +1,321 @@
+#include "bmpipe/report/search_report.h"
+
+#include <map>
+
+#include <fmt/format.h>
+
+#include "bmpipe/core/text.h"
+#include "bmpipe/cost/problem_builder.h"
+#include "bmpipe/io/plan_json.h"
+#include "bmpipe/sim/simulator.h"
+
+namespace bmpipe {
+namespace {
+
+std::string PlanVerdict(const PlannerResult& r) {
+  return r.status == PlanStatus::kOptimal ? "optimal" : fmt::format("gap {:.1f} %", 100 * r.gap);
+}
+
+std::string Rate(double tokens_per_s) {
+  return tokens_per_s >= 1e6 ? fmt::format("{:.3f} M", tokens_per_s / 1e6) : fmt::format("{:.1f} k", tokens_per_s / 1e3);
+}
+
+int CountOptimal(const SearchResult& result) {
+  int n = 0;
+  for (const ConfigOutcome& out : result.configs) {
+    n += out.verdict == Verdict::kPlanned && out.planner.status == PlanStatus::kOptimal ? 1 : 0;
+  }
+  return n;
+}
+
+// One dimension of the configuration space: its name and each configuration's value.
+struct Dimension {
+  const char* name;
+  int (*value)(const SearchConfig&);
+  std::string (*label)(int);  // the value as the table prints it
+};
+
+std::string Number(int v) { return std::to_string(v); }
+std::string YesNo(int v) { return v ? "yes" : "no"; }
+std::string PrecisionLabel(int v) { return std::string(PrecisionName(static_cast<Precision>(v))); }
+std::string ScheduleLabel(int v) {
+  const ScheduleKind kind = static_cast<ScheduleKind>(v);
+  return kind == ScheduleKind::kOneFOneB ? "1f1b/interleaved" : std::string(ScheduleName(kind));
+}
+
+const Dimension kDimensions[] = {
+    {"tp", [](const SearchConfig& c) { return c.tp; }, Number},
+    {"cp", [](const SearchConfig& c) { return c.cp; }, Number},
+    {"pp", [](const SearchConfig& c) { return c.pp; }, Number},
+    {"ep", [](const SearchConfig& c) { return c.ep; }, Number},
+    {"etp", [](const SearchConfig& c) { return c.etp; }, Number},
+    {"vpp", [](const SearchConfig& c) { return c.vpp; }, Number},
+    {"mbs", [](const SearchConfig& c) { return c.mbs; }, Number},
+    {"sp", [](const SearchConfig& c) { return static_cast<int>(c.sequence_parallel); }, YesNo},
+    {"zero", [](const SearchConfig& c) { return c.zero; }, Number},
+    {"prec", [](const SearchConfig& c) { return static_cast<int>(c.precision); }, PrecisionLabel},
+    {"sched", [](const SearchConfig& c) { return static_cast<int>(c.schedule); }, ScheduleLabel},
+};
+
+// Why no configuration with another value of a dimension won, when none has a plan: how many
+// each step set aside, and for those the bounds left open (screened only, or not reached), the
+// least lower bound and the best quick plan.
+std::string WhyNone(const std::vector<const ConfigOutcome*>& configs, double best_ns) {
+  int count[kVerdicts] = {};
+  TimeNs least_bound = -1, best_screen = 0;
+  for (const ConfigOutcome* c : configs) {
+    ++count[static_cast<int>(c->verdict)];
+    if (c->verdict == Verdict::kScreened || c->verdict == Verdict::kNotPlanned) {
+      if (least_bound < 0 || c->time_bound_ns < least_bound) least_bound = c->time_bound_ns;
+      if (c->screen_ns > 0 && (best_screen == 0 || c->screen_ns < best_screen)) best_screen = c->screen_ns;
+    }
+  }
+  std::vector<std::string> parts;
+  for (int v = 0; v < kVerdicts; ++v) {
+    if (count[v] > 0) parts.push_back(fmt::format("{} {}", count[v], VerdictName(static_cast<Verdict>(v))));
+  }
+  std::string out = fmt::format("no plan: {}", fmt::join(parts, ", "));
+  auto relative = [&](TimeNs t) { return fmt::format("{} ({:+.1f} %)", FormatDuration(t), 100 * (static_cast<double>(t) / best_ns - 1)); };
+  if (least_bound >= 0) out += "; open: lower bound " + relative(least_bound);
+  if (best_screen > 0) out += ", best quick plan " + relative(best_screen);
+  return out;
+}
+
+// For each dimension with more than one value, the best configuration with each value other than
+// the winner's and how much slower it is; the values without a plan on one line, with why.
+std::string FormatAlternatives(const SearchResult& result) {
+  if (result.ranking.empty()) return "";
+  const ConfigOutcome& best = result.configs[result.ranking[0]];
+  const double best_ns = static_cast<double>(best.planner.iteration_ns);
+  std::string out;
+  for (const Dimension& d : kDimensions) {
+    std::map<int, std::vector<const ConfigOutcome*>> by_value;
+    for (const ConfigOutcome& c : result.configs) by_value[d.value(c.config)].push_back(&c);
+    if (by_value.size() < 2) continue;
+    const int won = d.value(best.config);
+    out += fmt::format("  {:<4} {} won", d.name, d.label(won));
+    std::vector<std::string> without;
+    std::vector<const ConfigOutcome*> unplanned;
+    for (const auto& [value, configs] : by_value) {
+      if (value == won) continue;
+      const ConfigOutcome* fastest = nullptr;
+      for (const ConfigOutcome* c : configs) {
+        if (HasPlan(*c) && (!fastest || c->planner.iteration_ns < fastest->planner.iteration_ns)) fastest = c;
+      }
+      if (!fastest) {
+        without.push_back(d.label(value));
+        unplanned.insert(unplanned.end(), configs.begin(), configs.end());
+        continue;
+      }
+      const double t = static_cast<double>(fastest->planner.iteration_ns);
+      out += fmt::format("\n         {} {}: {} ({:+.1f} %) at best, {}", d.name, d.label(value),
+                         FormatDuration(fastest->planner.iteration_ns), 100 * (t / best_ns - 1),
+                         DescribeConfig(fastest->config));
+    }
+    if (!without.empty()) {
+      out += fmt::format("\n         {} {}: {}", d.name, fmt::join(without, ", "), WhyNone(unplanned, best_ns));
+    }
+    out += "\n";
+  }
+  if (out.empty()) return "";
+  return "\nWhy not: the best plan with each other value of one dimension, against the best (" +
+         FormatDuration(best.planner.iteration_ns) + ")\n" + out;
+}
+
+}  // namespace
+
+std::string FormatSearch(const std::vector<std::pair<std::string, std::string>>& header, const SearchOptions& options,
+                         const SearchResult& result) {
+  std::string out = "bmpipe search\n";
+  auto line = [&](const std::string& label, const std::string& value) {
+    out += fmt::format("  {:<10} {}\n", label, value);
+  };
+  for (const auto& [label, value] : header) line(label, value);
+  line("searched", fmt::format("{} valid configurations of {} combinations ({} rejected by the setup rules{})",
+                               result.configs.size(), result.combinations, result.invalid,
+                               result.target_refused > 0
+                                   ? fmt::format(", {} that the target's framework cannot run", result.target_refused)
+                                   : ""));
+  if (!options.exhaustive) {
+    line("pruned", fmt::format("{} dominated (another configuration with the same pipeline is no costlier in any "
+                               "term), {} cannot fit (memory lower bound), {} by the time lower bound",
+                               result.Count(Verdict::kDominated), result.Count(Verdict::kMemoryBound),
+                               result.Count(Verdict::kTimeBound)));
+  }
+  if (!options.exhaustive) {
+    line("screened", fmt::format("{} with a quick plan (one recomputation option on every layer, stages cut at equal "
+                                 "shares of compute; simulated), in order of their time bound; {} not planned further",
+                                 result.screened, result.Count(Verdict::kScreened)));
+  }
+  const int planned = result.Count(Verdict::kPlanned) + result.Count(Verdict::kNoFit);
+  line("planned", fmt::format("{} with the exact planner ({} proven optimal, {} no plan fits)", planned,
+                              CountOptimal(result), result.Count(Verdict::kNoFit)));
+  line("took", fmt::format("{:.1f} s on {} thread{}: bounds {:.1f} s, screening {:.1f} s, planning {:.1f} s",
+                           result.seconds, result.threads, result.threads == 1 ? "" : "s", result.bound_seconds,
+                           result.screen_seconds, result.plan_seconds));
+  if (result.interrupted) {
+    line("stopped", fmt::format("interrupted (Ctrl-C): {} configurations were not planned, so the ranking may miss "
+                                "better ones", result.Count(Verdict::kNotPlanned)));
+  } else if (result.budget_exhausted) {
+    line("budget", fmt::format("the time budget ({:g} s) ran out: {} configurations were not planned, so the ranking "
+                               "may miss better ones and depends on this machine's speed",
+                               options.time_budget_s, result.Count(Verdict::kNotPlanned)));
+  }
+  if (result.ranking.empty()) {
+    line("best", "no configuration has a plan that fits in memory");
+    return out;
+  }
+  const ConfigOutcome& best = result.configs[result.ranking[0]];
+  line("best", fmt::format("{} per iteration; no configuration can be faster than {} (the least lower bound over every "
+                           "configuration not ruled out), a gap of {:.1f} %",
+                           FormatDuration(best.planner.iteration_ns),
+                           FormatDuration(static_cast<TimeNs>(result.bound_ns)), 100 * result.gap));
+
+  out += fmt::format("\n{:>3} {:>3} {:>3} {:>4} {:>5} {:>4} {:>3} {:>4} {:>4} {:>5}  {:<3} {:>4} {:<4} {:>10} {:>10} {:>6} "
+                     "{:>6} {:>7}  {}\n",
+                     "#", "tp", "cp", "pp", "dp", "ep", "etp", "vpp", "mbs", "m", "sp", "zero", "prec", "iteration",
+                     "tokens/s", "MFU", "bubble", "memory", "plan");
+  for (std::size_t k = 0; k < result.ranking.size(); ++k) {
+    const ConfigOutcome& c = result.configs[result.ranking[k]];
+    out += fmt::format(
+        "{:>3} {:>3} {:>3} {:>4} {:>5} {:>4} {:>3} {:>4} {:>4} {:>5}  {:<3} {:>4} {:<4} {:>10} {:>10} {:>5.1f}% {:>6.3f} "
+        "{:>6.1f}%  {}\n",
+        k + 1, c.config.tp, c.config.cp, c.config.pp, c.config.dp, c.config.ep, c.config.etp, c.config.vpp,
+        c.config.mbs, c.micro_batches, c.config.sequence_parallel ? "yes" : "no", c.config.zero,
+        PrecisionName(c.config.precision), FormatDuration(c.planner.iteration_ns), Rate(c.tokens_per_s), 100 * c.mfu,
+        c.bubble, 100 * c.peak_memory_fraction,
+        (c.config.schedule == ScheduleKind::kOneFOneB ? "" : fmt::format("{}, ", ScheduleName(c.config.schedule))) +
+            PlanVerdict(c.planner));
+  }
+  out += "\n  m: micro-batches per iteration; ep, etp: expert and expert tensor parallelism (MoE layers); zero: the\n"
+         "  ZeRO stage over the data- and context-parallel ranks (1: the distributed optimizer, 2: and gradients, 3:\n"
+         "  and parameters); prec: the GEMMs' precision; MFU: model FLOPs without recomputation, attention counted as\n"
+         "  the kernel runs it (" +
+         std::string(options.mfu_attention == AttentionFlops::kCausal ? "causal" : "full") +
+         "), / (iteration time x devices x the bf16 dense peak); memory: the\n"
+         "  fullest rank's peak over the device memory; plan: what the planner proved for that configuration (after\n"
+         "  the schedule, when it is not 1F1B or, with vpp > 1, interleaved 1F1B).\n";
+  out += FormatAlternatives(result);
+  return out;
+}
+
+std::string MegatronFlags(const SearchOptions& options, const SearchConfig& c) {
+  std::string flags = fmt::format("--tensor-model-parallel-size {} --pipeline-model-parallel-size {}", c.tp, c.pp);
+  flags += fmt::format(" --micro-batch-size {} --global-batch-size {} --seq-length {}", c.mbs,
+                       options.base.global_batch_size, options.base.seq);
+  if (c.cp > 1) flags += fmt::format(" --context-parallel-size {}", c.cp);
+  if (c.ep > 1) flags += fmt::format(" --expert-model-parallel-size {}", c.ep);
+  if (c.etp != c.tp) flags += fmt::format(" --expert-tensor-parallel-size {}", c.etp);
+  if (c.sequence_parallel) flags += " --sequence-parallel";
+  if (c.zero >= 1) flags += " --use-distributed-optimizer";
+  if (c.zero >= 2) flags += fmt::format(" (ZeRO-{}: see the export)", c.zero);
+  if (c.precision == Precision::kFp8) flags += " --fp8-format hybrid";
+  if (options.base.flash_attention) flags += " --use-flash-attn";
+  flags += fmt::format("  (data parallel {} follows from {} devices)", c.dp, options.devices);
+  if (TraitsOf(c.schedule).placement == Placement::kMirror) {
+    flags += fmt::format("; the parallel sizes only: no framework bmpipe exports to runs '{}' (DeepSeek's "
+                         "dualpipe.DualPipe runs it from code)",
+                         ScheduleName(c.schedule));
+  } else if (TraitsOf(c.schedule).split_backward) {
+    flags += fmt::format("; the parallel sizes only: Megatron runs no '{}', its op order runs in "
+                         "torch.distributed.pipelining",
+                         ScheduleName(c.schedule));
+  }
+  return flags;
+}
+
+Json SearchToJson(const SearchOptions& options, const SearchResult& result) {
+  auto config_json = [](const ConfigOutcome& c) {
+    Json j;
+    j["tp"] = c.config.tp;
+    j["pp"] = c.config.pp;
+    j["dp"] = c.config.dp;
+    j["vpp"] = c.config.vpp;
+    j["micro_batch_size"] = c.config.mbs;
+    j["micro_batches"] = c.micro_batches;
+    j["cp"] = c.config.cp;
+    j["ep"] = c.config.ep;
+    j["etp"] = c.config.etp;
+    j["sequence_parallel"] = c.config.sequence_parallel;
+    j["distributed_optimizer"] = c.config.zero >= 1;
+    j["zero"] = c.config.zero;
+    j["precision"] = std::string(PrecisionName(c.config.precision));
+    if (c.config.schedule != ScheduleKind::kOneFOneB) j["schedule"] = std::string(ScheduleName(c.config.schedule));
+    if (!c.setting.empty()) j["recompute_setting"] = c.setting;
+    return j;
+  };
+  Json doc;
+  doc["target"] = std::string(TargetOf(options.target).name);
+  doc["devices"] = options.devices;
+  doc["global_batch_size"] = options.base.global_batch_size;
+  doc["seq"] = options.base.seq;
+  Json stats;
+  stats["combinations"] = result.combinations;
+  stats["invalid"] = result.invalid;
+  stats["target_refused"] = result.target_refused;
+  stats["valid"] = result.configs.size();
+  for (Verdict v : {Verdict::kDominated, Verdict::kMemoryBound, Verdict::kTimeBound, Verdict::kScreened,
+                    Verdict::kNoFit, Verdict::kPlanned, Verdict::kNotPlanned}) {
+    stats[std::string(VerdictName(v))] = result.Count(v);
+  }
+  stats["proven_optimal"] = CountOptimal(result);
+  stats["threads"] = result.threads;
+  stats["seconds"] = result.seconds;
+  stats["budget_exhausted"] = result.budget_exhausted;
+  if (result.interrupted) stats["interrupted"] = true;
+  doc["statistics"] = stats;
+  doc["lower_bound_s"] = result.bound_ns / 1e9;
+  doc["gap"] = result.gap;
+  doc["model_flops_per_iteration"] = result.model_flops;
+  doc["mfu_attention"] = options.mfu_attention == AttentionFlops::kCausal ? "causal" : "full";
+  Json ranking = Json::array();
+  for (int i : result.ranking) {
+    const ConfigOutcome& c = result.configs[i];
+    Json j = config_json(c);
+    j["iteration_time_s"] = static_cast<double>(c.planner.iteration_ns) / 1e9;
+    j["tokens_per_s"] = c.tokens_per_s;
+    j["mfu"] = c.mfu;
+    j["bubble"] = c.bubble;
+    j["peak_memory_fraction"] = c.peak_memory_fraction;
+    j["mean_memory_fraction"] = c.mean_memory_fraction;
+    j["status"] = std::string(PlanStatusName(c.planner.status));
+    j["lower_bound_s"] = c.planner.bound_ns / 1e9;
+    j["stage_begin"] = c.planner.plan.stage_begin;
+    j["option"] = c.planner.plan.option;
+    ranking.push_back(j);
+  }
+  doc["ranking"] = ranking;
+  Json all = Json::array();
+  for (const ConfigOutcome& c : result.configs) {
+    Json j = config_json(c);
+    j["verdict"] = std::string(VerdictName(c.verdict));
+    j["time_bound_s"] = static_cast<double>(c.time_bound_ns) / 1e9;
+    j["memory_bound_bytes"] = c.memory_bound_bytes;
+    if (c.verdict == Verdict::kDominated) j["dominated_by"] = config_json(result.configs[c.dominated_by]);
+    if (c.screen_ns > 0) j["screen_iteration_time_s"] = static_cast<double>(c.screen_ns) / 1e9;
+    if (c.verdict == Verdict::kPlanned) {
+      j["status"] = std::string(PlanStatusName(c.planner.status));
+      if (c.planner.status == PlanStatus::kOptimal || c.planner.status == PlanStatus::kFeasible) {
+        j["iteration_time_s"] = static_cast<double>(c.planner.iteration_ns) / 1e9;
+      }
+      j["lower_bound_s"] = c.planner.bound_ns / 1e9;
+    }
+    all.push_back(j);
+  }
+  doc["configurations"] = all;
+  return doc;
+}
+
+Json SearchDocument(const ModelSpec& model, const DeviceSpec& device, const SearchOptions& options,
+                    const SearchResult& result) {
+  Json doc = SearchToJson(options, result);
+  if (!result.ranking.empty()) {
+    const ConfigOutcome& best = result.configs[result.ranking[0]];
+    const Problem problem = BuildProblem(model, device, SetupOf(options, best.config)).value();
+    const SimResult sim = SimulatePlan(problem, best.planner.plan).value();
+    doc["best_plan"] = PlanToJson(problem, best.planner.plan, sim, SolverInfoOf(best.planner));
+  }
+  return doc;
+}
+
+}  // namespace bmpipe
