@@ -152,6 +152,7 @@ TEST(Hardening, SumsThatWouldOverflowAreRefused) {
 }
 
 TEST(Hardening, TimeLimitHoldsOnAModelOfAHundredThousandLayers) {
+  BMPIPE_SLOW_TEST();
   Scratch s;
   const std::string config = s.Write(
       "config.json",

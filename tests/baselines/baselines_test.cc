@@ -176,6 +176,7 @@ TEST(Baselines, SayWhenTheyDoNotApply) {
 // The MindFormers tool's demo: the tool's formulation gives a plan that fits, no faster than the
 // proven optimum 54.81 s.
 TEST(Baselines, MindFormersToolOnItsDemo) {
+  BMPIPE_SLOW_TEST();
   const Problem p = LoadProblem(testing::SourcePath("examples/mindformers-demo/problem.yaml")).value();
   BaselineOptions options;
   options.time_limit_s = 5;
@@ -187,6 +188,7 @@ TEST(Baselines, MindFormersToolOnItsDemo) {
 // bmpipe is at least as fast as every baseline's plan that fits, on seeded small problems of every
 // schedule with memory from tight to loose.
 TEST(Baselines, BmpipeIsAtLeastAsFastAsEveryBaseline) {
+  BMPIPE_SLOW_TEST();
   std::mt19937_64 rng(4242);
   int compared = 0, beaten = 0;
   for (int c = 0; c < 24; ++c) {
@@ -219,6 +221,7 @@ TEST(Baselines, BmpipeIsAtLeastAsFastAsEveryBaseline) {
 }
 
 TEST(Baselines, EachRespectsItsTimeLimitOnAHundredThousandLayers) {
+  BMPIPE_SLOW_TEST();
   // The reproducer: `compare` on 10^6 layers exhausted memory; with 100,000 layers (the embedding,
   // 99,998 decoders and the head: the most a problem may have) each baseline must stop at its
   // limit (their dynamic programs and enumerations are quadratic in the layers).

@@ -56,6 +56,7 @@ void ExpectSimulatedPlan(const Problem& p, const PlannerResult& r) {
 }
 
 TEST(Limits, TimeLimitStopsExplodingCandidateFronts) {
+  BMPIPE_SLOW_TEST();
   // The reproducer: 60 layers with six mutually non-dominated options ran past 120 s at 2 GB.
   const Problem p = ManyOptions(4, 8, 60, 6);
   PlannerOptions options;
@@ -136,12 +137,15 @@ Problem Wide(int ranks, int micro_batches, int layers, int chunks = 1) {
 }
 
 TEST(Limits, ThousandRanksAndHundredThousandLayers) {
+  BMPIPE_SLOW_TEST();
   ExpectPlanWithinLimit(Wide(1024, 64, 100'000), 2);
 }
 TEST(Limits, FourThousandStagesOfOneLayer) {
+  BMPIPE_SLOW_TEST();
   ExpectPlanWithinLimit(Wide(1024, 1024, 4096, /*chunks=*/4), 2);
 }
 TEST(Limits, HundredThousandLayersOnEightRanks) {
+  BMPIPE_SLOW_TEST();
   ExpectPlanWithinLimit(Wide(8, 64, 100'000), 2);
 }
 

@@ -96,6 +96,7 @@ PlannerResult Plan(const Problem& problem, PlannerKind kind) {
 }
 
 TEST(Planner, AgreesWithBruteForceAndCbcOnRandomSmallProblems) {
+  BMPIPE_SLOW_TEST();
   std::mt19937_64 rng(314159);
   int feasible = 0, infeasible = 0;
   std::set<ScheduleKind> proven;
@@ -150,6 +151,7 @@ double RootFamilyBound(const Problem& problem, const Candidates& candidates, con
 
 // The family bound never exceeds the optimum (brute force), on every schedule.
 TEST(Planner, FamilyBoundIsALowerBound) {
+  BMPIPE_SLOW_TEST();
   std::mt19937_64 rng(2718);
   int tight = 0, with_plan = 0;
   for (int c = 0; c < 80; ++c) {
@@ -204,6 +206,7 @@ TEST(Planner, FamilyBoundSeesTheCoolDownOfAnEarlierStage) {
 
 // The rank-load bound never exceeds the optimum (brute force), on every schedule.
 TEST(Planner, RankLoadBoundIsALowerBound) {
+  BMPIPE_SLOW_TEST();
   std::mt19937_64 rng(31415);
   int checked = 0;
   for (int c = 0; c < 80; ++c) {
@@ -252,6 +255,7 @@ TEST(Planner, ProvesTheMindFormersDemoOptimum) {
 }
 
 TEST(Planner, BeatsTheToolOnTheInterleavedDemo) {
+  BMPIPE_SLOW_TEST();
   Problem problem = LoadProblem(testing::SourcePath("examples/mindformers-demo/problem-vpp3.yaml")).value();
   PlannerOptions options;
   options.time_limit_s = 20;
