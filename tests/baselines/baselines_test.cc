@@ -231,7 +231,9 @@ TEST(Baselines, EachRespectsItsTimeLimitOnAHundredThousandLayers) {
   options.time_limit_s = 0.5;
   // Megatron (its best layout so far), Mist and the MindFormers tool return a plan, which fits (the
   // devices hold 1 TiB). PipeDream's and Merak's dynamic programs stop at the limit before any
-  // plan; AdaPipe's would hold 4e10 entries and stops at its memory budget at once.
+  // plan; AdaPipe's would hold 4e10 entries and stops at its memory budget at once. Mist finishes
+  // in about 0.1 s in a release build; several times slower under the sanitizers, it may reach
+  // the limit first, and then has no plan.
   const std::set<std::string> with_plan = {"megatron", "mist", "mindformers-tool"};
   std::set<std::string> seen;
   for (BaselineKind kind : AllBaselines()) {
@@ -244,7 +246,8 @@ TEST(Baselines, EachRespectsItsTimeLimitOnAHundredThousandLayers) {
     if (!r.stopped_by.empty()) {
       EXPECT_NE(r.config.find("stopped by"), std::string::npos) << r.name << ": " << r.config;
     }
-    if (with_plan.count(r.name) > 0) {
+    const bool mist_stopped = r.name == "mist" && testing::kSlowdown > 1 && !r.stopped_by.empty();
+    if (with_plan.count(r.name) > 0 && !mist_stopped) {
       ASSERT_TRUE(r.has_plan) << r.name << ": " << r.config;
       EXPECT_TRUE(r.fits) << r.name;
       const Result<SimResult> sim = SimulatePlan(p, r.plan);
