@@ -162,6 +162,11 @@ CommandResult RunBmpipe(const std::string& args, const std::string& cwd) {
 
 namespace bmpipe::testing {
 
+bool FastTier() {
+  const char* fast = std::getenv("BMPIPE_FAST");
+  return fast != nullptr && *fast != '\0' && std::string(fast) != "0";
+}
+
 ::testing::AssertionResult MatchesGolden(const std::string& name, const std::string& actual) {
   const std::string path = SourcePath("tests/golden/" + name);
   const char* update = std::getenv("BMPIPE_UPDATE_GOLDEN");

@@ -21,6 +21,15 @@
 #endif
 #endif
 
+// At the top of a long property or scale test's body: the test is skipped in the fast tier
+// (BMPIPE_FAST set, FastTier()) and runs in full otherwise (scripts/test.sh, CI).
+#define BMPIPE_SLOW_TEST()                                                       \
+  do {                                                                           \
+    if (::bmpipe::testing::FastTier()) {                                         \
+      GTEST_SKIP() << "a long property or scale test: skipped with BMPIPE_FAST"; \
+    }                                                                            \
+  } while (0)
+
 namespace bmpipe::testing {
 
 // What scales the fixed allowance (reading, building, simulating) that the time-limit tests grant
@@ -30,6 +39,10 @@ inline constexpr double kSlowdown = 3;
 #else
 inline constexpr double kSlowdown = 1;
 #endif
+
+// Whether this run is the fast tier (`scripts/test.sh --fast`): the environment variable
+// BMPIPE_FAST is set to a non-empty value other than "0".
+bool FastTier();
 
 // A pipeline of the given shape whose layers all have one option `none` with these costs.
 Problem UniformProblem(ScheduleKind schedule, int ranks, int chunks, int micro_batches, int num_layers,

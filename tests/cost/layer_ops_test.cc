@@ -2,6 +2,10 @@
 // (FACTS.md), and recomputation options as op subsets.
 #include "bmpipe/cost/layer_ops.h"
 
+#include <algorithm>
+#include <map>
+#include <string>
+
 #include <gtest/gtest.h>
 
 namespace bmpipe {
@@ -90,24 +94,65 @@ TEST(LayerOps, FlashAttentionRemovesTheScoreTerm) {
   EXPECT_DOUBLE_EQ(Saved(m, s, "none"), 34 * sbh / 8 + 2048.0 * 4 * 64 * 4 / 8);
 }
 
-// Options are op subsets: each saves no more than none and costs no less; full saves the most
-// and recomputes the whole forward; unions combine.
+// The forward time of the ops of `graph` in recomputation group `group` (every op for "full").
+double GroupForward(const LayerGraph& graph, const std::string& group) {
+  double seconds = 0;
+  for (const LayerOp& op : graph.ops) {
+    const bool in = group == "full" || std::find(op.groups.begin(), op.groups.end(), group) != op.groups.end();
+    if (in) seconds += op.forward_s;
+  }
+  return seconds;
+}
+
+// Options are op subsets: each saves no more than none and costs no less; an option's
+// recomputation time is the forward time of the ops it reruns, full's the whole forward; unions
+// combine.
 TEST(LayerOps, OptionsAreOpSubsets) {
   const ModelSpec m = Gpt(48, 6144, 64);
   const LayerGraph g = DecoderLayerGraph(m, A100(), TrainingOf(8, 4, 2048, false), false);
   const OptionCost none = EvaluateOption(g, "none");
   EXPECT_EQ(none.recompute_s, 0);
+  const OptionCost full = EvaluateOption(g, "full");
+  EXPECT_GT(full.recompute_s, 0);
+  // The group each basic option reruns (recompute.h); a GPT layer has no latent attention, so
+  // mla_up_proj reruns nothing.
+  const std::map<std::string, std::string> group = {{"selective", "core_attn"}, {"attn", "attn"}, {"mlp", "mlp"},
+                                                    {"mlp_act", "mlp_act"},      {"norm", "norm"}, {"full", "full"}};
   for (const std::string& name : RecomputeOptionNames()) {
     if (name == "offload") continue;  // not a recomputation (OffloadMovesActivationsToTheHost)
     const OptionCost c = EvaluateOption(g, name);
     EXPECT_LE(c.saved_bytes, none.saved_bytes) << name;
-    EXPECT_GE(c.recompute_s, 0) << name;
     EXPECT_EQ(c.forward_s, none.forward_s) << name;
+    EXPECT_LE(c.recompute_s, full.recompute_s) << name;
+    if (name == "none" || name == "mla_up_proj") {
+      EXPECT_EQ(c.recompute_s, 0) << name;
+      EXPECT_EQ(c.saved_bytes, none.saved_bytes) << name;
+      continue;
+    }
+    // Something is rerun, and less than the whole layer unless the option is full. Each saves
+    // memory but mlp_act: the activation's output, which fc2 saves, is kept (only the norm and
+    // mla_up_proj groups discard their outputs), so it saves nothing on this layer.
+    EXPECT_GT(c.recompute_s, 0) << name;
+    if (name != "mlp_act") {
+      EXPECT_LT(c.saved_bytes, none.saved_bytes) << name;
+    }
+    if (name != "full") {
+      EXPECT_LT(c.recompute_s, full.recompute_s) << name;
+    }
+    EXPECT_DOUBLE_EQ(c.recompute_s, GroupForward(g, group.at(name))) << name;
   }
-  const OptionCost full = EvaluateOption(g, "full");
   EXPECT_DOUBLE_EQ(full.recompute_s, full.forward_s);
   const OptionCost attn = EvaluateOption(g, "attn"), mlp = EvaluateOption(g, "mlp");
   EXPECT_NEAR(attn.recompute_s + mlp.recompute_s, full.recompute_s, 1e-12);
+  // A block covers its kernel or activation; unions of disjoint groups add up.
+  const OptionCost selective = EvaluateOption(g, "selective"), mlp_act = EvaluateOption(g, "mlp_act");
+  const OptionCost norm = EvaluateOption(g, "norm");
+  EXPECT_LT(selective.recompute_s, attn.recompute_s);
+  EXPECT_LT(mlp_act.recompute_s, mlp.recompute_s);
+  EXPECT_NEAR(EvaluateOption(g, "selective+mlp").recompute_s, selective.recompute_s + mlp.recompute_s, 1e-12);
+  EXPECT_NEAR(EvaluateOption(g, "selective+norm").recompute_s, selective.recompute_s + norm.recompute_s, 1e-12);
+  EXPECT_NEAR(EvaluateOption(g, "mlp_act+norm").recompute_s, mlp_act.recompute_s + norm.recompute_s, 1e-12);
+  EXPECT_DOUBLE_EQ(EvaluateOption(g, "attn+selective").recompute_s, attn.recompute_s);
   // norm: the two norm outputs (2sbh each, not split without sequence parallelism) are dropped.
   EXPECT_DOUBLE_EQ(none.saved_bytes - EvaluateOption(g, "norm").saved_bytes, 4 * 2048.0 * 4 * 6144);
   const OptionCost both = EvaluateOption(g, "selective+norm");

@@ -159,6 +159,7 @@ void CheckRoundTrips(const Problem& problem, const Plan& plan, bool exact) {
 }
 
 TEST(LauncherPlan, ExportsReadBackToThePlanOrTheClosestSettingTheyName) {
+  BMPIPE_SLOW_TEST();
   for (const Case& c : Cases()) {
     SCOPED_TRACE(c.name);
     const Plan planned = Planned(c.problem);

@@ -307,6 +307,7 @@ TEST(Search, RefusesNegativeCountsOtherThanMinusOne) {
 }
 
 TEST(Search, TimeBudgetBoundsEveryStepOnAHugeModel) {
+  BMPIPE_SLOW_TEST();
   // The reproducer: 100,000 layers; `search --time-budget 3` ran past 180 s.
   SmallCase c;
   c.model.layers = 99'998;  // with the embedding and the head: the most layers a problem may have

@@ -56,6 +56,7 @@ void ExpectSimulatedPlan(const Problem& p, const PlannerResult& r) {
 }
 
 TEST(Limits, TimeLimitStopsExplodingCandidateFronts) {
+  BMPIPE_SLOW_TEST();
   // The reproducer: 60 layers with six mutually non-dominated options ran past 120 s at 2 GB.
   const Problem p = ManyOptions(4, 8, 60, 6);
   PlannerOptions options;
@@ -112,15 +113,16 @@ TEST(Limits, BudgetStopWithoutAQuickPlanIsTooLarge) {
 }
 
 // The largest shapes within the readers' limits return within their time limit (plus a margin),
-// each with a simulated plan or "no plan".
-void ExpectWithinLimit(const Problem& p, double limit_s) {
+// each with a simulated plan: plans fit (with full recomputation at least), so the quick plan,
+// which the planner makes first within a tenth of the limit, is one ("no plan" is a failure).
+void ExpectPlanWithinLimit(const Problem& p, double limit_s) {
   PlannerOptions options;
   options.time_limit_s = limit_s;
   const auto began = std::chrono::steady_clock::now();
   const Result<PlannerResult> r = PlanPipeline(p, options);
   EXPECT_LT(SecondsSince(began), limit_s + kMarginS);
   ASSERT_TRUE(r.ok()) << r.error().message;
-  if (r.value().status != PlanStatus::kNoPlan) ExpectSimulatedPlan(p, r.value());
+  ExpectSimulatedPlan(p, r.value());
 }
 
 Problem Wide(int ranks, int micro_batches, int layers, int chunks = 1) {
@@ -134,9 +136,18 @@ Problem Wide(int ranks, int micro_batches, int layers, int chunks = 1) {
   return p;
 }
 
-TEST(Limits, ThousandRanksAndHundredThousandLayers) { ExpectWithinLimit(Wide(1024, 64, 100'000), 2); }
-TEST(Limits, FourThousandStagesOfOneLayer) { ExpectWithinLimit(Wide(1024, 1024, 4096, /*chunks=*/4), 2); }
-TEST(Limits, HundredThousandLayersOnEightRanks) { ExpectWithinLimit(Wide(8, 64, 100'000), 2); }
+TEST(Limits, ThousandRanksAndHundredThousandLayers) {
+  BMPIPE_SLOW_TEST();
+  ExpectPlanWithinLimit(Wide(1024, 64, 100'000), 2);
+}
+TEST(Limits, FourThousandStagesOfOneLayer) {
+  BMPIPE_SLOW_TEST();
+  ExpectPlanWithinLimit(Wide(1024, 1024, 4096, /*chunks=*/4), 2);
+}
+TEST(Limits, HundredThousandLayersOnEightRanks) {
+  BMPIPE_SLOW_TEST();
+  ExpectPlanWithinLimit(Wide(8, 64, 100'000), 2);
+}
 
 // A stop flag (the command line's Ctrl-C) ends the search like a time limit: the best plan so far,
 // simulated, with its proven bound. The progress the planner reports comes in its phases' order,

@@ -60,6 +60,7 @@ TEST(Validate, BundledTableCitesEveryRun) {
 }
 
 TEST(Validate, HeldOutErrorsMeetTheTargets) {
+  BMPIPE_SLOW_TEST();
   const Validation& v = BundledValidation();
   EXPECT_GE(v.held_out_time.count, 40);
   EXPECT_GE(v.held_out_memory.count, 10);
@@ -98,6 +99,7 @@ TEST(Validate, OffloadLayersOffloadTheFirstLayers) {
 
 // A run timed by single layers ran those layers: the whole model's fit is not held against it.
 TEST(Validate, OnlyWholeRunsAreJudgedForFit) {
+  BMPIPE_SLOW_TEST();
   const Validation& v = BundledValidation();
   for (const RunOutcome& o : v.outcomes) {
     if (o.run->id != "korthikanti-22b-layer-none") continue;
@@ -143,6 +145,7 @@ TEST(Validate, OtherFrameworksRunsAreComparedForTimeOnly) {
 // The bundled table's Llama 3 405B rows are Meta's runs: by Megatron's execution they need more
 // than an H100 holds, which is not held against them.
 TEST(Validate, BundledOtherFrameworksRunsAreMetasLlama3) {
+  BMPIPE_SLOW_TEST();
   const Validation& v = BundledValidation();
   std::vector<std::string> ids;
   for (std::size_t i : v.other_frameworks_not_fitting) ids.push_back(v.outcomes[i].run->id);
@@ -151,6 +154,7 @@ TEST(Validate, BundledOtherFrameworksRunsAreMetasLlama3) {
 }
 
 TEST(Validate, CalibrationRunsAreNotCountedAsHeldOut) {
+  BMPIPE_SLOW_TEST();
   const Validation& v = BundledValidation();
   int calibration = 0, held_out = 0;
   for (const RunOutcome& o : v.outcomes) {
@@ -165,6 +169,7 @@ TEST(Validate, CalibrationRunsAreNotCountedAsHeldOut) {
 }
 
 TEST(Validate, PresetsCarryTheFittedEfficiencies) {
+  BMPIPE_SLOW_TEST();
   // If this fails, the cost model or the calibration runs changed: copy the fitted values that
   // `bmpipe validate` prints into src/bmpipe/hardware/device.cc.
   // A device's last entry holds every efficiency its entries fitted.
@@ -186,6 +191,7 @@ TEST(Validate, PresetsCarryTheFittedEfficiencies) {
 }
 
 TEST(Validate, FitRecoversEfficienciesThatMadeTheMeasurements) {
+  BMPIPE_SLOW_TEST();
   // Measurements made by the model itself with known efficiencies: the fit must find them.
   DeviceSpec truth = DevicePreset("a100-80gb").value();
   truth.efficiency = Efficiencies{0.63, 0.5, 0.85, Efficiencies{}.link};
@@ -326,6 +332,7 @@ TEST(Validate, FrontierKeysRejectBadValues) {
 }
 
 TEST(Validate, EveryFrontierKindHasHeldOutRuns) {
+  BMPIPE_SLOW_TEST();
   std::map<std::string, int> runs;
   for (const KindSummary& k : BundledValidation().held_out_by_kind) runs[k.kind] = k.runs;
   for (const char* kind : {"moe", "cp", "fp8", "sharded"}) EXPECT_GE(runs[kind], 5) << kind;
