@@ -24,4 +24,10 @@ std::string FormatBytes(Bytes b) {
   return fmt::format("{} B", b);
 }
 
+std::string WordsOr(const std::vector<std::string>& words) {
+  std::string out;
+  for (std::size_t i = 0; i < words.size(); ++i) out += (i == 0 ? "" : i + 1 == words.size() ? " or " : ", ") + words[i];
+  return out;
+}
+
 }  // namespace bmpipe

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "bmpipe/core/units.h"
 
@@ -11,5 +12,7 @@ namespace bmpipe {
 std::string FormatDuration(TimeNs t);
 // "55.10 GB", "123.4 MB", "4.0 kB", "12 B" (decimal units, as device data sheets use).
 std::string FormatBytes(Bytes b);
+// "a, b or c": a list of words for help texts and messages.
+std::string WordsOr(const std::vector<std::string>& words);
 
 }  // namespace bmpipe

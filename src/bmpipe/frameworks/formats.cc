@@ -94,31 +94,36 @@ Result<Plan> ReadLauncherPlan(const std::string& text, PlanFormat format, const 
   return framework.read(text, problem, source, out);
 }
 
-Result<LoadedPlan> LoadAnyPlan(const std::string& path, std::optional<PlanFormat> format, const Problem& problem) {
-  Result<std::string> text = LoadText(path);
-  if (!text.ok()) return text.error();
+Result<LoadedPlan> ReadAnyPlan(const std::string& text, std::optional<PlanFormat> format, const Problem& problem,
+                               const std::string& source) {
   LoadedPlan loaded;
   if (format) {
     loaded.format = *format;
   } else {
-    if (Status valid = CheckDocumentText(text.value(), path); !valid.ok()) return valid.error();
-    Result<PlanFormat> detected = DetectPlanFormat(text.value());
-    if (!detected.ok()) return InvalidInput(path + ": " + detected.error().message);
+    if (Status valid = CheckDocumentText(text, source); !valid.ok()) return valid.error();
+    Result<PlanFormat> detected = DetectPlanFormat(text);
+    if (!detected.ok()) return InvalidInput(source + ": " + detected.error().message);
     loaded.format = detected.value();
   }
   if (!loaded.format.framework) {
     // As LoadPlan reads it, with the solver the file names.
-    Result<Json> doc = ParseDocument(text.value(), path);
+    Result<Json> doc = ParseDocument(text, source);
     if (!doc.ok()) return doc.error();
-    Result<PlanDocument> plan = ReadPlan(doc.value(), problem, path);
+    Result<PlanDocument> plan = ReadPlan(doc.value(), problem, source);
     if (!plan.ok()) return plan.error();
     loaded.document = plan.value();
     return loaded;
   }
-  Result<Plan> plan = ReadLauncherPlan(text.value(), loaded.format, problem, path, &loaded.notes);
+  Result<Plan> plan = ReadLauncherPlan(text, loaded.format, problem, source, &loaded.notes);
   if (!plan.ok()) return plan.error();
   loaded.document.plan = plan.value();
   return loaded;
+}
+
+Result<LoadedPlan> LoadAnyPlan(const std::string& path, std::optional<PlanFormat> format, const Problem& problem) {
+  Result<std::string> text = LoadText(path);
+  if (!text.ok()) return text.error();
+  return ReadAnyPlan(text.value(), format, problem, path);
 }
 
 }  // namespace bmpipe

@@ -51,6 +51,9 @@ struct LoadedPlan {
   std::vector<std::string> notes;
 };
 
+// The plan `text` (from `source`, for messages) in any of the formats: `format`, or detected.
+Result<LoadedPlan> ReadAnyPlan(const std::string& text, std::optional<PlanFormat> format, const Problem& problem,
+                               const std::string& source);
 // The plan file at `path` in any of the formats: `format`, or detected from the content. Plan
 // JSON/YAML reads exactly as LoadPlan reads it (with the solver the file names).
 Result<LoadedPlan> LoadAnyPlan(const std::string& path, std::optional<PlanFormat> format, const Problem& problem);

@@ -1,0 +1,243 @@
+#include "bmpipe/app/model.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "bmpipe/app/builtin_example.h"
+#include "bmpipe/core/document.h"
+#include "bmpipe/core/units.h"
+#include "bmpipe/cost/problem_builder.h"
+#include "bmpipe/cost/setup_reader.h"
+#include "bmpipe/io/problem_json.h"
+#include "bmpipe/problem/problem_reader.h"
+#include "bmpipe/problem/recompute.h"
+
+namespace bmpipe::app {
+namespace {
+
+std::string Joined(const std::vector<std::string>& names) { return fmt::format("{}", fmt::join(names, ", ")); }
+
+}  // namespace
+
+const char* const kCpHelp = "Context-parallel size: the sequence split over cp ranks (ring attention; needs --flash-attn)";
+const char* const kEpHelp =
+    "Expert-parallel size: each MoE layer's routed experts split over ep ranks (ep x etp divides tp x cp x dp)";
+const char* const kEtpHelp = "Expert tensor-parallel size (default: the same as --tp)";
+const char* const kZeroHelp =
+    "ZeRO stage: 0, 1 (optimizer state sharded over dp x cp, as --distributed-optimizer), 2 (and gradients), 3 (and "
+    "parameters: FSDP)";
+
+std::vector<std::string> PrecisionNames() { return {"bf16", "fp8"}; }
+
+std::string PrecisionHelp() {
+  return "GEMM precision of the linear layers: bf16, or fp8 (Transformer Engine; 2 more bytes per parameter for its "
+         "weight caches)";
+}
+
+Status ApplySetupWords(const SetupWords& w, TrainingSetup& setup) {
+  // The option table checks each word against the same names, so every word parses.
+  setup.precision = ParsePrecision(w.precision).value_or(Precision::kBf16);
+  setup.grad_dtype = ParseStateDtype(w.grad_dtype).value_or(StateDtype::kFp32);
+  setup.optimizer_dtype = ParseStateDtype(w.optimizer_dtype).value_or(StateDtype::kFp32);
+  setup.moe_dispatcher = ParseMoeDispatcher(w.moe_dispatcher).value_or(MoeDispatcher::kAllToAll);
+  if (Status offload = ApplyOffload(w.offload, setup); !offload.ok()) return offload;
+  const std::optional<Bytes> headroom = CheckedBytes(w.headroom_gb * 1e9);
+  if (!headroom || w.headroom_gb < 0) {
+    return InvalidInput(fmt::format("--memory-headroom-gb {:g} must be between 0 and {:g} GB", w.headroom_gb,
+                                    kMaxInputBytes / 1e9));
+  }
+  setup.headroom_bytes = *headroom;
+  return {};
+}
+
+Status SetReservedBytes(double gb, TrainingSetup& setup) {
+  if (gb < 0) return {};
+  const std::optional<Bytes> bytes = CheckedBytes(gb * 1e9);
+  if (!bytes) {
+    return InvalidInput(fmt::format("--reserved-gb {:g} is more than any device holds (at most {:g} GB); give the "
+                                    "memory reserved for the framework in GB",
+                                    gb, kMaxInputBytes / 1e9));
+  }
+  setup.reserved_bytes = *bytes;
+  return {};
+}
+
+void AddSetupOptions(OptionTable& t, TrainingSetup& setup, SetupWords& words, const std::string& group,
+                     const std::string& needs) {
+  auto in = [&](Option& o) -> Option& { return o.Group(group).Needs(needs); };
+  in(t.Add("--moe-imbalance", "moe_imbalance", &setup.moe_imbalance,
+           "Dropless MoE: the busiest expert's tokens over the even share"))
+      .ShowDefault();
+  in(t.Add("--moe-capacity-factor", "moe_capacity_factor", &setup.moe_capacity_factor,
+           "MoE expert capacity over the even share (0: dropless, then --moe-imbalance applies)"))
+      .ShowDefault();
+  in(t.Add("--moe-dispatcher", "moe_dispatcher", &words.moe_dispatcher,
+           "How MoE tokens reach their experts: alltoall (Megatron's all-to-all, every routed copy) or flex "
+           "(DeepEP/HybridEP: once to each node holding one of the token's experts, then over NVLink)"))
+      .Choices({"alltoall", "flex"})
+      .ShowDefault();
+  in(t.Add("--ep-comm-overlap", "ep_comm_overlap", &setup.ep_comm_overlap,
+           "Fraction of the MoE dispatch and combine hidden behind another micro-batch's compute (0..1; Megatron's "
+           "--overlap-moe-expert-parallel-comm)"))
+      .ShowDefault();
+  in(t.Add("--moe-cuda-graphs", "moe_cuda_graphs", &setup.moe_cuda_graphs,
+           "The MoE router and the dispatch preprocessing replayed as CUDA graphs (Megatron's --cuda-graph-impl "
+           "transformer_engine --cuda-graph-scope moe_router moe_preprocess): each MoE layer pass waits the device's "
+           "moe_host_graphed_ms for the host instead of moe_host_ms plus moe_host_expert_ms per expert on the rank"));
+  in(t.Add("--grad-dtype", "grad_dtype", &words.grad_dtype, "Main gradients: fp32 or bf16"))
+      .Choices({"fp32", "bf16"})
+      .ShowDefault();
+  in(t.Add("--optimizer-dtype", "optimizer_dtype", &words.optimizer_dtype,
+           "Adam's moments: fp32 or bf16 (master weights stay fp32)"))
+      .Choices({"fp32", "bf16"})
+      .ShowDefault();
+  in(t.Add("--fp8-params", "fp8_params", &setup.fp8_params,
+           "With --precision fp8: the linear layers' weights kept in FP8 (1 byte and a 1-byte transpose instead of "
+           "16-bit weights and Transformer Engine's FP8 caches; the parameter all-gathers move FP8): Megatron's "
+           "--fp8-param-gather, which needs the distributed optimizer"));
+  in(t.Add("--no-fp8-transpose-cache", "no_fp8_transpose_cache", &setup.no_fp8_transpose_cache,
+           "With --precision fp8: the FP8 weights' transposes are not kept across micro-batches (a byte per "
+           "linear-layer parameter less, a transpose in every backward): Megatron's "
+           "--disable-parameter-transpose-cache"));
+  in(t.Add("--tp-comm-overlap", "tp_comm_overlap", &setup.tp_comm_overlap,
+           "Fraction of the tensor-parallel collectives hidden behind GEMMs (0..1; Megatron's default is 0, "
+           "--tp-comm-overlap with userbuffers hides most)"))
+      .ShowDefault();
+  in(t.Add("--offload", "offload", &words.offload,
+           "What goes to host memory (comma-separated): activations (offered per layer beside recomputation), "
+           "optimizer (state and step on the CPU), optimizer-moments (Adam's moments and the step on the CPU, the "
+           "fp32 master weights kept on the device: Megatron's offload without the precision-aware optimizer)"))
+      .CommaSeparated()
+      .Choices({"activations", "optimizer", "optimizer-moments"});
+  in(t.Add("--memory-headroom-gb", "headroom_gb", &words.headroom_gb,
+           "Memory every rank must leave free beyond the reserve, in GB"))
+      .ShowDefault();
+  // The Python package's older keys for what --offload says in words.
+  t.Add("", "offload_optimizer", &setup.offload_optimizer, "The optimizer's state and step on the host (offload optimizer)");
+  t.Add("", "offload_keeps_master", &setup.offload_keeps_master,
+        "With offload_optimizer: the fp32 master weights stay on the device (offload optimizer-moments)");
+}
+
+void AddModelOptions(OptionTable& t, ModelRequest& m, const std::string& problem_flag) {
+  const std::string group = "Cost model (instead of --problem)";
+  auto in = [&](Option& o) -> Option& { return o.Group(group).Needs("--model"); };
+  t.Add("--model", "model", &m.model,
+        "Model preset (" + Joined(ModelPresetNames()) + ") or a Hugging Face config.json")
+      .Group(group)
+      .Excludes(problem_flag);
+  in(t.Add("--device", "device", &m.device,
+           "Device preset (" + Joined(DevicePresetNames()) + ") or a device file (JSON/YAML, docs/cost-model.md)"));
+  in(t.Add("--tp", "tp", &m.setup.tp, "Tensor-parallel size")).ShowDefault();
+  in(t.Add("--pp", "pp", &m.setup.pp, "Pipeline-parallel size (pipeline ranks)")).ShowDefault();
+  in(t.Add("--dp", "dp", &m.setup.dp, "Data-parallel size")).ShowDefault();
+  in(t.Add("--vpp", "vpp", &m.setup.vpp,
+           "Model chunks per pipeline rank; > 1 runs interleaved 1F1B (2 with --schedule zb-v, dualpipe or dualpipev, "
+           "2 or more with interleaved-zb)"))
+      .ShowDefault();
+  in(t.Add("--mbs", "mbs", &m.setup.micro_batch_size, "Micro-batch size (sequences)")).ShowDefault();
+  in(t.Add("--gbs", "gbs", &m.setup.global_batch_size,
+           "Global batch size (sequences per iteration); micro-batches = gbs / (mbs x dp)"));
+  in(t.Add("--seq", "seq", &m.setup.seq, "Sequence length (tokens)"));
+  t.Find("--model")->needs = "--device,--gbs,--seq";
+  in(t.Add("--sequence-parallel", "sequence_parallel", &m.setup.sequence_parallel,
+           "Megatron sequence parallelism (norm, dropout and residual activations split over TP)"));
+  in(t.Add("--flash-attn", "flash_attention", &m.setup.flash_attention, "Fused (flash) attention: no s x s activations"));
+  in(t.Add("--distributed-optimizer", "distributed_optimizer", &m.setup.distributed_optimizer,
+           "Shard optimizer state over data parallel (ZeRO-1): 6 + 12/dp bytes per parameter, not 18"));
+  in(t.Add("--recompute", "recompute", &m.setup.recompute,
+           "Recomputation options offered for every decoder layer (comma-separated): " + Joined(RecomputeOptionNames()) +
+               ", or unions such as selective+norm; by default also those the target's settings use"))
+      .CommaSeparated()
+      .ShowDefault()
+      .Given(&m.recompute_given);
+  {
+    std::vector<std::string> names;
+    std::string help = "Pipeline schedule (docs/semantics.md, \"Schedules\"):";
+    for (const ScheduleTraits& s : kSchedules) {
+      if (s.kind == ScheduleKind::kInterleavedOneFOneB) continue;  // 1f1b with --vpp > 1
+      names.emplace_back(s.name);
+      help += fmt::format(" {}: {};", s.name, s.summary);
+    }
+    help += " 1f1b with --vpp > 1 runs Megatron's interleaved 1F1B";
+    in(t.Add("--schedule", "schedule", &m.schedule, help)).Choices(names).ShowDefault();
+  }
+  in(t.Add("--microbatch-group", "micro_batch_group", &m.setup.micro_batch_group,
+           "Interleaved 1F1B and interleaved ZB: micro-batches each chunk runs in a row (Megatron's "
+           "--microbatch-group-size-per-virtual-pipeline-stage; default --pp). Lets the micro-batch count be any "
+           "number of at least --pp"))
+      .Positive();
+  in(t.Add("--reserved-gb", "reserved_gb", &m.reserved_gb,
+           "Memory reserved on every device for the framework, in GB (default: 1 GiB + 5 % of the device memory)"))
+      .NonNegative();
+  in(t.Add("--dp-overlap", "dp_overlap", &m.setup.dp_overlap,
+           "Fraction of the data-parallel gradient sync hidden behind the backward (0..1)"))
+      .ShowDefault();
+  in(t.Add("--devices", "devices", &m.setup.devices, "Total devices; checked against tp x cp x pp x dp"));
+  in(t.Add("--cp", "cp", &m.setup.cp, kCpHelp)).ShowDefault();
+  in(t.Add("--ep", "ep", &m.setup.ep, kEpHelp)).ShowDefault();
+  in(t.Add("--etp", "etp", &m.setup.etp, kEtpHelp));
+  in(t.Add("--precision", "precision", &m.words.precision, PrecisionHelp())).Choices(PrecisionNames()).ShowDefault();
+  in(t.Add("--zero", "zero", &m.setup.zero, kZeroHelp)).Range(0, 3).ShowDefault();
+  AddSetupOptions(t, m.setup, m.words, group, "--model");
+  in(t.Add("--dump-problem", "", &m.dump_problem,
+           "Write the problem the cost model built (docs/file-formats.md) to this file, to re-run with --problem, "
+           "share or edit"));
+}
+
+Result<Problem> BuildModelProblem(const ModelRequest& args, std::vector<std::pair<std::string, std::string>>& lines,
+                                  std::vector<std::pair<std::string, std::string>>& files,
+                                  const std::vector<TargetKind>& targets) {
+  Result<ModelSpec> model = LoadModel(args.model);
+  if (!model.ok()) return model.error();
+  Result<DeviceSpec> device = LoadDevice(args.device);
+  if (!device.ok()) return device.error();
+  TrainingSetup setup = args.setup;
+  const std::optional<ScheduleKind> schedule = ScheduleFromName(args.schedule);
+  if (!schedule || *schedule == ScheduleKind::kInterleavedOneFOneB) {
+    return InvalidInput(fmt::format("--schedule {}: use one of {} (1f1b interleaves with --vpp > 1)", args.schedule,
+                                    ScheduleNames()));
+  }
+  setup.schedule = *schedule;
+  if (!args.recompute_given) AddTargetRecomputeOptions(targets, setup.recompute);
+  if (Status reserved = SetReservedBytes(args.reserved_gb, setup); !reserved.ok()) return reserved.error();
+  if (Status words = ApplySetupWords(args.words, setup); !words.ok()) return words.error();
+  std::vector<std::string> host_notes;
+  Result<Problem> problem = BuildProblem(model.value(), device.value(), setup, &host_notes);
+  if (!problem.ok()) return problem.error();
+  const ParameterCounts counts = CountParameters(model.value());
+  lines.push_back({"model", fmt::format("{} ({}, {:.2f} B parameters, {} layers)", args.model, model.value().family,
+                                        static_cast<double>(counts.total) / 1e9, model.value().layers)});
+  lines.push_back({"costs", fmt::format("analytic model on {}{}", device.value().name,
+                                        device.value().approximate ? " (approximate device figures)" : "")});
+  for (const std::string& note : model.value().not_modeled) lines.push_back({"not modeled", note});
+  for (const std::string& note : host_notes) lines.push_back({"host memory", note});
+  if (!args.dump_problem.empty()) {
+    files.push_back({args.dump_problem, ProblemJsonText(problem.value(), "")});
+    lines.push_back({"problem", "written to " + args.dump_problem});
+  }
+  return problem;
+}
+
+Result<Problem> LoadProblemFile(const std::string& path, const Context& context) {
+  std::vector<std::string> notes;
+  Result<Problem> problem = LoadProblem(path, &notes);
+  for (const std::string& n : notes) context.Note(n);
+  return problem;
+}
+
+Result<Problem> BuiltinExample() {
+  Result<Json> doc = ParseDocument(BuiltinExampleText(), "problem.yaml");
+  if (!doc.ok()) return doc.error();
+  return ReadProblem(doc.value(), BuiltinExampleName());
+}
+
+Result<Problem> LoadProblemOrExample(const std::string& path, const Context& context, std::string& shown) {
+  if (!path.empty()) {
+    shown = path;
+    return LoadProblemFile(path, context);
+  }
+  shown = BuiltinExampleName();
+  return BuiltinExample();
+}
+
+}  // namespace bmpipe::app

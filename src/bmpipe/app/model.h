@@ -1,0 +1,78 @@
+// Where a command's problem comes from: a problem file, the built-in example, or the analytic cost
+// model (--model, --device and a training setup). The setup's options are one table, which plan,
+// simulate, compare and search share with the Python package's Problem.from_model.
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "bmpipe/app/command.h"
+#include "bmpipe/core/options.h"
+#include "bmpipe/cost/training_setup.h"
+#include "bmpipe/frameworks/framework.h"
+#include "bmpipe/problem/problem.h"
+
+namespace bmpipe::app {
+
+// The setup's switches given as words or in GB (what the command line and Python give as words).
+struct SetupWords {
+  std::string precision = "bf16";
+  std::string grad_dtype = "fp32";
+  std::string optimizer_dtype = "fp32";
+  std::string moe_dispatcher = "alltoall";
+  std::vector<std::string> offload;
+  double headroom_gb = 0;
+};
+
+// The words into the setup: --precision, --grad-dtype, --optimizer-dtype, --moe-dispatcher,
+// --offload, --memory-headroom-gb.
+Status ApplySetupWords(const SetupWords& words, TrainingSetup& setup);
+// --reserved-gb in bytes; `gb` < 0 (not given) leaves the default.
+Status SetReservedBytes(double gb, TrainingSetup& setup);
+
+// The help texts of the parallel sizes that `search` takes as lists and the others as one value.
+extern const char* const kCpHelp;
+extern const char* const kEpHelp;
+extern const char* const kEtpHelp;
+extern const char* const kZeroHelp;
+// What --precision takes, and what each means.
+std::vector<std::string> PrecisionNames();
+std::string PrecisionHelp();
+
+// MoE routing, state dtypes, overlap, offloading and headroom (every command with a cost model),
+// in `group`, each needing `needs` on the command line when not empty.
+void AddSetupOptions(OptionTable& table, TrainingSetup& setup, SetupWords& words, const std::string& group,
+                     const std::string& needs);
+
+// --model, --device and the training setup of one configuration.
+struct ModelRequest {
+  std::string model;
+  std::string device;
+  TrainingSetup setup;
+  SetupWords words;
+  bool recompute_given = false;  // --recompute was given
+  std::string schedule = "1f1b";
+  double reserved_gb = -1;       // < 0: the default
+  std::string dump_problem;      // the command line's --dump-problem
+};
+
+// The cost model's options (group "Cost model (instead of --problem)"), each excluded by or needing
+// --model on the command line; `problem_flag` (--problem) excludes --model.
+void AddModelOptions(OptionTable& table, ModelRequest& m, const std::string& problem_flag);
+
+// The problem of --model, --device and the setup; `lines` gets what the report says about where the
+// costs came from, `files` the --dump-problem file. Without --recompute the setup also offers the
+// options the settings of `targets` use.
+Result<Problem> BuildModelProblem(const ModelRequest& request, std::vector<std::pair<std::string, std::string>>& lines,
+                                  std::vector<std::pair<std::string, std::string>>& files,
+                                  const std::vector<TargetKind>& targets);
+
+// A problem file, its notes (old key names) told to the context at once.
+Result<Problem> LoadProblemFile(const std::string& path, const Context& context);
+// The problem file at `path`, or the built-in example when empty; `shown` says which.
+Result<Problem> LoadProblemOrExample(const std::string& path, const Context& context, std::string& shown);
+// The built-in example (the MindFormers tool's demo).
+Result<Problem> BuiltinExample();
+
+}  // namespace bmpipe::app

@@ -1,0 +1,328 @@
+// bmpipe search: the best way to train a model on N devices, with its plan and export.
+#include <optional>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "bmpipe/app/commands.h"
+#include "bmpipe/app/common.h"
+#include "bmpipe/app/model.h"
+#include "bmpipe/core/text.h"
+#include "bmpipe/frameworks/formats.h"
+#include "bmpipe/problem/recompute.h"
+#include "bmpipe/report/search_report.h"
+
+namespace bmpipe::app {
+namespace {
+
+struct SearchRequest {
+  std::string model;
+  std::string device;
+  SearchOptions options;
+  SetupWords words;
+  std::vector<std::string> precisions;  // --precision, a list
+  std::vector<std::string> schedules;   // --schedules, a list
+  std::string mfu_attention = "causal";
+  std::string target;
+  double reserved_gb = -1;
+  bool json = false;
+  bool quiet = false;
+  std::string progress = "auto";
+  std::string out;
+  std::string plan_out;
+  std::string export_format = "megatron";
+  bool export_given = false;     // --export was given
+  bool recompute_given = false;  // --recompute was given
+  std::string export_out;
+  SvgRequest svg;
+};
+
+std::string Joined(const std::vector<std::string>& names) { return fmt::format("{}", fmt::join(names, ", ")); }
+
+OptionTable SearchTable(SearchRequest& r) {
+  SearchOptions& o = r.options;
+  o.base.recompute = TrainingSetup{}.recompute;
+  OptionTable t;
+  t.Add("--model", "model", &r.model, "Model preset (" + Joined(ModelPresetNames()) + ") or a Hugging Face config.json")
+      .Required();
+  t.Add("--device", "device", &r.device,
+        "Device preset (" + Joined(DevicePresetNames()) + ") or a device file (docs/cost-model.md)")
+      .Required();
+  t.Add("--devices", "devices", &o.devices, "Number of devices to train on").Required();
+  t.Add("--gbs", "gbs", &o.base.global_batch_size, "Global batch size (sequences per iteration)").Required();
+  t.Add("--seq", "seq", &o.base.seq, "Sequence length (tokens)").Required();
+  t.Add("--top", "top", &o.top, "Configurations to rank").ShowDefault();
+  t.Add("--time-budget", "time_budget", &o.time_budget_s,
+        "Seconds after which no further configuration is planned (default: none). A search stopped by its budget says "
+        "so, and its ranking then depends on the machine's speed")
+      .NonNegative();
+  t.Add("--threads", "threads", &o.threads, "Planner threads (default: every hardware thread)").NonNegative();
+  t.Add("--plan-count", "plan_count", &o.plan_count,
+        "Configurations planned with the exact planner after screening, most promising first (-1: every one the "
+        "bounds do not rule out)")
+      .ShowDefault();
+  t.Add("--node-limit", "node_limit", &o.node_limit,
+        "Branch-and-bound nodes per configuration, after its first plans (-1: until proven optimal)")
+      .ShowDefault();
+  t.Add("--exhaustive", "exhaustive", &o.exhaustive,
+        "Plan every valid configuration without pruning (slow; to check the pruned search)");
+  t.Add("--tp", "tp", &o.tp, "Only these tensor-parallel sizes (comma-separated)").CommaSeparated();
+  t.Add("--pp", "pp", &o.pp, "Only these pipeline sizes").CommaSeparated();
+  t.Add("--vpp", "vpp", &o.vpp, "Only these virtual-stage counts (1: plain 1F1B)").CommaSeparated();
+  t.Add("--mbs", "mbs", &o.mbs, "Only these micro-batch sizes").CommaSeparated();
+  t.Add("--flash-attn", "flash_attention", &o.base.flash_attention, "Fused (flash) attention: no s x s activations");
+  t.Add("--recompute", "recompute", &o.base.recompute,
+        "Recomputation options offered for every decoder layer (comma-separated): " + Joined(RecomputeOptionNames()) +
+            ", or unions such as selective+norm; by default also those the target's settings use")
+      .CommaSeparated()
+      .ShowDefault()
+      .Given(&r.recompute_given);
+  t.Add("--reserved-gb", "reserved_gb", &r.reserved_gb,
+        "Memory reserved on every device for the framework, in GB (default: 1 GiB + 5 % of the device memory)")
+      .NonNegative();
+  t.Add("--dp-overlap", "dp_overlap", &o.base.dp_overlap,
+        "Fraction of the data-parallel gradient sync hidden behind the backward (0..1)")
+      .ShowDefault();
+  t.Add("--cp", "cp", &o.cp,
+        std::string("Only these context-parallel sizes (default: 1, and with --flash-attn every size leaving each rank "
+                    "at least ") +
+            std::to_string(kMinContextTokens) + " tokens). " + kCpHelp)
+      .CommaSeparated();
+  t.Add("--ep", "ep", &o.ep,
+        std::string("Only these expert-parallel sizes (default: every size dividing the experts and the devices of a "
+                    "stage). ") +
+            kEpHelp)
+      .CommaSeparated();
+  t.Add("--etp", "etp", &o.etp, "Only these expert tensor-parallel sizes (default: 1 and the configuration's tp)")
+      .CommaSeparated();
+  t.Add("--zero", "zero", &o.zero,
+        std::string("Only these ZeRO stages (default: 1, 2 and 3, or 0 without data or context parallelism: ZeRO-1 is "
+                    "no costlier than 0 in any term). ") +
+            kZeroHelp)
+      .CommaSeparated()
+      .Range(0, 3);
+  t.Add("--mfu-attention", "mfu_attention", &r.mfu_attention,
+        "How MFU counts attention: causal (the default: half the score square, as the fused kernel runs it) or full "
+        "(the whole square, as older papers state MFU)")
+      .Choices({"causal", "full"})
+      .ShowDefault();
+  t.Add("--precision", "precision", &r.precisions,
+        "GEMM precisions to try (comma-separated; default bf16): bf16, fp8 (Transformer Engine; 2 more bytes per "
+        "parameter for its weight caches)")
+      .CommaSeparated()
+      .Choices(PrecisionNames());
+  {
+    // Every schedule but GPipe; 1f1b stands for interleaved 1F1B where --vpp > 1.
+    std::vector<std::string> names;
+    std::string help = "Schedules to try (comma-separated; default 1f1b, interleaved where --vpp > 1):";
+    for (const ScheduleTraits& s : kSchedules) {
+      if (s.kind == ScheduleKind::kGPipe || s.kind == ScheduleKind::kInterleavedOneFOneB) continue;
+      names.emplace_back(s.name);
+      const std::string chunks = s.kind == ScheduleKind::kOneFOneB ? "any chunks per rank"
+                                 : s.max_chunks == 1              ? "one chunk per rank"
+                                 : s.min_chunks == s.max_chunks   ? fmt::format("{} chunks per rank", s.min_chunks)
+                                                                  : fmt::format("{} or more chunks per rank", s.min_chunks);
+      help += fmt::format(" {} ({}{}),", s.name, s.split_backward ? "split backward, " : "", chunks);
+    }
+    help += " each at the --vpp values it runs; the report's \"sched\" line says how the winner compares with the "
+            "best 1F1B or interleaved plan";
+    t.Add("--schedules", "schedules", &r.schedules, help).CommaSeparated().Choices(names);
+  }
+  AddSetupOptions(t, o.base, r.words, "", "");
+  t.Add("--json", "", &r.json, "Print the search as JSON (statistics, ranking, every configuration's verdict)");
+  t.Add("--out", "", &r.out, "Also write the search JSON to this file");
+  t.Add("--plan-out", "", &r.plan_out, "Write the best configuration's plan JSON (docs/file-formats.md) here");
+  t.Add("--export", "", &r.export_format,
+        "Export of the best plan printed after the report: " + Joined(FormatNames()) +
+            ", or none; when given, the default --target is its framework")
+      .ShowDefault()
+      .Given(&r.export_given);
+  t.Add("--target", "target", &r.target, TargetOptionHelp());
+  t.Add("--export-out", "", &r.export_out, "Write the export to this file instead");
+  AddSvgOptions(t, r.svg, "Write the best plan's timeline as SVG to this file");
+  t.Add("-q,--quiet", "", &r.quiet, "No progress on standard error (as --progress none)");
+  AddProgressOption(t, r.progress);
+  return t;
+}
+
+// The header lines of the search's report.
+Lines SearchHeader(const SearchRequest& r, const ModelSpec& m, const DeviceSpec& d, const ChosenTarget& chosen) {
+  const SearchOptions& options = r.options;
+  Lines header;
+  header.push_back({"model", fmt::format("{} ({}, {:.2f} B parameters, {} layers)", r.model, m.family,
+                                         static_cast<double>(CountParameters(m).total) / 1e9, m.layers)});
+  header.push_back({"cluster", fmt::format("{} x {}, {} per node{}", options.devices, d.name, d.devices_per_node,
+                                           d.approximate ? " (approximate device figures)" : "")});
+  header.push_back({"batch", fmt::format("{} sequences x {} tokens = {:.2f} M tokens per iteration{}",
+                                         options.base.global_batch_size, options.base.seq,
+                                         static_cast<double>(options.base.global_batch_size) * options.base.seq / 1e6,
+                                         options.base.flash_attention ? ", flash attention" : "")});
+  const Target& target = TargetOf(options.target);
+  header.push_back({"target", fmt::format("{}: {} ({})", target.name, target.framework, chosen.why)});
+  header.push_back({"recompute", fmt::format("{}, from: {}",
+                                             target.granularity == RecomputeGranularity::kPerLayer   ? "per layer"
+                                             : target.granularity == RecomputeGranularity::kPerStage ? "per-stage counts"
+                                                                                                     : "one global setting",
+                                             fmt::join(options.base.recompute, ", "))});
+  header.push_back({"planner", options.exhaustive
+                                   ? std::string("exhaustive: every valid configuration planned, no bound used")
+                                   : fmt::format("{} after screening, branch and bound with {} nodes each after its "
+                                                 "first plans",
+                                                 options.plan_count < 0
+                                                     ? std::string("every configuration not ruled out")
+                                                     : fmt::format("the {} most promising configurations", options.plan_count),
+                                                 options.node_limit < 0 ? std::string("no limit on")
+                                                                        : std::to_string(options.node_limit))});
+  for (const std::string& note : m.not_modeled) header.push_back({"not modeled", note});
+  return header;
+}
+
+Result<Output> RunSearch(SearchRequest& r, const Context& context) {
+  if (r.svg.path.empty() && (!r.svg.window.empty() || !r.svg.ranks.empty())) {
+    return InvalidInput("--svg-window and --svg-ranks need --svg FILE");
+  }
+  Result<ModelSpec> model = LoadModel(r.model);
+  if (!model.ok()) return model.error();
+  Result<DeviceSpec> device = LoadDevice(r.device);
+  if (!device.ok()) return device.error();
+  SearchOptions& options = r.options;
+  if (Status reserved = SetReservedBytes(r.reserved_gb, options.base); !reserved.ok()) return reserved.error();
+  if (Status words = ApplySetupWords(r.words, options.base); !words.ok()) return words.error();
+  options.mfu_attention = r.mfu_attention == "full" ? AttentionFlops::kFull : AttentionFlops::kCausal;
+  for (const std::string& p : r.precisions) options.precision.push_back(ParsePrecision(p).value_or(Precision::kBf16));
+  for (const std::string& name : r.schedules) options.schedules.push_back(*ScheduleFromName(name));
+  std::optional<FrameworkId> format;
+  if (!r.export_format.empty() && r.export_format != "none") {
+    Result<FrameworkId> parsed = ParseFormat(r.export_format);
+    if (!parsed.ok()) return parsed.error();
+    format = parsed.value();
+  }
+  // The target: --target, else that of an --export given, else any (the default export is then
+  // Megatron's closest setting to the per-layer plan).
+  Result<ChosenTarget> chosen = ChooseTarget(r.target, r.export_given ? format : std::nullopt);
+  if (!chosen.ok()) return chosen.error();
+  options.target = chosen.value().kind;
+  if (!r.recompute_given) AddTargetRecomputeOptions({options.target}, options.base.recompute);
+  options.progress = context.Progress("search", r.quiet ? "none" : r.progress);
+  options.deadline = context.stop;
+  Result<SearchResult> searched = SearchConfigurations(model.value(), device.value(), options);
+  if (!searched.ok()) return searched.error();
+  const SearchResult& result = searched.value();
+
+  const ModelSpec& m = model.value();
+  const DeviceSpec& d = device.value();
+  std::string report = FormatSearch(SearchHeader(r, m, d, chosen.value()), options, result);
+  Files files;
+  std::string exported;
+  std::optional<Error> export_error;
+  Json doc = SearchDocument(m, d, options, result);
+  const std::string json_text = doc.dump(2) + "\n";
+  if (result.ranking.empty()) {
+    // Why every configuration failed is still worth reading; no file is written.
+    Output o;
+    o.out = r.json ? json_text : report;
+    o.json = json_text;
+    if (result.interrupted) {
+      o.exit = Exit::kNoPlan;
+      o.messages.push_back("no plan found: interrupted (Ctrl-C) before a configuration was planned");
+    } else if (result.budget_exhausted && options.time_budget_s > 0) {
+      o.exit = Exit::kNoPlan;
+      o.messages.push_back("no plan found: the time budget ran out before a configuration was planned; raise "
+                           "--time-budget or restrict the space (--tp, --pp, --vpp, --mbs)");
+    } else {
+      o.exit = Exit::kNoFit;
+      o.messages.push_back("no configuration fits in memory; more devices, a shorter --seq, a smaller --gbs or more "
+                           "recomputation options (--recompute) would help");
+    }
+    return o;
+  }
+  const ConfigOutcome& best = result.configs[result.ranking[0]];
+  Result<Problem> built = BuildProblem(m, d, SetupOf(options, best.config));
+  if (!built.ok()) return built.error();
+  const Problem& problem = built.value();
+  Result<SimResult> sim = SimulatePlan(problem, best.planner.plan);
+  if (!sim.ok()) return sim.error();
+  ReportHeader plan_header{"The best configuration's plan",
+                           {{"setup", DescribeConfig(best.config)}, {"launch", MegatronFlags(options, best.config)}}};
+  if (!best.setting.empty()) plan_header.lines.push_back({"setting", best.setting});
+  for (auto& line : PlannerLines(best.planner)) plan_header.lines.push_back(line);
+  if (!r.plan_out.empty()) {
+    files.push_back({r.plan_out, doc["best_plan"].dump(2) + "\n"});
+    plan_header.lines.push_back({"plan", "written to " + r.plan_out});
+  }
+  if (!r.svg.path.empty()) {
+    Status written = StageSvg(files, r.svg, problem, "bmpipe search: " + problem.name,
+                              {{DescribeConfig(best.config), best.planner.plan}});
+    if (!written.ok()) return written.error();
+    plan_header.lines.push_back({"timeline", "written to " + r.svg.path});
+  }
+  // Megatron, the default export, runs no split-backward schedule: a winner with one is exported as
+  // its op order (torch.distributed.pipelining's CSV) unless --export names a format.
+  std::string export_name = r.export_format;
+  if (format && !r.export_given && problem.pipeline.Copies() > 1) {
+    format.reset();  // no format takes it: say so, not as an error
+    plan_header.lines.push_back({"export", fmt::format("none: {}", kNoFrameworkRunsDualPipe)});
+  } else if (format && !r.export_given && problem.pipeline.SplitBackward()) {
+    format = FrameworkId::kTorch;
+    export_name = "csv";
+    plan_header.lines.push_back({"export", fmt::format("csv, the op order for torch.distributed.pipelining (the "
+                                                       "default Megatron export runs no '{}')",
+                                                       ScheduleName(problem.pipeline.schedule))});
+  }
+  if (format) {
+    // A failed export leaves the search's results standing: they are written, then the export's
+    // error is reported with its exit code.
+    Result<std::string> text = ExportPlan(problem, best.planner.plan, *format, options.target);
+    if (!text.ok()) {
+      export_error = text.error();
+      plan_header.lines.push_back({"export", export_name + " failed: " + text.error().message});
+    } else {
+      exported = text.value();
+      if (!r.export_out.empty()) {
+        files.push_back({r.export_out, exported});
+        plan_header.lines.push_back({"export", export_name + " written to " + r.export_out});
+        exported.clear();
+      }
+    }
+  }
+  report += "\n" + FormatReport(plan_header, problem, best.planner.plan, sim.value());
+  Output o = Emit(std::move(files), r.out, r.json, json_text, report);
+  if (!r.json && !exported.empty()) o.out += "\n" + exported;
+  // The default export (no --export given) is a courtesy: its failure is reported, not an error.
+  if (export_error && r.export_given) {
+    o.messages.push_back("the search's report and files were written, but the --export " + r.export_format +
+                         " failed: " + export_error->message + "; --target " + r.export_format +
+                         " searches for plans it can express");
+    if (export_error->kind != ErrorKind::kInvalidInput) o.messages.push_back("error: " + export_error->message);
+    o.exit = ExitOf(export_error->kind);
+    o.keep_files = true;
+  }
+  return o;
+}
+
+class SearchInvocation : public Invocation {
+ public:
+  SearchInvocation() : table_(SearchTable(request_)) {}
+  OptionTable& options() override { return table_; }
+  Result<Output> Run(const Context& context) override { return RunSearch(request_, context); }
+
+ private:
+  SearchRequest request_;
+  OptionTable table_;
+};
+
+}  // namespace
+
+Command SearchCommand() {
+  return {"search",
+          "Find the best way to train a model on N devices: every valid tensor-parallel (within a node) x "
+          "context-parallel x pipeline x data-parallel split, expert and expert tensor parallelism (MoE models), "
+          "virtual stages (interleaved 1F1B), micro-batch size, sequence parallelism, the ZeRO stage and, with "
+          "--precision bf16,fp8, the GEMM precision. Cheap sound bounds (dominance, memory, a time lower bound) set "
+          "aside what cannot be among the best; the rest is planned with the exact planner. Prints the top "
+          "configurations with throughput, MFU, bubble and memory, why each other value of every dimension loses, "
+          "then the best one's plan and its export. The result is the same for any --threads.",
+          [] { return std::make_unique<SearchInvocation>(); }};
+}
+
+}  // namespace bmpipe::app

@@ -1,0 +1,174 @@
+// bmpipe simulate: a plan (a plan file, a launcher's configuration, or a strategy's) simulated on
+// a problem, with the report per stage and per rank.
+#include <optional>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "bmpipe/app/commands.h"
+#include "bmpipe/app/common.h"
+#include "bmpipe/app/model.h"
+#include "bmpipe/core/text.h"
+#include "bmpipe/frameworks/formats.h"
+#include "bmpipe/frameworks/megatron/megatron.h"
+#include "bmpipe/io/plan_json.h"
+#include "bmpipe/report/chrome_trace.h"
+#include "bmpipe/sim/simulator.h"
+
+namespace bmpipe::app {
+namespace {
+
+struct SimulateRequest {
+  std::string problem;
+  const Problem* given = nullptr;  // Python's problem
+  ModelRequest model;
+  std::string plan;
+  std::string plan_text;    // Python: the plan's text instead of a file
+  std::string plan_source = "plan";  // Python: what the text is, for messages
+  std::string plan_format;  // empty: detected from the content
+  std::string strategy;     // even or megatron; default: megatron with --model, else even
+  bool json = false;
+  std::string out;
+  SvgRequest svg;
+  std::string trace;
+};
+
+OptionTable SimulateOptions(SimulateRequest& r) {
+  OptionTable t;
+  t.Add("--problem", "", &r.problem, "Problem file (JSON or YAML, docs/file-formats.md)");
+  t.Add("--plan", "", &r.plan,
+        "Plan file: plan JSON or YAML (docs/file-formats.md), or a launcher configuration (a MindFormers YAML, "
+        "Megatron-LM arguments, the DeepSpeed module or torchtitan arguments bmpipe exports), detected from the "
+        "content");
+  t.Add("", "plan", &r.plan_text, "The plan: the text of a plan file or of a launcher's configuration");
+  t.Add("", "plan_source", &r.plan_source, "What the plan's text is (a path, say), for messages");
+  t.Add("--plan-format", "plan_format", &r.plan_format,
+        "The --plan file's format instead of detecting it: " + WordsOr(PlanFormatNames()) +
+            " (a schedule CSV is refused: it fixes no stages)");
+  t.Add("--strategy", "strategy", &r.strategy,
+        "The plan when no --plan is given. megatron: Megatron-LM's split for the configuration (equal decoder layers "
+        "per stage, else the embedding and/or loss counted as a layer, else uneven first and last stages) with one "
+        "global --recompute setting; the default with --model. even: layers split evenly, first option of every "
+        "layer; the default with --problem")
+      .Choices({"even", "megatron"});
+  t.Add("--json", "", &r.json, "Print the plan JSON with the simulated metrics instead of the report");
+  t.Add("--out", "", &r.out, "Also write the plan JSON with the simulated metrics to this file");
+  AddSvgOptions(t, r.svg, "Write the timeline (ops per rank, memory over time) as SVG to this file");
+  t.Add("--trace", "", &r.trace, kTraceHelp);
+  r.model.setup.recompute = {"none"};
+  AddModelOptions(t, r.model, "--problem");
+  t.Find("--recompute")->Help("Megatron's global recomputation setting for every decoder layer: none, selective or full");
+  return t;
+}
+
+Result<Output> RunSimulate(const SimulateRequest& r, const Context& context) {
+  Lines origin;
+  if (r.problem.empty() && r.model.model.empty() && !r.given) {
+    return InvalidInput("simulate needs --problem FILE, or --model with --device and a training setup");
+  }
+  const bool model = !r.model.model.empty();
+  const std::string strategy = !r.strategy.empty() ? r.strategy : model ? "megatron" : "even";
+  GlobalRecompute recompute = GlobalRecompute::kNone;
+  if (model || strategy == "megatron") {
+    const std::vector<std::string>& names = r.model.setup.recompute;
+    const std::optional<GlobalRecompute> global = names.size() == 1 ? ParseGlobalRecompute(names.front()) : std::nullopt;
+    if (!global) {
+      return InvalidInput(fmt::format("--recompute {}: simulate applies one global setting as Megatron does; use none, "
+                                      "selective or full",
+                                      fmt::join(names, ",")));
+    }
+    recompute = *global;
+  }
+  Files files;
+  Result<Problem> problem = r.given   ? Result<Problem>(*r.given)
+                            : !model ? LoadProblemFile(r.problem, context)
+                                     : BuildModelProblem(r.model, origin, files, {});
+  if (!problem.ok()) return problem.error();
+  const Problem& pb = problem.value();
+  if (origin.empty()) origin.push_back({"problem", r.problem + (pb.name.empty() ? "" : " (" + pb.name + ")")});
+  if (Status size = CheckSvg(r.svg, pb, 1); !size.ok()) return size.error();
+  if (Status size = CheckTraceSize(pb); !r.trace.empty() && !size.ok()) return size.error();
+
+  Plan plan;
+  SolverInfo solver{"none", SolveStatus::kFeasible, 0.0};
+  std::string plan_origin;
+  const bool plan_given = !r.plan.empty() || !r.plan_text.empty();
+  if (plan_given && !r.strategy.empty()) return InvalidInput("give --plan or --strategy, not both");
+  std::optional<PlanFormat> format;
+  if (!r.plan_format.empty()) {
+    if (!plan_given) return InvalidInput("--plan-format " + r.plan_format + " needs --plan FILE");
+    Result<PlanFormat> parsed = ParsePlanFormat(r.plan_format);
+    if (!parsed.ok()) return parsed.error();
+    format = parsed.value();
+  }
+  std::vector<std::string> notes;
+  if (!plan_given && strategy == "megatron") {
+    Result<MegatronLaunch> launch = MegatronDefaultPlan(pb, recompute);
+    if (!launch.ok()) return launch.error();
+    plan = launch.value().plan;
+    plan_origin = "Megatron-LM: " + launch.value().flags;
+  } else if (!plan_given) {
+    plan = EvenPlan(pb);
+    plan_origin = "even split, first option of every layer (no --plan given)";
+  } else {
+    Result<LoadedPlan> loaded = r.plan.empty() ? ReadAnyPlan(r.plan_text, format, pb, r.plan_source)
+                                               : LoadAnyPlan(r.plan, format, pb);
+    if (!loaded.ok()) return loaded.error();
+    const LoadedPlan& doc = loaded.value();
+    plan = doc.document.plan;
+    if (doc.document.solver) solver = *doc.document.solver;
+    plan_origin = r.plan.empty() ? r.plan_source : r.plan;
+    if (doc.format != kPlanFile && doc.format != PlanFormat{FrameworkId::kMindFormers}) {
+      plan_origin += " (" + PlanFormatName(doc.format) + " configuration)";
+    }
+    notes = doc.notes;
+  }
+  Result<SimResult> simulated = SimulatePlan(pb, plan);
+  if (!simulated.ok()) return simulated.error();
+  const SimResult& sim = simulated.value();
+  if (!sim.fits) solver.status = SolveStatus::kInfeasible;
+
+  ReportHeader header{"bmpipe simulate", origin};
+  header.lines.push_back({"plan", plan_origin});
+  for (const std::string& note : notes) header.lines.push_back({"note", note});
+  const std::string title = "bmpipe simulate: " + (pb.name.empty() ? r.problem : pb.name);
+  if (!r.svg.path.empty()) {
+    if (Status written = StageSvg(files, r.svg, pb, title, {{plan_origin, plan}}); !written.ok()) return written.error();
+    header.lines.push_back({"timeline", "written to " + r.svg.path});
+  }
+  if (!r.trace.empty()) {
+    if (Status written = StageTrace(files, r.trace, pb, plan, title, header); !written.ok()) return written.error();
+  }
+  Output o = Emit(std::move(files), r.out, r.json, PlanJsonText(pb, plan, sim, solver), FormatReport(header, pb, plan, sim));
+  for (const std::string& note : notes) o.extras.push_back({"note", note});
+  if (!sim.fits) o.messages.push_back("warning: the plan exceeds device memory on at least one rank (see the report)");
+  return o;
+}
+
+class SimulateInvocation : public Invocation {
+ public:
+  SimulateInvocation() : table_(SimulateOptions(request_)) {}
+  OptionTable& options() override { return table_; }
+  Result<Output> Run(const Context& context) override { return RunSimulate(request_, context); }
+  Status GiveProblem(const Problem& problem) override {
+    request_.given = &problem;
+    return {};
+  }
+
+ private:
+  SimulateRequest request_;
+  OptionTable table_;
+};
+
+}  // namespace
+
+Command SimulateCommand() {
+  return {"simulate",
+          "Simulate a plan on a problem (docs/semantics.md) and print a per-stage and per-rank report: iteration time, "
+          "bubble breakdown, memory per rank over its capacity. The problem comes from --problem FILE, or from "
+          "--model, --device and a training setup (the analytic cost model), where the plan is Megatron-LM's for that "
+          "configuration unless --plan is given: the way to check a row of `bmpipe validate` by hand.",
+          [] { return std::make_unique<SimulateInvocation>(); }};
+}
+
+}  // namespace bmpipe::app
