@@ -151,23 +151,6 @@ std::vector<Case> Cases() {
   return cases;
 }
 
-// The export format of a target (torch's CSV fixes no partition and is not read back).
-std::optional<FrameworkId> FormatOf(TargetKind kind) {
-  switch (kind) {
-    case TargetKind::kMegatron:
-    case TargetKind::kMegatronLocal:
-      return FrameworkId::kMegatron;
-    case TargetKind::kMindFormers:
-      return FrameworkId::kMindFormers;
-    case TargetKind::kDeepSpeed:
-      return FrameworkId::kDeepSpeed;
-    case TargetKind::kTorchTitan:
-      return FrameworkId::kTorchTitan;
-    default:
-      return std::nullopt;
-  }
-}
-
 // bmpipe's plan for each target against stock Megatron's best (Transformer Engine spec, any
 // layout, any global recomputation setting), with each plan's export read back and re-simulated.
 std::string TargetTable(double time_limit_s, const std::string& only) {
@@ -217,7 +200,7 @@ std::string TargetTable(double time_limit_s, const std::string& only) {
       line += fmt::format(" {}{}{} |", FormatDuration(r.iteration_ns), s > 0 ? fmt::format(" ({:.3f}x)", s) : "",
                           r.status == PlanStatus::kOptimal ? "" : fmt::format(", gap {:.1f}%", 100 * r.gap));
       if (s > 0) speedups[std::string(TargetOf(kind).name)].push_back(s);
-      if (const std::optional<FrameworkId> format = FormatOf(kind)) {
+      if (const std::optional<FrameworkId> format = ReadBackFormat(kind)) {
         ++exported;
         const Result<std::string> text = ExportPlan(c.problem, r.plan, *format, kind);
         Result<Plan> back = text.ok() ? ReadLauncherPlan(text.value(), DetectPlanFormat(text.value()).value(), c.problem,

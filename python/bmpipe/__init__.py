@@ -10,14 +10,23 @@ The package and the command line share one C++ core: the same problem gives the 
 same metrics and the same errors (docs/python.md).
 """
 from bmpipe import errors, examples
+from bmpipe import _core
 from bmpipe._api import (
+    CalibratedMeasurement,
+    Calibration,
+    Comparison,
+    CompareRow,
+    ErrorSummary,
     Layer,
     Op,
     Plan,
     Problem,
     Progress,
     Rank,
+    SearchEntry,
+    SearchResult,
     Stage,
+    Validation,
     calibrate,
     compare,
     device_presets,
@@ -39,10 +48,12 @@ from bmpipe.errors import (
     TooLargeError,
 )
 
-__version__ = "0.1.0"
+__version__ = _core.version()
 
 __all__ = [
     "Problem", "Plan", "Stage", "Layer", "Rank", "Op", "Progress",
+    "Comparison", "CompareRow", "SearchResult", "SearchEntry", "Validation", "ErrorSummary", "Calibration",
+    "CalibratedMeasurement",
     "plan", "simulate", "export", "compare", "search", "validate", "calibrate", "model_presets", "device_presets",
     "examples", "errors",
     "Error", "InvalidInputError", "FileError", "NoFitError", "NoPlanError", "TooLargeError", "InternalError", "Note",

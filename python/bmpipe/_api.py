@@ -1,8 +1,10 @@
 """Problems, plans and the commands, over the C++ core (bmpipe._core).
 
-Documents are the command line's: a Problem reads and writes the problem file format, a Plan is
-the plan file with the simulator's metrics (docs/file-formats.md), compare() and validate()
-return what `compare --json` and `validate --json` print.
+Every command runs the command line's own code (the application layer, src/bmpipe/app): its
+keywords are that command's options, read through the same table, and its results are typed
+objects over the command's JSON document (to_dict() gives the document). A Problem reads and
+writes the problem file format, a Plan is the plan file with the simulator's metrics
+(docs/file-formats.md).
 """
 from __future__ import annotations
 
@@ -109,18 +111,13 @@ class Problem:
         """The analytic cost model's problem, as ``bmpipe plan --model ... --device ...`` builds it.
 
         `model` is a preset (bmpipe.model_presets()) or a Hugging Face config.json path; `device`
-        a preset (bmpipe.device_presets()) or a device file. The setup's keys are those of the
-        published runs' table (docs/python.md): vpp, cp, ep, etp, sequence_parallel,
-        flash_attention, distributed_optimizer, zero, precision, fp8_params, grad_dtype,
-        optimizer_dtype, tp_comm_overlap, dp_overlap, offload_optimizer, moe_capacity_factor,
-        moe_imbalance, moe_dispatcher, ep_comm_overlap, moe_cuda_graphs, and recompute (a list of
-        options), schedule, micro_batch_group, reserved_gb, headroom_gb, offload (a list of
-        words: activations, optimizer, optimizer-moments), devices. Without recompute, the
-        default options and those `target`'s settings use are offered, as on the command line.
+        a preset (bmpipe.device_presets()) or a device file. The setup's keywords are the command
+        line's options of the cost model (bmpipe.plan's keywords from model on, from the same
+        table). Without recompute, the default options and those `target`'s settings use are
+        offered, as on the command line.
         """
-        doc = dict(setup, tp=tp, pp=pp, dp=dp, mbs=mbs, gbs=gbs, seq=seq)
-        targets = [target] if target else []
-        return cls(_core.problem_from_model(os.fspath(model), os.fspath(device), json.dumps(doc), targets))
+        doc = dict(setup, model=model, device=device, tp=tp, pp=pp, dp=dp, mbs=mbs, gbs=gbs, seq=seq, target=target)
+        return cls(_core.problem_from_model(json.dumps(_keywords(doc))))
 
     def to_json(self, description: str = "") -> str:
         """The problem file's JSON text (what ``--dump-problem`` writes)."""
@@ -247,8 +244,7 @@ class Plan:
     def from_text(cls, text: str, problem: Problem, format: Optional[str] = None, source: str = "<text>") -> "Plan":
         """Reads a plan file, or a launcher's configuration (`format` megatron, mindformers,
         deepspeed, torchtitan, csv or json; detected when None), and simulates it."""
-        out, notes = _core.read_plan(problem._handle, text, format or "", source)
-        _warn_notes(notes)
+        out, _ = _run("simulate", problem, dict(plan=text, plan_format=format, plan_source=source))
         return cls(json.loads(out), problem)
 
     @classmethod
@@ -342,35 +338,233 @@ def _problem_or_example(problem: Optional[Problem]) -> Problem:
     return problem
 
 
-def plan(
-    problem: Optional[Problem] = None,
-    *,
-    target: str = "any",
-    solver: str = "bnb",
-    time_limit: float = 60.0,
-    node_limit: Optional[int] = None,
-    progress: Optional[ProgressCallback] = None,
-) -> Plan:
-    """Plans `problem` (default: the built-in example) as ``bmpipe plan`` does: the stage
-    partition and per-layer options that minimize the simulated iteration time with every rank
-    within memory, for `target`'s framework (any, torch, megatron, megatron-local, mindformers,
-    deepspeed, torchtitan). `time_limit` bounds the whole call; when it stops the search the best
-    plan comes back with its gap (Plan.gap). Ctrl-C on the main thread does the same.
+def _keywords(options: Dict[str, Any]) -> Dict[str, Any]:
+    """The keywords as the command's option table reads them (paths as strings, None: not given)."""
+    out = {}
+    for key, value in options.items():
+        if value is None:
+            continue
+        if isinstance(value, os.PathLike):
+            value = os.fspath(value)
+        elif isinstance(value, (list, tuple)):
+            value = [os.fspath(v) if isinstance(v, os.PathLike) else v for v in value]
+        out[key] = value
+    return out
 
-    Raises NoFitError when no plan fits, NoPlanError when the limit came before any plan."""
+
+def _run(command: str, problem: Optional[Problem], options: Dict[str, Any],
+         progress: Optional[ProgressCallback] = None) -> Tuple[str, Dict[str, List[str]]]:
+    """Runs a command of the application layer, the command line's own code: returns its document
+    and its further documents by name; warns its notes and messages."""
+    text, extras, messages = _core.run(command, problem._handle if problem is not None else None,
+                                       json.dumps(_keywords(options)), _progress_bridge(progress), _on_main_thread())
+    documents: Dict[str, List[str]] = {}
+    for name, value in extras:
+        documents.setdefault(name, []).append(value)
+    _warn_notes(documents.pop("note", []))
+    for message in messages:
+        if message.startswith("warning: "):
+            warnings.warn(message[len("warning: "):], UserWarning, stacklevel=3)
+        else:
+            _warn_notes([message[len("note: "):] if message.startswith("note: ") else message])
+    return text, documents
+
+
+def _documented(command: str):
+    """Appends the command's keywords (its option table) to a function's docstring."""
+    def add(fn):
+        fn.__doc__ = (fn.__doc__ or "") + "\n\n    Keywords (the command line's options):\n" + _core.keywords(command)
+        return fn
+    return add
+
+
+class _Document:
+    """A typed result of a command; to_dict() gives the command's JSON document. Indexing it by the
+    document's keys, as the package's earlier dicts were, still works and warns (deprecated)."""
+
+    _doc: Any
+
+    def to_dict(self) -> Any:
+        return json.loads(json.dumps(self._doc))
+
+    def __getitem__(self, key):
+        warnings.warn(f"{type(self).__name__}[{key!r}]: use its attributes, or to_dict() for the document",
+                      DeprecationWarning, stacklevel=2)
+        return self._doc[key]
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, type(self)) and self._doc == other._doc
+
+    __hash__ = None
+
+
+def _record(cls, doc: Dict[str, Any], **extra: Any):
+    known = {f.name for f in fields(cls)}
+    obj = cls(**{k: v for k, v in doc.items() if k in known and k not in extra}, **extra)
+    object.__setattr__(obj, "_doc", doc)
+    return obj
+
+
+@dataclass(frozen=True, eq=False)
+class CompareRow(_Document):
+    """One planner's row of ``bmpipe compare``: its plan (None where it has none), its iteration
+    time, speed-up over Megatron's best, memory and planning time."""
+
+    name: str
+    applicable: bool
+    feasible: bool
+    planning_time_s: float
+    config: str
+    status: Optional[str] = None
+    iteration_time_s: Optional[float] = None
+    speedup_vs_megatron: Optional[float] = None
+    peak_memory_bytes: Tuple[int, ...] = ()
+    memory_utilization_max: Optional[float] = None
+    memory_utilization_mean: Optional[float] = None
+    bubble: Optional[Dict[str, float]] = None
+    plan: Optional["Plan"] = None
+
+
+class Comparison(_Document, tuple):
+    """The rows of ``bmpipe compare``, bmpipe's first: a tuple of CompareRow."""
+
+    def __new__(cls, doc: List[Dict[str, Any]], problem: Problem):
+        rows = [_record(CompareRow, r, peak_memory_bytes=tuple(r.get("peak_memory_bytes", ())),
+                        plan=Plan(r["plan"], problem) if r.get("plan") else None) for r in doc]
+        obj = tuple.__new__(cls, rows)
+        obj._doc = doc
+        return obj
+
+    def __getitem__(self, key):
+        return tuple.__getitem__(self, key)
+
+    def row(self, name: str) -> CompareRow:
+        """The row of the planner `name` ("bmpipe", "megatron", ...)."""
+        for r in self:
+            if r.name == name:
+                return r
+        raise KeyError(name)
+
+    __eq__ = _Document.__eq__
+    __hash__ = None
+
+
+@dataclass(frozen=True, eq=False)
+class SearchEntry(_Document):
+    """A ranked configuration of ``bmpipe search``: its layout and its plan's metrics."""
+
+    tp: int
+    pp: int
+    dp: int
+    vpp: int
+    micro_batch_size: int
+    micro_batches: int
+    cp: int
+    ep: int
+    etp: int
+    sequence_parallel: bool
+    distributed_optimizer: bool
+    zero: int
+    precision: str
+    iteration_time_s: float
+    tokens_per_s: float
+    mfu: float
+    bubble: float
+    peak_memory_fraction: float
+    mean_memory_fraction: float
+    status: str
+    lower_bound_s: float
+
+
+@dataclass(frozen=True, eq=False)
+class SearchResult(_Document):
+    """``bmpipe search``: the ranking, every configuration's verdict (`configurations`, dicts), the
+    statistics, the bound over the space, and the best configuration's plan (`best_plan`, a Plan of
+    its problem, or None when nothing fits)."""
+
+    target: str
+    devices: int
+    global_batch_size: int
+    seq: int
+    statistics: Dict[str, Any]
+    lower_bound_s: float
+    gap: float
+    model_flops_per_iteration: float
+    mfu_attention: str
+    ranking: Tuple[SearchEntry, ...]
+    configurations: Tuple[Dict[str, Any], ...]
+    best_plan: Optional["Plan"] = None
+
+
+@dataclass(frozen=True, eq=False)
+class ErrorSummary(_Document):
+    """Errors of predicted against measured values: count, mean and largest |error|, the worst run."""
+
+    count: int
+    mean_abs_error: float
+    max_abs_error: float
+    worst: str
+    mean_error: float
+
+
+@dataclass(frozen=True, eq=False)
+class Validation(_Document):
+    """``bmpipe validate``: the calibration per device, the error summaries (held out and fitted,
+    per kind), and every run with its source, what it states, what is assumed and each
+    measurement's prediction (dicts, as the command's JSON has them)."""
+
+    table: str
+    calibration: Tuple[Dict[str, Any], ...]
+    held_out_time: ErrorSummary
+    held_out_memory: ErrorSummary
+    calibration_fit: ErrorSummary
+    held_out_by_kind: Tuple[Dict[str, Any], ...]
+    not_fitting: Tuple[Any, ...]
+    other_frameworks_not_fitting: Tuple[Any, ...]
+    runs: Tuple[Dict[str, Any], ...]
+
+
+@dataclass(frozen=True, eq=False)
+class CalibratedMeasurement(_Document):
+    id: str
+    quantity: str
+    measured: float
+    predicted_before: float
+    predicted_after: float
+
+
+@dataclass(frozen=True, eq=False)
+class Calibration(_Document):
+    """``bmpipe calibrate``: the fitted efficiencies against the preset's, each measurement before
+    and after, and `device_file`, the device file (YAML) with the fitted values."""
+
+    device: str
+    source: str
+    fitted: Dict[str, float]
+    preset: Dict[str, float]
+    runs: Tuple[CalibratedMeasurement, ...]
+    device_file: str = ""
+
+
+@_documented("plan")
+def plan(problem: Optional[Problem] = None, *, progress: Optional[ProgressCallback] = None, **options: Any) -> Plan:
+    """Plans `problem` (default: the built-in example) as ``bmpipe plan`` does, with the same code:
+    the stage partition and per-layer options that minimize the simulated iteration time with every
+    rank within memory, for `target`'s framework (any, torch, megatron, megatron-local,
+    mindformers, deepspeed, torchtitan). `time_limit` bounds the whole call; when it stops the
+    search the best plan comes back with its gap (Plan.gap). Ctrl-C on the main thread does the
+    same. `progress` is called with a bmpipe.Progress as the work goes on.
+
+    Raises NoFitError when no plan fits (the message is the command line's diagnosis), NoPlanError
+    when the limit came before any plan."""
     pb = _problem_or_example(problem)
-    text = _core.plan(pb._handle, target, solver, float(time_limit), -1 if node_limit is None else int(node_limit),
-                      _progress_bridge(progress), _on_main_thread())
+    text, _ = _run("plan", pb, options, progress)
     return Plan(json.loads(text), pb)
 
 
-def simulate(
-    problem: Optional[Problem] = None,
-    plan: Optional[Union[Plan, Dict[str, Any]]] = None,
-    *,
-    strategy: Optional[str] = None,
-    recompute: str = "none",
-) -> Plan:
+@_documented("simulate")
+def simulate(problem: Optional[Problem] = None, plan: Optional[Union[Plan, Dict[str, Any]]] = None,
+             *, strategy: Optional[str] = None, recompute: str = "none", **options: Any) -> Plan:
     """Simulates a plan (a Plan or a plan file's dict) as ``bmpipe simulate`` does; without one,
     the strategy's plan: "even" (the default for a problem file) or "megatron" (Megatron-LM's
     default layout with `recompute` none, selective or full; needs a cost-model problem)."""
@@ -382,67 +576,61 @@ def simulate(
         text = json.dumps(plan._doc)
     elif plan is not None:
         text = json.dumps(plan)
-    return Plan(json.loads(_core.simulate(pb._handle, text, strategy or "even", recompute)), pb)
+    out, _ = _run("simulate", pb, dict(options, plan=text, strategy=strategy, recompute=[recompute]))
+    return Plan(json.loads(out), pb)
 
 
 def export(problem: Problem, plan: Plan, to: str, *, target: Optional[str] = None) -> str:
     """The launcher configuration ``bmpipe export --to`` writes: megatron, mindformers,
     deepspeed, torchtitan or csv (the op order for torch.distributed.pipelining)."""
-    return _core.export(problem._handle, json.dumps(plan._doc), to, target or "")
+    out, _ = _run("export", problem, dict(plan=json.dumps(plan._doc), to=to, target=target))
+    return out
 
 
-def compare(
-    problem: Optional[Problem] = None,
-    *,
-    target: str = "any",
-    time_limit: float = 60.0,
-    baselines: Optional[Sequence[str]] = None,
-    progress: Optional[ProgressCallback] = None,
-) -> Dict[str, Any]:
-    """bmpipe against the baselines on one simulator, as ``bmpipe compare --json`` prints it."""
+@_documented("compare")
+def compare(problem: Optional[Problem] = None, *, progress: Optional[ProgressCallback] = None,
+            **options: Any) -> Comparison:
+    """bmpipe against the baselines on one simulator, as ``bmpipe compare`` runs it: a tuple of
+    CompareRow, bmpipe's first (to_dict() gives what ``compare --json`` prints)."""
     pb = _problem_or_example(problem)
-    text = _core.compare(pb._handle, target, float(time_limit), list(baselines or []), _progress_bridge(progress),
-                         _on_main_thread())
-    return json.loads(text)
+    text, _ = _run("compare", pb, options, progress)
+    return Comparison(json.loads(text), pb)
 
 
-def search(
-    model: str,
-    device: str,
-    *,
-    devices: int,
-    gbs: int,
-    seq: int,
-    progress: Optional[ProgressCallback] = None,
-    **options: Any,
-) -> Dict[str, Any]:
-    """The best parallel configuration of `devices` devices and its plan, as ``bmpipe search
-    --json`` prints it (with "best_plan", the winner's plan file).
-
-    Options are the command's flags with underscores: top, time_budget, threads, plan_count,
-    node_limit, exhaustive, target, mfu_attention; the lists tp, pp, vpp, mbs, cp, ep, etp, zero,
-    precision, schedules, recompute, offload; and the setup's switches (flash_attention,
-    grad_dtype, moe_imbalance, reserved_gb, ...; docs/python.md)."""
-    doc = dict(options, devices=devices, gbs=gbs, seq=seq)
-    text = _core.search(os.fspath(model), os.fspath(device), json.dumps(doc), _progress_bridge(progress),
-                        _on_main_thread())
-    return json.loads(text)
-
-
-def validate(path: Optional[PathLike] = None) -> Dict[str, Any]:
-    """The cost model against published runs, as ``bmpipe validate --json`` prints it (default:
-    the bundled table)."""
-    return json.loads(_core.validate(os.fspath(path) if path is not None else ""))
-
-
-def calibrate(runs: PathLike, fit: Sequence[str]) -> Dict[str, Any]:
-    """Fits one or two efficiencies of the device preset that every run in the file `runs` is on
-    to their measurements, as ``bmpipe calibrate --json`` prints it; "device_file" holds the
-    device file (YAML) with the fitted values, to save and give as a model's device."""
-    text, device_file = _core.calibrate(os.fspath(runs), list(fit))
+@_documented("search")
+def search(model: str, device: str, *, devices: int, gbs: int, seq: int,
+           progress: Optional[ProgressCallback] = None, **options: Any) -> SearchResult:
+    """The best parallel configuration of `devices` devices and its plan, as ``bmpipe search``
+    finds it (to_dict() gives what ``search --json`` prints, with "best_plan")."""
+    text, documents = _run("search", None, dict(options, model=model, device=device, devices=devices, gbs=gbs, seq=seq),
+                           progress)
     doc = json.loads(text)
-    doc["device_file"] = device_file
-    return doc
+    best = None
+    if doc.get("best_plan") and documents.get("best_problem"):
+        best = Plan(doc["best_plan"], Problem.from_text(documents["best_problem"][0], "the best configuration"))
+    return _record(SearchResult, doc, ranking=tuple(_record(SearchEntry, r) for r in doc["ranking"]),
+                   configurations=tuple(doc["configurations"]), best_plan=best)
+
+
+def validate(path: Optional[PathLike] = None) -> Validation:
+    """The cost model against published runs, as ``bmpipe validate`` checks it (default: the
+    bundled table); to_dict() gives what ``validate --json`` prints."""
+    text, _ = _run("validate", None, dict(table=path))
+    doc = json.loads(text)
+    summaries = {k: _record(ErrorSummary, doc[k]) for k in ("held_out_time", "held_out_memory", "calibration_fit")}
+    lists = {k: tuple(doc[k]) for k in ("calibration", "held_out_by_kind", "not_fitting", "other_frameworks_not_fitting",
+                                        "runs")}
+    return _record(Validation, doc, **summaries, **lists)
+
+
+def calibrate(runs: PathLike, fit: Sequence[str]) -> Calibration:
+    """Fits one or two efficiencies of the device preset that every run in the file `runs` is on
+    to their measurements, as ``bmpipe calibrate`` does; `device_file` holds the device file (YAML)
+    with the fitted values, to save and give as a model's device."""
+    text, documents = _run("calibrate", None, dict(runs=runs, fit=list(fit)))
+    doc = json.loads(text)
+    return _record(Calibration, doc, runs=tuple(_record(CalibratedMeasurement, r) for r in doc["runs"]),
+                   device_file=documents["device_file"][0])
 
 
 def model_presets() -> List[str]:

@@ -339,10 +339,12 @@ def problem_from_traces(
     """The problem of torch.profiler traces (export_chrome_trace, profile_memory=True) of training
     steps run under ``annotate(layers)``, one trace per recomputation option: ``{"none": path,
     "full": path}``. As ``bmpipe profile --trace none=PATH ...`` (docs/python.md, "From a trace")."""
-    handle = bmpipe._core.problem_from_traces(
-        [(option, os.fspath(path)) for option, path in traces.items()], int(ranks), int(chunks), int(micro_batches),
-        schedule, float(memory_bytes), float(reserved_bytes), float(p2p_s), float(optimizer_bytes_per_parameter))
-    return bmpipe.Problem(handle)
+    text, _ = bmpipe._api._run("profile", None, dict(
+        traces=[f"{option}={os.fspath(path)}" for option, path in traces.items()], ranks=int(ranks), chunks=int(chunks),
+        micro_batches=int(micro_batches), schedule=schedule, memory_gb=float(memory_bytes) / 1e9,
+        reserved_gb=float(reserved_bytes) / 1e9, p2p_ms=float(p2p_s) * 1e3,
+        optimizer_bytes_per_param=float(optimizer_bytes_per_parameter)))
+    return bmpipe.Problem.from_text(text, "profiled")
 
 
 class _OnBackward(torch.autograd.Function):

@@ -12,7 +12,7 @@ from torch import nn  # noqa: E402
 import bmpipe  # noqa: E402
 import bmpipe.torch as bt  # noqa: E402
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests" / "frameworks"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests" / "framework_checks"))
 from distrun import run_ranks  # noqa: E402
 
 VOCAB, WIDTH, HEADS, TOKENS, BLOCKS = 64, 32, 4, 16, 8

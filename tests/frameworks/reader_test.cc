@@ -531,13 +531,8 @@ std::vector<SetupCase> SetupCases() {
   };
 }
 
-FrameworkId FormatOf(TargetKind kind) {
-  switch (kind) {
-    case TargetKind::kDeepSpeed: return FrameworkId::kDeepSpeed;
-    case TargetKind::kTorchTitan: return FrameworkId::kTorchTitan;
-    default: return FrameworkId::kMegatron;
-  }
-}
+// The framework that writes a target's plans (megatron for those without one).
+FrameworkId FormatOf(TargetKind kind) { return TargetOf(kind).runs_on.value_or(FrameworkId::kMegatron); }
 
 // Each setup: every target that runs it exports it and reads the export back to the same plan and
 // iteration; every other target refuses it, in TargetRunsSetup and in the export, naming the

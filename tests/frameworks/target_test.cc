@@ -683,22 +683,6 @@ Problem Llama8b(int vpp) {
   return BuildProblem(ModelPreset("llama3-8b").value(), DevicePreset("a100-80gb").value(), s).value();
 }
 
-std::optional<FrameworkId> FormatOf(TargetKind kind) {
-  switch (kind) {
-    case TargetKind::kMegatron:
-    case TargetKind::kMegatronLocal:
-      return FrameworkId::kMegatron;
-    case TargetKind::kMindFormers:
-      return FrameworkId::kMindFormers;
-    case TargetKind::kDeepSpeed:
-      return FrameworkId::kDeepSpeed;
-    case TargetKind::kTorchTitan:
-      return FrameworkId::kTorchTitan;
-    default:
-      return std::nullopt;  // torch's CSV fixes the op order, not the stages; any has no framework
-  }
-}
-
 TEST(Target, ExportsReadBackToThePlanForEveryTarget) {
   BMPIPE_SLOW_TEST();
   int checked = 0;
@@ -706,7 +690,7 @@ TEST(Target, ExportsReadBackToThePlanForEveryTarget) {
     const Problem p = Llama8b(vpp);
     SCOPED_TRACE(fmt::format("vpp {}", vpp));
     for (const Target& target : Targets()) {
-      const std::optional<FrameworkId> format = FormatOf(target.kind);
+      const std::optional<FrameworkId> format = ReadBackFormat(target.kind);
       if (!format) continue;
       SCOPED_TRACE(std::string(target.name));
       PlannerOptions options;

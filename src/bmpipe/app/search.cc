@@ -9,6 +9,7 @@
 #include "bmpipe/app/model.h"
 #include "bmpipe/core/text.h"
 #include "bmpipe/frameworks/formats.h"
+#include "bmpipe/io/problem_json.h"
 #include "bmpipe/problem/recompute.h"
 #include "bmpipe/report/search_report.h"
 
@@ -288,6 +289,7 @@ Result<Output> RunSearch(SearchRequest& r, const Context& context) {
   report += "\n" + FormatReport(plan_header, problem, best.planner.plan, sim.value());
   Output o = Emit(std::move(files), r.out, r.json, json_text, report);
   if (!r.json && !exported.empty()) o.out += "\n" + exported;
+  o.extras.push_back({"best_problem", ProblemJsonText(problem, "")});
   // The default export (no --export given) is a courtesy: its failure is reported, not an error.
   if (export_error && r.export_given) {
     o.messages.push_back("the search's report and files were written, but the --export " + r.export_format +

@@ -191,7 +191,10 @@ std::string KeywordHelp(const OptionTable& table) {
   for (const Option& o : table.options()) {
     if (o.key.empty()) continue;
     std::string help = o.help;
-    for (std::size_t at = help.find('\n'); at != std::string::npos; at = help.find('\n', at)) help.replace(at, 1, "\n      ");
+    const std::string indent = "\n      ";
+    for (std::size_t at = help.find('\n'); at != std::string::npos; at = help.find('\n', at + indent.size())) {
+      help.replace(at, 1, indent);
+    }
     out += fmt::format("  {}: {}\n", o.key, help);
   }
   return out;

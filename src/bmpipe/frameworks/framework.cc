@@ -375,6 +375,11 @@ Result<FrameworkId> ParseFormat(const std::string& name) {
                                   fmt::join(names, ", ")));
 }
 
+std::optional<FrameworkId> ReadBackFormat(TargetKind kind) {
+  const std::optional<FrameworkId> f = TargetOf(kind).runs_on;
+  return f && FrameworkOf(*f).read ? f : std::nullopt;
+}
+
 TargetKind DefaultTarget(FrameworkId format) { return FrameworkOf(format).target; }
 
 std::string FormatsWithWhatTheyHold() {

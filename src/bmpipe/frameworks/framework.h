@@ -213,6 +213,9 @@ const Framework& FrameworkOf(FrameworkId id);
 std::vector<std::string> FormatNames();
 // "unknown export format" errors name `what` ("--to", "--export").
 Result<FrameworkId> ParseFormat(const std::string& name);
+// The framework whose configuration carries a target's plans and is read back as the plan (none
+// for any, and for torch: its CSV fixes the op order, not the stages).
+std::optional<FrameworkId> ReadBackFormat(TargetKind kind);
 // The target whose plans a format expresses (csv: torch).
 TargetKind DefaultTarget(FrameworkId format);
 // "megatron (pipeline layout and flags; ...), mindformers (...), ...": every format with what it holds.
