@@ -179,8 +179,8 @@ std::string TargetTable(double time_limit_s, const std::string& only) {
       if (r.ok()) plans[t.kind] = r.value();
     }
     const auto megatron = plans.find(TargetKind::kMegatron);
-    const bool has_base = megatron != plans.end() && (megatron->second.planner.status == PlanStatus::kOptimal ||
-                                                     megatron->second.planner.status == PlanStatus::kFeasible);
+    const bool has_base = megatron != plans.end() && (megatron->second.planner.status == ModelStatus::kOptimal ||
+                                                     megatron->second.planner.status == ModelStatus::kFeasible);
     std::string line = "| " + c.name + " |";
     for (TargetKind kind : {TargetKind::kMegatron, TargetKind::kMegatronLocal, TargetKind::kMindFormers,
                             TargetKind::kDeepSpeed, TargetKind::kTorchTitan, TargetKind::kTorch, TargetKind::kAny}) {
@@ -190,15 +190,15 @@ std::string TargetTable(double time_limit_s, const std::string& only) {
         continue;
       }
       const PlannerResult& r = it->second.planner;
-      if (r.status != PlanStatus::kOptimal && r.status != PlanStatus::kFeasible) {
-        line += r.status == PlanStatus::kInfeasible ? " no fit |" : " no plan |";
+      if (r.status != ModelStatus::kOptimal && r.status != ModelStatus::kFeasible) {
+        line += r.status == ModelStatus::kInfeasible ? " no fit |" : " no plan |";
         continue;
       }
       const double s = has_base ? static_cast<double>(megatron->second.planner.iteration_ns) /
                                       static_cast<double>(r.iteration_ns)
                                 : 0;
       line += fmt::format(" {}{}{} |", FormatDuration(r.iteration_ns), s > 0 ? fmt::format(" ({:.3f}x)", s) : "",
-                          r.status == PlanStatus::kOptimal ? "" : fmt::format(", gap {:.1f}%", 100 * r.gap));
+                          r.status == ModelStatus::kOptimal ? "" : fmt::format(", gap {:.1f}%", 100 * r.gap));
       if (s > 0) speedups[std::string(TargetOf(kind).name)].push_back(s);
       if (const std::optional<FrameworkId> format = ReadBackFormat(kind)) {
         ++exported;

@@ -35,16 +35,16 @@ std::vector<int> ParseList(const char* text) {
 
 std::string StatusCell(const PlannerResult& r) {
   switch (r.status) {
-    case PlanStatus::kOptimal:
+    case ModelStatus::kOptimal:
       return "optimal";
-    case PlanStatus::kFeasible: {
+    case ModelStatus::kFeasible: {
       char buf[64];
       std::snprintf(buf, sizeof buf, "gap %.2f%%", 100 * r.gap);
       return buf;
     }
-    case PlanStatus::kInfeasible:
+    case ModelStatus::kInfeasible:
       return "no plan fits";
-    case PlanStatus::kNoPlan:
+    case ModelStatus::kNoSolution:
       return "no plan found";
   }
   return "?";
@@ -109,14 +109,14 @@ int Main(int argc, char** argv) {
           const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
           ++runs;
           over += wall > allowed ? 1 : 0;
-          if (r.status == PlanStatus::kOptimal || r.status == PlanStatus::kFeasible) {
-            gaps.back().second.push_back(r.status == PlanStatus::kOptimal ? 0.0 : r.gap);
+          if (r.status == ModelStatus::kOptimal || r.status == ModelStatus::kFeasible) {
+            gaps.back().second.push_back(r.status == ModelStatus::kOptimal ? 0.0 : r.gap);
           }
           longest = std::max(longest, wall);
           std::printf("| %s | %d | %d | %d | %d | %d | %d | %.3f | %.3f%s | %s | %s | %ld | %ld |", schedule.c_str(), l, p,
                       chunks, m, problem.pipeline.stages(), static_cast<int>(problem.pipeline.Ops()), r.seconds, wall,
                       wall > allowed ? " (over)" : "", StatusCell(r).c_str(),
-                      r.status == PlanStatus::kOptimal || r.status == PlanStatus::kFeasible
+                      r.status == ModelStatus::kOptimal || r.status == ModelStatus::kFeasible
                           ? std::to_string(ToSeconds(r.iteration_ns)).c_str()
                           : "-",
                       r.nodes, r.cuts);
@@ -125,7 +125,7 @@ int Main(int argc, char** argv) {
               options.kind = PlannerKind::kCbc;
               const PlannerResult c = PlanPipeline(problem, options).value();
               std::printf(" %.3f | %s | %s |", c.seconds, StatusCell(c).c_str(),
-                          c.status == PlanStatus::kOptimal || c.status == PlanStatus::kFeasible
+                          c.status == ModelStatus::kOptimal || c.status == ModelStatus::kFeasible
                               ? std::to_string(ToSeconds(c.iteration_ns)).c_str()
                               : "-");
             } else {

@@ -47,7 +47,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     if (!plan.ok()) continue;
     Result<SimResult> sim = SimulatePlan(problem, plan.value().plan);
     if (!sim.ok()) fuzz::Violation("a plan the reader accepted does not simulate: " + sim.error().message);
-    const SolverInfo solver = plan.value().solver.value_or(SolverInfo("file", SolveStatus::kFeasible, 0));
+    const SolverInfo solver = plan.value().solver.value_or(SolverInfo("file", ModelStatus::kFeasible, 0));
     (void)PlanJsonText(problem, plan.value().plan, sim.value(), solver);
   }
   return 0;

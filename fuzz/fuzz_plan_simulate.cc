@@ -112,7 +112,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   Result<PlannerResult> result = PlanPipeline(problem, options);
   if (!result.ok()) return 0;
   const PlannerResult& r = result.value();
-  if (r.status != PlanStatus::kOptimal && r.status != PlanStatus::kFeasible) return 0;
+  if (r.status != ModelStatus::kOptimal && r.status != ModelStatus::kFeasible) return 0;
 
   Result<SimResult> sim = SimulatePlan(problem, r.plan);
   if (!sim.ok()) fuzz::Violation("the planner's plan does not simulate: " + sim.error().message);

@@ -31,10 +31,12 @@ from bmpipe._api import (
     compare,
     device_presets,
     export,
+    formats,
     model_presets,
     plan,
     search,
     simulate,
+    targets,
     validate,
 )
 from bmpipe.errors import (
@@ -54,7 +56,8 @@ __all__ = [
     "Problem", "Plan", "Stage", "Layer", "Rank", "Op", "Progress",
     "Comparison", "CompareRow", "SearchResult", "SearchEntry", "Validation", "ErrorSummary", "Calibration",
     "CalibratedMeasurement",
-    "plan", "simulate", "export", "compare", "search", "validate", "calibrate", "model_presets", "device_presets",
+    "plan", "simulate", "export", "compare", "search", "validate", "calibrate", "formats", "targets", "model_presets",
+    "device_presets",
     "examples", "errors",
     "Error", "InvalidInputError", "FileError", "NoFitError", "NoPlanError", "TooLargeError", "InternalError", "Note",
 ]

@@ -242,8 +242,8 @@ class Plan:
 
     @classmethod
     def from_text(cls, text: str, problem: Problem, format: Optional[str] = None, source: str = "<text>") -> "Plan":
-        """Reads a plan file, or a launcher's configuration (`format` megatron, mindformers,
-        deepspeed, torchtitan, csv or json; detected when None), and simulates it."""
+        """Reads a plan file, or a launcher's configuration (`format`: "json" or one of
+        bmpipe.formats(); detected when None), and simulates it."""
         out, _ = _run("simulate", problem, dict(plan=text, plan_format=format, plan_source=source))
         return cls(json.loads(out), problem)
 
@@ -320,8 +320,7 @@ class Plan:
             f.write(self.chrome_trace(title))
 
     def export(self, to: str, *, target: Optional[str] = None) -> str:
-        """The launcher configuration ``bmpipe export --to`` writes (megatron, mindformers,
-        deepspeed, torchtitan, csv)."""
+        """The launcher configuration ``bmpipe export --to`` writes (`to`: one of bmpipe.formats())."""
         return export(self.problem, self, to, target=target)
 
     def __repr__(self) -> str:
@@ -550,8 +549,7 @@ class Calibration(_Document):
 def plan(problem: Optional[Problem] = None, *, progress: Optional[ProgressCallback] = None, **options: Any) -> Plan:
     """Plans `problem` (default: the built-in example) as ``bmpipe plan`` does, with the same code:
     the stage partition and per-layer options that minimize the simulated iteration time with every
-    rank within memory, for `target`'s framework (any, torch, megatron, megatron-local,
-    mindformers, deepspeed, torchtitan). `time_limit` bounds the whole call; when it stops the
+    rank within memory, for `target`'s framework (one of bmpipe.targets()). `time_limit` bounds the whole call; when it stops the
     search the best plan comes back with its gap (Plan.gap). Ctrl-C on the main thread does the
     same. `progress` is called with a bmpipe.Progress as the work goes on.
 
@@ -581,8 +579,8 @@ def simulate(problem: Optional[Problem] = None, plan: Optional[Union[Plan, Dict[
 
 
 def export(problem: Problem, plan: Plan, to: str, *, target: Optional[str] = None) -> str:
-    """The launcher configuration ``bmpipe export --to`` writes: megatron, mindformers,
-    deepspeed, torchtitan or csv (the op order for torch.distributed.pipelining)."""
+    """The launcher configuration ``bmpipe export --to`` writes: `to` is one of bmpipe.formats()
+    (csv: the op order for torch.distributed.pipelining)."""
     out, _ = _run("export", problem, dict(plan=json.dumps(plan._doc), to=to, target=target))
     return out
 
@@ -631,6 +629,16 @@ def calibrate(runs: PathLike, fit: Sequence[str]) -> Calibration:
     doc = json.loads(text)
     return _record(Calibration, doc, runs=tuple(_record(CalibratedMeasurement, r) for r in doc["runs"]),
                    device_file=documents["device_file"][0])
+
+
+def formats() -> List[str]:
+    """The frameworks' formats: export's `to`, Plan.from_text's `format` (with "json")."""
+    return list(_core.format_names())
+
+
+def targets() -> List[str]:
+    """The targets: the frameworks that run plans, and "any" (bmpipe's per-layer plan)."""
+    return list(_core.target_names())
 
 
 def model_presets() -> List[str]:

@@ -24,6 +24,7 @@
 #include "bmpipe/app/command.h"
 #include "bmpipe/app/model.h"
 #include "bmpipe/app/views.h"
+#include "bmpipe/frameworks/framework.h"
 #include "bmpipe/io/problem_json.h"
 #include "bmpipe/problem/problem_reader.h"
 #include "bmpipe/report/progress_printer.h"
@@ -240,6 +241,8 @@ NB_MODULE(_core, m) {
   m.def("chrome_trace", [](const Problem& p, const std::string& plan, const std::string& title) {
     return Take(app::ChromeTrace(p, plan, title));
   }, nb::arg("problem"), nb::arg("plan"), nb::arg("title"));
+  m.def("format_names", &FormatNames);
+  m.def("target_names", &TargetNames);
   m.def("model_presets", &ModelPresetNames);
   m.def("device_presets", &DevicePresetNames);
   m.def("version", [] { return std::string(app::Version()); });

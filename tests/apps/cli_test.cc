@@ -12,6 +12,8 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include "bmpipe/app/command.h"
+
 #include "bmpipe/core/document.h"
 #include "test_support.h"
 
@@ -47,8 +49,10 @@ TEST(Cli, NothingPointsOutsideTheRepository) {
   auto check = [&](const std::string& where, const std::string& text) {
     for (const std::string& n : needles) EXPECT_EQ(text.find(n), std::string::npos) << where << " mentions " << n;
   };
-  for (const char* command : {"", "plan", "simulate", "compare", "export", "search", "validate"}) {
-    const testing::CommandResult r = RunBmpipe(std::string(command) + " --help");
+  std::vector<std::string> commands = {""};
+  for (const app::Command& c : app::Commands()) commands.emplace_back(c.name);
+  for (const std::string& command : commands) {
+    const testing::CommandResult r = RunBmpipe(command + " --help");
     EXPECT_EQ(r.exit_code, 0) << command;
     check(fmt::format("bmpipe {} --help", command), r.out);
   }

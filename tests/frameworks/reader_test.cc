@@ -64,7 +64,7 @@ Plan Planned(const Problem& problem) {
   PlannerOptions options;
   options.time_limit_s = 5;
   const PlannerResult r = PlanPipeline(problem, options).value();
-  EXPECT_TRUE(r.status == PlanStatus::kOptimal || r.status == PlanStatus::kFeasible);
+  EXPECT_TRUE(r.status == ModelStatus::kOptimal || r.status == ModelStatus::kFeasible);
   return r.plan;
 }
 

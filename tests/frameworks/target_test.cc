@@ -469,11 +469,11 @@ TEST_P(BruteForce, TargetPlanningIsExactAndTheRulesAreTheFrameworks) {
     ASSERT_TRUE(planned.ok()) << planned.error().message;
     const PlannerResult& r = planned.value().planner;
     if (best_runs == kNever) {
-      EXPECT_EQ(r.status, PlanStatus::kInfeasible) << "no enumerated plan the target runs fits";
+      EXPECT_EQ(r.status, ModelStatus::kInfeasible) << "no enumerated plan the target runs fits";
       EXPECT_EQ(best_rule, kNever);
       continue;
     }
-    ASSERT_EQ(r.status, PlanStatus::kOptimal) << "the best enumerated plan: " << Describe(p, best_plan->plan);
+    ASSERT_EQ(r.status, ModelStatus::kOptimal) << "the best enumerated plan: " << Describe(p, best_plan->plan);
     EXPECT_EQ(r.iteration_ns, best_runs) << "planned: " << Describe(p, r.plan)
                                          << "\nbest enumerated: " << Describe(p, best_plan->plan);
     EXPECT_EQ(SimulatePlan(p, r.plan).value().iteration_ns, r.iteration_ns);
@@ -702,7 +702,7 @@ TEST(Target, ExportsReadBackToThePlanForEveryTarget) {
       }
       ASSERT_TRUE(planned.ok()) << planned.error().message;
       const PlannerResult& r = planned.value().planner;
-      ASSERT_TRUE(r.status == PlanStatus::kOptimal || r.status == PlanStatus::kFeasible);
+      ASSERT_TRUE(r.status == ModelStatus::kOptimal || r.status == ModelStatus::kFeasible);
       ASSERT_TRUE(TargetRunsPlan(p, r.plan, target.kind));
       const Result<std::string> text = ExportPlan(p, r.plan, *format, target.kind);
       ASSERT_TRUE(text.ok()) << text.error().message;
@@ -732,13 +732,13 @@ TEST(Target, MindFormersNeverClaimsAPlanItRunsDifferently) {
         Small(ScheduleKind::kOneFOneB, 1, 1, 2, {Decoder("decoder", 100, 1, mf), Decoder("wide", 100, 3, mf)}, 100),
         memory);
     const PlannerResult r = PlanForTarget(p, TargetKind::kMindFormers, Exact()).value().planner;
-    if (r.status == PlanStatus::kNoPlan) {
+    if (r.status == ModelStatus::kNoSolution) {
       // Only at the tight capacity: at 20,000 bytes the order MindFormers imposes fits too.
       EXPECT_EQ(memory, Bytes{12040});
       EXPECT_NE(r.stopped_by.find("layer order"), std::string::npos) << r.stopped_by;
       continue;
     }
-    ASSERT_TRUE(r.status == PlanStatus::kOptimal || r.status == PlanStatus::kFeasible);
+    ASSERT_TRUE(r.status == ModelStatus::kOptimal || r.status == ModelStatus::kFeasible);
     EXPECT_TRUE(MindFormersRule(p, r.plan, true)) << Describe(p, r.plan);
     EXPECT_TRUE(TargetRunsPlan(p, r.plan, TargetKind::kMindFormers));
     const std::string text = ExportPlan(p, r.plan, FrameworkId::kMindFormers, TargetKind::kMindFormers).value();
@@ -761,7 +761,7 @@ TEST(Target, DISABLED_MindFormersRunsMixedStagesInItsOrder) {
   const Problem p = WithMemory(
       Small(ScheduleKind::kOneFOneB, 1, 1, 2, {Decoder("decoder", 100, 1, mf), Decoder("wide", 100, 3, mf)}, 100), 12040);
   const PlannerResult r = PlanForTarget(p, TargetKind::kMindFormers, Exact()).value().planner;
-  ASSERT_EQ(r.status, PlanStatus::kOptimal);
+  ASSERT_EQ(r.status, ModelStatus::kOptimal);
   EXPECT_TRUE(MindFormersRule(p, r.plan, true)) << Describe(p, r.plan);
   EXPECT_EQ(r.iteration_ns, 1972) << Describe(p, r.plan);
   const std::string text = ExportPlan(p, r.plan, FrameworkId::kMindFormers, TargetKind::kMindFormers).value();

@@ -32,7 +32,7 @@ TEST(PlanJson, WrittenPlanReadsBackToTheSamePlanAndBytes) {
   const Problem problem = Tiny();
   const Plan plan = ReadPlan(TinyPlan(), problem, "plan.json").value().plan;
   const SimResult sim = SimulatePlan(problem, plan).value();
-  const SolverInfo solver{"test", SolveStatus::kOptimal, 0.25};
+  const SolverInfo solver{"test", ModelStatus::kOptimal, 0.25};
   const std::string text = PlanJsonText(problem, plan, sim, solver);
   Result<PlanDocument> back = ReadPlan(Json::parse(text), problem, "written.json");
   ASSERT_TRUE(back.ok()) << back.error().message;
@@ -40,7 +40,7 @@ TEST(PlanJson, WrittenPlanReadsBackToTheSamePlanAndBytes) {
   EXPECT_EQ(back.value().plan.option, plan.option);
   ASSERT_TRUE(back.value().solver.has_value());
   EXPECT_EQ(back.value().solver->name, "test");
-  EXPECT_EQ(back.value().solver->status, SolveStatus::kOptimal);
+  EXPECT_EQ(back.value().solver->status, ModelStatus::kOptimal);
   EXPECT_EQ(PlanJsonText(problem, back.value().plan, SimulatePlan(problem, back.value().plan).value(),
                          *back.value().solver),
             text);
@@ -50,7 +50,7 @@ TEST(PlanJson, WrittenFieldsAreTheSimulatorsValues) {
   const Problem problem = Tiny();
   const Plan plan = ReadPlan(TinyPlan(), problem, "plan.json").value().plan;
   const SimResult sim = SimulatePlan(problem, plan).value();
-  const Json j = PlanToJson(problem, plan, sim, SolverInfo{"x", SolveStatus::kFeasible, 0});
+  const Json j = PlanToJson(problem, plan, sim, SolverInfo{"x", ModelStatus::kFeasible, 0});
   EXPECT_EQ(j["iteration_time_ns"], sim.iteration_ns);
   EXPECT_DOUBLE_EQ(j["iteration_time_s"].get<double>(), ToSeconds(sim.iteration_ns));
   ASSERT_EQ(j["ranks"].size(), 4u);
@@ -118,7 +118,7 @@ TEST(PlanJson, WrongNameRankOrChunkIsRejected) {
 TEST(PlanJson, InterleavedStagesAreChunkMajor) {
   Problem p = testing::UniformProblem(ScheduleKind::kInterleavedOneFOneB, 2, 2, 2, 4, 10, 20);
   Plan plan = testing::OneLayerPerStage(p);
-  const Json j = PlanToJson(p, plan, SimulatePlan(p, plan).value(), SolverInfo{"x", SolveStatus::kFeasible, 0});
+  const Json j = PlanToJson(p, plan, SimulatePlan(p, plan).value(), SolverInfo{"x", ModelStatus::kFeasible, 0});
   EXPECT_EQ(j["stages"][2]["rank"], 0);
   EXPECT_EQ(j["stages"][2]["chunk"], 1);
   EXPECT_EQ(j["stages"][3]["rank"], 1);

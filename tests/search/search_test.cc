@@ -54,7 +54,7 @@ TEST(Search, BestEqualsPlanningEveryConfiguration) {
   for (const ConfigOutcome& out : every.configs) {
     ASSERT_TRUE(out.verdict == Verdict::kPlanned || out.verdict == Verdict::kNoFit) << DescribeConfig(out.config);
     if (out.verdict == Verdict::kPlanned) {
-      EXPECT_EQ(out.planner.status, PlanStatus::kOptimal) << DescribeConfig(out.config);
+      EXPECT_EQ(out.planner.status, ModelStatus::kOptimal) << DescribeConfig(out.config);
     }
   }
   EXPECT_EQ(Best(pruned).planner.iteration_ns, Best(every).planner.iteration_ns);

@@ -216,7 +216,7 @@ TEST(SimulatorProperty, RerunningGivesIdenticalOutput) {
     testing::RandomCase rc = testing::MakeRandomCase(rng);
     SimResult a = SimulatePlan(rc.problem, rc.plan, SimOptions{true}).value();
     SimResult b = SimulatePlan(rc.problem, rc.plan, SimOptions{true}).value();
-    SolverInfo solver{"test", SolveStatus::kFeasible, 0};
+    SolverInfo solver{"test", ModelStatus::kFeasible, 0};
     ASSERT_EQ(PlanJsonText(rc.problem, rc.plan, a, solver), PlanJsonText(rc.problem, rc.plan, b, solver));
     for (RankIdx r = 0; r < rc.problem.pipeline.ranks; ++r) {
       ASSERT_EQ(a.op_timing[r].size(), b.op_timing[r].size());

@@ -47,7 +47,7 @@ Problem ManyOptions(int ranks, int micro_batches, int layers, int options, Bytes
 
 // The result is a plan the simulator agrees with, and its bound is below it.
 void ExpectSimulatedPlan(const Problem& p, const PlannerResult& r) {
-  ASSERT_TRUE(r.status == PlanStatus::kFeasible || r.status == PlanStatus::kOptimal) << PlanStatusName(r.status);
+  ASSERT_TRUE(r.status == ModelStatus::kFeasible || r.status == ModelStatus::kOptimal) << ModelStatusName(r.status);
   const Result<SimResult> sim = SimulatePlan(p, r.plan);
   ASSERT_TRUE(sim.ok()) << sim.error().message;
   EXPECT_TRUE(sim.value().fits);
@@ -75,19 +75,19 @@ TEST(Limits, CandidateBudgetStopsGeneration) {
   CandidateLimits memory;
   memory.memory_budget_bytes = 1 << 20;
   const Candidates by_memory = GenerateCandidates(p, schedule, memory);
-  EXPECT_EQ(by_memory.stop, CandidateStop::kBudget);
+  EXPECT_EQ(by_memory.stop, StopReason::kBudget);
   EXPECT_NE(by_memory.stop_reason.find("memory budget of 1 MiB"), std::string::npos) << by_memory.stop_reason;
   CandidateLimits count;
   count.max_candidates = 10;
   const Candidates by_count = GenerateCandidates(p, schedule, count);
-  EXPECT_EQ(by_count.stop, CandidateStop::kBudget);
+  EXPECT_EQ(by_count.stop, StopReason::kBudget);
   EXPECT_NE(by_count.stop_reason.find("more than 10 candidate blocks"), std::string::npos) << by_count.stop_reason;
   long held = 0;
   for (const auto& stage : by_count.per_stage) held += static_cast<long>(stage.size());
   EXPECT_LE(held, 10);
   // Unlimited, the tiny case finishes.
   const Problem small = ManyOptions(2, 4, 6, 3);
-  EXPECT_EQ(GenerateCandidates(small, Schedule(small.pipeline)).stop, CandidateStop::kNone);
+  EXPECT_EQ(GenerateCandidates(small, Schedule(small.pipeline)).stop, StopReason::kNone);
 }
 
 TEST(Limits, BudgetStopGivesTheQuickPlanWithItsBound) {
@@ -173,9 +173,9 @@ TEST(Limits, AStopFlagReturnsTheBestPlanSoFar) {
   const std::vector<std::string> expected = {"quick plan", "candidate blocks", "first plans", "root bound",
                                              "branch and bound"};
   EXPECT_EQ(phases, expected);
-  ASSERT_TRUE(r.value().status == PlanStatus::kFeasible || r.value().status == PlanStatus::kOptimal);
+  ASSERT_TRUE(r.value().status == ModelStatus::kFeasible || r.value().status == ModelStatus::kOptimal);
   ExpectSimulatedPlan(p, r.value());
-  if (r.value().status == PlanStatus::kFeasible) {
+  if (r.value().status == ModelStatus::kFeasible) {
     EXPECT_FALSE(r.value().stopped_by.empty());
   }
   EXPECT_EQ(r.value().nodes, 1);  // stopped after the node that reported
@@ -191,7 +191,7 @@ TEST(Limits, AStoppedRunInARestrictedSpaceReturnsAQuickPlanOfThatSpace) {
   options.deadline = Deadline::In(0);
   const Result<PlannerResult> r = PlanPipeline(p, options);
   ASSERT_TRUE(r.ok()) << r.error().message;
-  ASSERT_EQ(r.value().status, PlanStatus::kFeasible);
+  ASSERT_EQ(r.value().status, ModelStatus::kFeasible);
   ExpectSimulatedPlan(p, r.value());
   EXPECT_TRUE(options.space.Contains(r.value().plan));
   for (OptionIdx o : r.value().plan.option) EXPECT_EQ(o, 1);

@@ -108,16 +108,16 @@ TEST(Planner, AgreesWithBruteForceAndCbcOnRandomSmallProblems) {
     const PlannerResult brute = Plan(problem, PlannerKind::kBruteForce);
     const PlannerResult bnb = Plan(problem, PlannerKind::kBranchAndBound);
     const PlannerResult cbc = Plan(problem, PlannerKind::kCbc);
-    if (brute.status == PlanStatus::kInfeasible) {
+    if (brute.status == ModelStatus::kInfeasible) {
       ++infeasible;
-      EXPECT_EQ(bnb.status, PlanStatus::kInfeasible);
-      EXPECT_EQ(cbc.status, PlanStatus::kInfeasible);
+      EXPECT_EQ(bnb.status, ModelStatus::kInfeasible);
+      EXPECT_EQ(cbc.status, ModelStatus::kInfeasible);
       continue;
     }
     ++feasible;
     proven.insert(p.schedule);
-    ASSERT_EQ(bnb.status, PlanStatus::kOptimal);
-    ASSERT_EQ(cbc.status, PlanStatus::kOptimal);
+    ASSERT_EQ(bnb.status, ModelStatus::kOptimal);
+    ASSERT_EQ(cbc.status, ModelStatus::kOptimal);
     EXPECT_EQ(bnb.iteration_ns, brute.iteration_ns);
     EXPECT_EQ(cbc.iteration_ns, brute.iteration_ns);
     // The plans are real: simulated again, they fit and take the reported time.
@@ -157,7 +157,7 @@ TEST(Planner, FamilyBoundIsALowerBound) {
   for (int c = 0; c < 80; ++c) {
     const Problem problem = RandomPlannerProblem(rng);
     const PlannerResult brute = Plan(problem, PlannerKind::kBruteForce);
-    if (brute.status != PlanStatus::kOptimal) continue;
+    if (brute.status != ModelStatus::kOptimal) continue;
     const Schedule schedule = Schedule(problem.pipeline);
     const Candidates candidates = GenerateCandidates(problem, schedule);
     const FamilyBound family(problem, candidates, schedule);
@@ -185,7 +185,7 @@ TEST(Planner, FamilyBoundIsALowerBound) {
 TEST(Planner, FamilyBoundSeesTheCoolDownOfAnEarlierStage) {
   const Problem problem = SyntheticPlannerProblem(ScheduleKind::kOneFOneB, 32, 16, 1, 16);
   const PlannerResult best = Plan(problem, PlannerKind::kBranchAndBound);
-  ASSERT_EQ(best.status, PlanStatus::kOptimal);
+  ASSERT_EQ(best.status, ModelStatus::kOptimal);
   const Schedule schedule(problem.pipeline);
   const Candidates candidates = GenerateCandidates(problem, schedule);
   const FamilyBound family(problem, candidates, schedule);
@@ -212,7 +212,7 @@ TEST(Planner, RankLoadBoundIsALowerBound) {
   for (int c = 0; c < 80; ++c) {
     const Problem problem = RandomPlannerProblem(rng);
     const PlannerResult brute = Plan(problem, PlannerKind::kBruteForce);
-    if (brute.status != PlanStatus::kOptimal) continue;
+    if (brute.status != ModelStatus::kOptimal) continue;
     ++checked;
     EXPECT_LE(RankLoadBound(problem, Schedule(problem.pipeline)), brute.iteration_ns) << "case " << c;
   }
@@ -237,10 +237,10 @@ TEST(Planner, RankLoadBoundKeepsLayersWhole) {
   }
   EXPECT_EQ(RankLoadBound(problem, Schedule(problem.pipeline)), 24);
   const PlannerResult r = Plan(problem, PlannerKind::kBranchAndBound);
-  EXPECT_EQ(r.status, PlanStatus::kOptimal);
+  EXPECT_EQ(r.status, ModelStatus::kOptimal);
   EXPECT_EQ(r.iteration_ns, 25);
   const PlannerResult brute = Plan(problem, PlannerKind::kBruteForce);
-  EXPECT_EQ(brute.status, PlanStatus::kOptimal);
+  EXPECT_EQ(brute.status, ModelStatus::kOptimal);
   EXPECT_EQ(brute.iteration_ns, 25);
   EXPECT_EQ(r.plan.stage_begin, (std::vector<LayerIdx>{0, 2, 3}));
 }
@@ -249,7 +249,7 @@ TEST(Planner, RankLoadBoundKeepsLayersWhole) {
 TEST(Planner, ProvesTheMindFormersDemoOptimum) {
   Problem problem = LoadProblem(testing::SourcePath("examples/mindformers-demo/problem.yaml")).value();
   const PlannerResult r = Plan(problem, PlannerKind::kBranchAndBound);
-  EXPECT_EQ(r.status, PlanStatus::kOptimal);
+  EXPECT_EQ(r.status, ModelStatus::kOptimal);
   EXPECT_EQ(r.iteration_ns, 54'810'000'000);
   EXPECT_LT(r.iteration_ns, 56'367'000'000);  // the tool's own plan
 }
@@ -261,7 +261,7 @@ TEST(Planner, BeatsTheToolOnTheInterleavedDemo) {
   options.time_limit_s = 20;
   options.node_limit = 5;  // the incumbent comes from local search; keep the test short
   const PlannerResult r = PlanPipeline(problem, options).value();
-  ASSERT_TRUE(r.status == PlanStatus::kOptimal || r.status == PlanStatus::kFeasible);
+  ASSERT_TRUE(r.status == ModelStatus::kOptimal || r.status == ModelStatus::kFeasible);
   EXPECT_LT(r.iteration_ns, 0.9 * 45'240'000'000);  // the tool's plan: 45.240 s
   EXPECT_GT(r.bound_ns, 0);
   EXPECT_LE(r.bound_ns, static_cast<double>(r.iteration_ns));
@@ -271,7 +271,7 @@ TEST(Planner, NoPlanFitsIsAResult) {
   Problem problem = testing::UniformProblem(ScheduleKind::kOneFOneB, 2, 1, 4, 4, 100, 200, 0, 1000);
   problem.memory_bytes = 1500;  // rank 0 holds 2 micro-batches of at least one layer
   for (PlannerKind kind : {PlannerKind::kBranchAndBound, PlannerKind::kCbc, PlannerKind::kBruteForce}) {
-    EXPECT_EQ(Plan(problem, kind).status, PlanStatus::kInfeasible);
+    EXPECT_EQ(Plan(problem, kind).status, ModelStatus::kInfeasible);
   }
 }
 
@@ -289,7 +289,7 @@ TEST(Planner, TimeLimitReturnsTheBestPlanWithItsGap) {
   PlannerOptions options;
   options.node_limit = 3;
   const PlannerResult r = PlanPipeline(problem, options).value();
-  ASSERT_EQ(r.status, PlanStatus::kFeasible);
+  ASSERT_EQ(r.status, ModelStatus::kFeasible);
   EXPECT_EQ(r.stopped_by, "node limit 3");
   EXPECT_GT(r.gap, 0);
   EXPECT_LT(r.bound_ns, static_cast<double>(r.iteration_ns));

@@ -94,7 +94,7 @@ Status TargetRunsProblemSetup(TargetKind kind, const Problem& problem) {
 Lines TargetLines(const ChosenTarget& chosen, const TargetPlan& planned, const std::optional<TargetPlan>& any) {
   const Target& target = TargetOf(chosen.kind);
   auto found = [](const TargetPlan& p) {
-    return p.planner.status != PlanStatus::kInfeasible && p.planner.status != PlanStatus::kNoPlan;
+    return p.planner.status != ModelStatus::kInfeasible && p.planner.status != ModelStatus::kNoSolution;
   };
   Lines lines;
   lines.push_back({"target", fmt::format("{}: {} ({})", target.name, target.framework, chosen.why)});
@@ -106,9 +106,9 @@ Lines TargetLines(const ChosenTarget& chosen, const TargetPlan& planned, const s
     lines.push_back({"per-layer", fmt::format("{} ({:.3f}x this plan{}), with per-layer recomputation that {} cannot "
                                               "run unmodified: --target any",
                                               FormatDuration(any->planner.iteration_ns), gain,
-                                              any->planner.status == PlanStatus::kOptimal ? ", proven optimal" : "",
+                                              any->planner.status == ModelStatus::kOptimal ? ", proven optimal" : "",
                                               target.name)});
-  } else if (any && planned.planner.status == PlanStatus::kInfeasible && found(*any)) {
+  } else if (any && planned.planner.status == ModelStatus::kInfeasible && found(*any)) {
     lines.push_back({"per-layer", fmt::format("{} fits, with per-layer recomputation {} cannot run unmodified: "
                                               "--target any",
                                               FormatDuration(any->planner.iteration_ns), target.name)});

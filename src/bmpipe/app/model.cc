@@ -41,10 +41,10 @@ Status ApplySetupWords(const SetupWords& w, TrainingSetup& setup) {
   setup.optimizer_dtype = ParseStateDtype(w.optimizer_dtype).value_or(StateDtype::kFp32);
   setup.moe_dispatcher = ParseMoeDispatcher(w.moe_dispatcher).value_or(MoeDispatcher::kAllToAll);
   if (Status offload = ApplyOffload(w.offload, setup); !offload.ok()) return offload;
-  const std::optional<Bytes> headroom = CheckedBytes(w.headroom_gb * 1e9);
+  const std::optional<Bytes> headroom = CheckedBytes(w.headroom_gb * kGigabyte);
   if (!headroom || w.headroom_gb < 0) {
     return InvalidInput(fmt::format("--memory-headroom-gb {:g} must be between 0 and {:g} GB", w.headroom_gb,
-                                    kMaxInputBytes / 1e9));
+                                    kMaxInputBytes / kGigabyte));
   }
   setup.headroom_bytes = *headroom;
   return {};
@@ -52,11 +52,11 @@ Status ApplySetupWords(const SetupWords& w, TrainingSetup& setup) {
 
 Status SetReservedBytes(double gb, TrainingSetup& setup) {
   if (gb < 0) return {};
-  const std::optional<Bytes> bytes = CheckedBytes(gb * 1e9);
+  const std::optional<Bytes> bytes = CheckedBytes(gb * kGigabyte);
   if (!bytes) {
     return InvalidInput(fmt::format("--reserved-gb {:g} is more than any device holds (at most {:g} GB); give the "
                                     "memory reserved for the framework in GB",
-                                    gb, kMaxInputBytes / 1e9));
+                                    gb, kMaxInputBytes / kGigabyte));
   }
   setup.reserved_bytes = *bytes;
   return {};
@@ -206,7 +206,7 @@ Result<Problem> BuildModelProblem(const ModelRequest& args, std::vector<std::pai
   if (!problem.ok()) return problem.error();
   const ParameterCounts counts = CountParameters(model.value());
   lines.push_back({"model", fmt::format("{} ({}, {:.2f} B parameters, {} layers)", args.model, model.value().family,
-                                        static_cast<double>(counts.total) / 1e9, model.value().layers)});
+                                        static_cast<double>(counts.total) / kBillion, model.value().layers)});
   lines.push_back({"costs", fmt::format("analytic model on {}{}", device.value().name,
                                         device.value().approximate ? " (approximate device figures)" : "")});
   for (const std::string& note : model.value().not_modeled) lines.push_back({"not modeled", note});

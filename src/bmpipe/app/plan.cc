@@ -87,7 +87,7 @@ Output NoFit(const PlanRequest& r, const Problem& pb, const ChosenTarget& chosen
   o.exit = Exit::kNoFit;
   for (const auto& [label, value] : TargetLines(chosen, planned, any)) o.messages.push_back(label + ": " + value);
   const bool any_fits =
-      any && (any->planner.status == PlanStatus::kOptimal || any->planner.status == PlanStatus::kFeasible);
+      any && (any->planner.status == ModelStatus::kOptimal || any->planner.status == ModelStatus::kFeasible);
   if (any_fits) {
     // The problem fits; the target's settings do not.
     o.messages.push_back(fmt::format("no plan {} runs unmodified fits in memory: its recomputation settings save too "
@@ -181,8 +181,8 @@ Result<Output> RunPlan(const PlanRequest& r, const Context& context) {
   }
   planned.value().planner.stopped_by = StoppedBy(planned.value().planner.stopped_by, options.time_limit_name, context);
   const PlannerResult& result = planned.value().planner;
-  if (result.status == PlanStatus::kInfeasible) return NoFit(r, pb, chosen.value(), planned.value(), any, origin);
-  if (result.status == PlanStatus::kNoPlan) {
+  if (result.status == ModelStatus::kInfeasible) return NoFit(r, pb, chosen.value(), planned.value(), any, origin);
+  if (result.status == ModelStatus::kNoSolution) {
     Output o;
     o.exit = Exit::kNoPlan;
     o.messages.push_back("no plan found: the search was stopped by " + result.stopped_by +
@@ -198,7 +198,7 @@ Result<Output> RunPlan(const PlanRequest& r, const Context& context) {
   const std::string title = "bmpipe plan: " + (pb.name.empty() ? shown : pb.name);
   if (!r.svg.path.empty()) {
     const std::string label =
-        "bmpipe (" + std::string(result.status == PlanStatus::kOptimal ? "proven optimal" : "best found") + ")";
+        "bmpipe (" + std::string(result.status == ModelStatus::kOptimal ? "proven optimal" : "best found") + ")";
     if (Status written = StageSvg(files, r.svg, pb, title, {{label, result.plan}}); !written.ok()) return written.error();
     header.lines.push_back({"timeline", "written to " + r.svg.path});
   }

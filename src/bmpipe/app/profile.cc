@@ -51,7 +51,7 @@ Result<Output> RunProfile(const ProfileRequest& r) {
                                     r.optimizer_bytes));
   }
   Result<Problem> base = TraceBaseProblem(r.pipeline.ranks, r.pipeline.chunks, r.pipeline.micro_batches, r.schedule,
-                                          r.memory_gb * 1e9, r.reserved_gb * 1e9, r.p2p_ms / 1e3);
+                                          r.memory_gb * kGigabyte, r.reserved_gb * kGigabyte, r.p2p_ms / 1e3);
   if (!base.ok()) return base.error();
   std::vector<TraceOption> traces;
   for (const std::string& trace : r.traces) {

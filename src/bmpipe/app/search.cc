@@ -151,7 +151,7 @@ Lines SearchHeader(const SearchRequest& r, const ModelSpec& m, const DeviceSpec&
   const SearchOptions& options = r.options;
   Lines header;
   header.push_back({"model", fmt::format("{} ({}, {:.2f} B parameters, {} layers)", r.model, m.family,
-                                         static_cast<double>(CountParameters(m).total) / 1e9, m.layers)});
+                                         static_cast<double>(CountParameters(m).total) / kBillion, m.layers)});
   header.push_back({"cluster", fmt::format("{} x {}, {} per node{}", options.devices, d.name, d.devices_per_node,
                                            d.approximate ? " (approximate device figures)" : "")});
   header.push_back({"batch", fmt::format("{} sequences x {} tokens = {:.2f} M tokens per iteration{}",

@@ -90,7 +90,7 @@ Result<Output> RunSimulate(const SimulateRequest& r, const Context& context) {
   if (Status size = CheckTraceSize(pb); !r.trace.empty() && !size.ok()) return size.error();
 
   Plan plan;
-  SolverInfo solver{"none", SolveStatus::kFeasible, 0.0};
+  SolverInfo solver{"none", ModelStatus::kFeasible, 0.0};
   std::string plan_origin;
   const bool plan_given = !r.plan.empty() || !r.plan_text.empty();
   if (plan_given && !r.strategy.empty()) return InvalidInput("give --plan or --strategy, not both");
@@ -126,7 +126,7 @@ Result<Output> RunSimulate(const SimulateRequest& r, const Context& context) {
   Result<SimResult> simulated = SimulatePlan(pb, plan);
   if (!simulated.ok()) return simulated.error();
   const SimResult& sim = simulated.value();
-  if (!sim.fits) solver.status = SolveStatus::kInfeasible;
+  if (!sim.fits) solver.status = ModelStatus::kInfeasible;
 
   ReportHeader header{"bmpipe simulate", origin};
   header.lines.push_back({"plan", plan_origin});

@@ -40,9 +40,9 @@ BaselineResult RunAdaPipe(const Problem& problem, const Deadline& deadline) {
   CandidateLimits limits;
   limits.deadline = deadline;
   const Candidates candidates = GenerateCandidates(problem, Schedule(pipeline), limits);
-  if (candidates.stop != CandidateStop::kNone) {
+  if (candidates.stop != StopReason::kNone) {
     result.stopped_by =
-        candidates.stop == CandidateStop::kDeadline ? std::string(kStoppedByTimeLimit) : candidates.stop_reason;
+        candidates.stop == StopReason::kDeadline ? std::string(kStoppedByTimeLimit) : candidates.stop_reason;
     return result;
   }
   constexpr double kNone = std::numeric_limits<double>::infinity();
@@ -127,7 +127,7 @@ BaselineResult RunAdaPipe(const Problem& problem, const Deadline& deadline) {
       AssignOptions(candidates.per_stage[s][pick[s][b][plan.end(s) - b]], b, plan);
     }
     picker.Offer(plan, fmt::format("layers per stage {}, per-stage recomputation by knapsack; surrogate {:.3f} s",
-                                   StageSizes(end), best / 1e9));
+                                   StageSizes(end), ToSeconds(best)));
   }
   picker.Fill(result);
   if (!result.has_plan) result.config = "no stage range fits even with the most recomputation";

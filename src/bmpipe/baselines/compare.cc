@@ -31,19 +31,19 @@ Result<CompareRow> BmpipeRow(const Problem& problem, TargetKind target, const st
   bmpipe.name = name;
   bmpipe.seconds = p.seconds;
   switch (p.status) {
-    case PlanStatus::kOptimal:
-    case PlanStatus::kFeasible:
+    case ModelStatus::kOptimal:
+    case ModelStatus::kFeasible:
       bmpipe.has_plan = bmpipe.fits = true;
       bmpipe.plan = p.plan;
-      bmpipe.status = p.status == PlanStatus::kOptimal ? "optimal" : fmt::format("gap {:.2f}%", 100 * p.gap);
-      bmpipe.note = p.status == PlanStatus::kOptimal ? "proven optimal"
+      bmpipe.status = p.status == ModelStatus::kOptimal ? "optimal" : fmt::format("gap {:.2f}%", 100 * p.gap);
+      bmpipe.note = p.status == ModelStatus::kOptimal ? "proven optimal"
                                                      : fmt::format("best found, within {:.2f}% of the optimum ({})",
                                                                    100 * p.gap, p.stopped_by);
       break;
-    case PlanStatus::kInfeasible:
+    case ModelStatus::kInfeasible:
       bmpipe.note = "proven: no plan fits in memory";
       break;
-    case PlanStatus::kNoPlan:
+    case ModelStatus::kNoSolution:
       bmpipe.note = "no plan found before " + p.stopped_by;
       break;
   }

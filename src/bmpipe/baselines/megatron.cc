@@ -20,13 +20,13 @@ BaselineResult RunMegatron(const Problem& problem, TargetKind spec, const Deadli
   const PlannerResult& r = planned.value().planner;
   BaselineResult result;
   if (!r.stopped_by.empty()) result.stopped_by = kStoppedByTimeLimit;
-  if (r.status == PlanStatus::kOptimal || r.status == PlanStatus::kFeasible) {
+  if (r.status == ModelStatus::kOptimal || r.status == ModelStatus::kFeasible) {
     result.has_plan = result.fits = true;
     result.plan = r.plan;
     result.config = fmt::format("--pipeline-model-parallel-layout \"{}\", {}", MegatronLayout(problem, r.plan),
                                 planned.value().setting);
-    if (r.status == PlanStatus::kFeasible) result.config += fmt::format(" (the best found; within {:.2f}%)", 100 * r.gap);
-  } else if (r.status == PlanStatus::kInfeasible) {
+    if (r.status == ModelStatus::kFeasible) result.config += fmt::format(" (the best found; within {:.2f}%)", 100 * r.gap);
+  } else if (r.status == ModelStatus::kInfeasible) {
     result.config = "no layout and recomputation setting fits";
   }
   return result;

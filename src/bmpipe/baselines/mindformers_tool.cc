@@ -115,7 +115,7 @@ BaselineResult RunMindFormersTool(const Problem& problem, const Deadline& deadli
     model.AddRow({"objective", 0, kInfinity, {{T, 1}, {tmax, -1}, {tlast, -1}}});
   }
   // C5: memory in MB-free bytes scaled to GB to keep coefficients small.
-  const double gb = 1e-9;
+  const double gb = 1 / kGigabyte;
   auto in_flight = [&](int v, int s) -> double {
     if (V == 1) return P - s;
     return std::min(M, P + (v == 0 ? std::max(0, P - 2 * s - 1) : 0) + (v == V - 1 ? std::min(0, P - 2 * s - 1) : 0));
@@ -169,9 +169,11 @@ BaselineResult RunMindFormersTool(const Problem& problem, const Deadline& deadli
   }
   MipOptions mip;
   mip.time_limit_s = std::max(1e-3, std::min(deadline.SecondsLeft(), 90.0));  // the tool's default -t
-  const MipResult solved = SolveMip(model, mip);
+  // CBC's failure without a solution (numerical trouble) reads as no solution found.
+  const Result<MipResult> mip_result = SolveMip(model, mip);
+  const MipResult solved = mip_result.ok() ? mip_result.value() : MipResult{};
   PlanPicker picker(problem);
-  if (solved.status == MipStatus::kOptimal || solved.status == MipStatus::kFeasible) {
+  if (HasSolution(solved.status)) {
     // Stages in pipeline order (chunk-major); within a stage, types in option order.
     Plan plan;
     plan.stage_begin.push_back(0);
@@ -194,11 +196,11 @@ BaselineResult RunMindFormersTool(const Problem& problem, const Deadline& deadli
     }
     picker.Offer(plan, fmt::format("decoder layers per stage [{}]; min-max objective {:.3f} ms{}", offsets,
                                    solved.objective,
-                                   solved.status == MipStatus::kOptimal ? "" : " (CBC stopped by the time limit)"));
+                                   solved.status == ModelStatus::kOptimal ? "" : " (CBC stopped by the time limit)"));
   }
   picker.Fill(result);
   if (!result.has_plan) {
-    result.config = solved.status == MipStatus::kInfeasible ? "its ILP is infeasible (its memory model says no plan fits)"
+    result.config = solved.status == ModelStatus::kInfeasible ? "its ILP is infeasible (its memory model says no plan fits)"
                                                             : "CBC found no solution within the time limit";
   }
   return result;

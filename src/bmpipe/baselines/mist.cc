@@ -105,9 +105,11 @@ BaselineResult RunMist(const Problem& problem, const Deadline& deadline) {
   model.AddRow(std::move(total));
   MipOptions mip;
   mip.time_limit_s = std::max(1e-3, deadline.SecondsLeft());
-  const MipResult solved = SolveMip(model, mip);
+  // CBC's failure without a solution (numerical trouble) reads as no solution found.
+  const Result<MipResult> mip_result = SolveMip(model, mip);
+  const MipResult solved = mip_result.ok() ? mip_result.value() : MipResult{};
   PlanPicker picker(problem);
-  if (solved.status == MipStatus::kOptimal || solved.status == MipStatus::kFeasible) {
+  if (HasSolution(solved.status)) {
     std::vector<LayerIdx> end(stages);
     std::vector<int> checkpointed(stages);
     LayerIdx at = shape.body_begin;
@@ -132,11 +134,11 @@ BaselineResult RunMist(const Problem& problem, const Deadline& deadline) {
       list += (list.empty() ? "" : ", ") + std::to_string(checkpointed[i]);
     }
     picker.Offer(plan, fmt::format("layers per stage {}, checkpointed [{}]{}", StageSizes(end), list,
-                                   solved.status == MipStatus::kOptimal ? "" : " (CBC stopped by the time limit)"));
+                                   solved.status == ModelStatus::kOptimal ? "" : " (CBC stopped by the time limit)"));
   }
   picker.Fill(result);
   if (!result.has_plan) {
-    result.config = solved.status == MipStatus::kInfeasible ? "no layer counts within the average +- 2 fit"
+    result.config = solved.status == ModelStatus::kInfeasible ? "no layer counts within the average +- 2 fit"
                                                             : "CBC found no solution within the time limit";
   }
   return result;

@@ -26,7 +26,16 @@ Error IoError(std::string message);
 Error TooLarge(std::string message);
 Error InternalError(std::string message);
 
-// Either a value or an Error.
+namespace internal {
+// value() of a Result that holds an error: throws std::logic_error with the error's message (the
+// command line reports it as a bug, with that message).
+[[noreturn]] void ValueOfError(const Error& error);
+// error() of a Result or Status that succeeded: throws std::logic_error.
+[[noreturn]] void ErrorOfSuccess();
+}  // namespace internal
+
+// Either a value or an Error. value() is checked: reading it from an error is a bug, reported with
+// the error's message.
 template <typename T>
 class [[nodiscard]] Result {
  public:
@@ -34,12 +43,27 @@ class [[nodiscard]] Result {
   Result(Error error) : v_(std::move(error)) {}      // NOLINT: implicit by design
 
   bool ok() const { return v_.index() == 0; }
-  const T& value() const& { return std::get<0>(v_); }
-  T& value() & { return std::get<0>(v_); }
-  T&& value() && { return std::get<0>(std::move(v_)); }
-  const Error& error() const { return std::get<1>(v_); }
+  const T& value() const& {
+    Check();
+    return std::get<0>(v_);
+  }
+  T& value() & {
+    Check();
+    return std::get<0>(v_);
+  }
+  T&& value() && {
+    Check();
+    return std::get<0>(std::move(v_));
+  }
+  const Error& error() const {
+    if (ok()) internal::ErrorOfSuccess();
+    return std::get<1>(v_);
+  }
 
  private:
+  void Check() const {
+    if (!ok()) internal::ValueOfError(std::get<1>(v_));
+  }
   std::variant<T, Error> v_;
 };
 
@@ -50,7 +74,10 @@ class [[nodiscard]] Status {
   Status(Error error) : error_(std::move(error)) {}  // NOLINT: implicit by design
 
   bool ok() const { return !error_.has_value(); }
-  const Error& error() const { return *error_; }
+  const Error& error() const {
+    if (ok()) internal::ErrorOfSuccess();
+    return *error_;
+  }
 
  private:
   std::optional<Error> error_;

@@ -18,7 +18,7 @@ std::string FormatDuration(TimeNs t) {
 std::string FormatBytes(Bytes b) {
   const double d = static_cast<double>(b);
   const double a = std::abs(d);
-  if (a >= 1e9) return fmt::format("{:.2f} GB", d / 1e9);
+  if (a >= kGigabyte) return fmt::format("{:.2f} GB", d / kGigabyte);
   if (a >= 1e6) return fmt::format("{:.1f} MB", d / 1e6);
   if (a >= 1e3) return fmt::format("{:.1f} kB", d / 1e3);
   return fmt::format("{} B", b);

@@ -42,20 +42,6 @@ Enum ReadWord(const JsonCursor& c, const char* key, Enum default_value, std::opt
   return value.value_or(default_value);
 }
 
-// Gigabytes (1e9 bytes) within what any device holds.
-Bytes ReadGigabytes(const JsonCursor& c, std::string_view what) {
-  const double gb = c.Number();
-  const std::optional<Bytes> bytes = CheckedBytes(gb * 1e9);
-  if (!bytes) c.Fail(fmt::format("{} must be between 0 and {:g} GB", what, kMaxInputBytes / 1e9));
-  return *bytes;
-}
-
-std::vector<std::string> ReadWords(const JsonCursor& c) {
-  std::vector<std::string> out;
-  for (const JsonCursor& e : c.Elements()) out.push_back(e.String());
-  return out;
-}
-
 }  // namespace
 
 const std::vector<std::string>& SetupLayoutKeys() {
@@ -139,57 +125,6 @@ Status ApplyOffload(const std::vector<std::string>& what, TrainingSetup& s) {
     }
   }
   return {};
-}
-
-const std::vector<std::string>& SetupMemoryKeys() {
-  static const std::vector<std::string> keys = {"recompute", "reserved_gb", "headroom_gb", "offload"};
-  return keys;
-}
-
-void ReadSetupMemory(const JsonCursor& c, const std::vector<std::string>& more_options, TrainingSetup& s) {
-  if (auto r = c.Optional("recompute")) {
-    s.recompute.clear();
-    for (const JsonCursor& e : r->Elements()) {
-      const std::string option = e.String();
-      if (!ParseRecompute(option).ok()) e.Fail(ParseRecompute(option).error().message);
-      s.recompute.push_back(option);
-    }
-  } else {
-    for (const std::string& o : more_options) {
-      if (std::find(s.recompute.begin(), s.recompute.end(), o) == s.recompute.end()) s.recompute.push_back(o);
-    }
-  }
-  if (auto r = c.Optional("reserved_gb")) s.reserved_bytes = ReadGigabytes(*r, "the memory reserved for the framework");
-  if (auto h = c.Optional("headroom_gb")) s.headroom_bytes = ReadGigabytes(*h, "the memory headroom");
-  if (auto o = c.Optional("offload")) {
-    const Status applied = ApplyOffload(ReadWords(*o), s);
-    if (!applied.ok()) o->Fail(applied.error().message);
-  }
-}
-
-Result<TrainingSetup> ReadTrainingSetup(const Json& doc, const std::string& source,
-                                        const std::vector<std::string>& more_options) {
-  return ReadDocument<TrainingSetup>(source, [&] {
-    const JsonCursor c(doc, "");
-    std::vector<std::string> keys = SetupFieldKeys();
-    keys.insert(keys.end(), SetupMemoryKeys().begin(), SetupMemoryKeys().end());
-    for (const char* k : {"schedule", "micro_batch_group", "devices"}) keys.emplace_back(k);
-    c.ExpectKeys(keys);
-    TrainingSetup s;
-    ReadSetupFields(c, s);
-    ReadSetupMemory(c, more_options, s);
-    if (auto k = c.Optional("schedule")) {
-      const std::optional<ScheduleKind> kind = ScheduleFromName(k->String());
-      if (!kind) k->Fail(fmt::format("use one of {}", ScheduleNames()));
-      if (*kind == ScheduleKind::kInterleavedOneFOneB) k->Fail("give schedule 1f1b with vpp > 1 for interleaved 1F1B");
-      s.schedule = *kind;
-    }
-    if (c.Has("micro_batch_group")) {
-      s.micro_batch_group = ReadCount(c, "micro_batch_group", "micro-batches each chunk runs in a row", kMaxBatch);
-    }
-    if (c.Has("devices")) s.devices = ReadCount(c, "devices", "the total devices, tp x cp x pp x dp", kMaxDataParallel);
-    return s;
-  });
 }
 
 }  // namespace bmpipe

@@ -1,6 +1,7 @@
-// A training setup as a document states it: the keys of a published run (data/published-runs.yaml,
-// `bmpipe validate`) and of the Python package's Problem.from_model, named as Megatron's flags
-// are (tp, pp, mbs, gbs, sequence_parallel, ...).
+// A training setup as a run table states it: the keys of a published run (data/published-runs.yaml,
+// `bmpipe validate`, `bmpipe calibrate`), named as Megatron's flags are (tp, pp, mbs, gbs,
+// sequence_parallel, ...). The command line's and the Python package's setup options are the
+// option table of app/model.h, with the same names.
 #pragma once
 
 #include <string>
@@ -33,18 +34,5 @@ void ReadSetupFields(const JsonCursor& c, TrainingSetup& s);  // both
 // What goes to host memory, by the command line's words (--offload): activations (offload offered
 // beside every recomputation option that keeps anything), optimizer, optimizer-moments.
 Status ApplyOffload(const std::vector<std::string>& what, TrainingSetup& s);
-
-// The keys ReadSetupMemory reads: recompute (a list of options), reserved_gb, headroom_gb and
-// offload (a list of ApplyOffload's words).
-const std::vector<std::string>& SetupMemoryKeys();
-// Reads them; without recompute, the default options and `more_options` are offered (before
-// offload adds its variants): `bmpipe plan --model` adds those of the target's settings
-// (target.h, AddTargetRecomputeOptions).
-void ReadSetupMemory(const JsonCursor& c, const std::vector<std::string>& more_options, TrainingSetup& s);
-
-// A whole setup for the cost model (the Python package's Problem.from_model): SetupFieldKeys(),
-// SetupMemoryKeys(), schedule, micro_batch_group and devices. Unknown keys are errors.
-Result<TrainingSetup> ReadTrainingSetup(const Json& doc, const std::string& source,
-                                        const std::vector<std::string>& more_options);
 
 }  // namespace bmpipe

@@ -18,15 +18,23 @@ namespace {
 constexpr ScheduleSet kOneFOneBFamily =
     ScheduleBit(ScheduleKind::kOneFOneB) | ScheduleBit(ScheduleKind::kInterleavedOneFOneB);
 
-// The schedules torch.distributed.pipelining names a class for (ScheduleTraits::torch_class):
-// what torchtitan's --parallelism.pipeline_parallel_schedule takes.
-ScheduleSet TorchClassSchedules() {
+constexpr ScheduleSet Schedules(std::initializer_list<ScheduleKind> kinds) {
   ScheduleSet set = 0;
-  for (const ScheduleTraits& t : kSchedules) {
-    if (!t.torch_class.empty()) set |= ScheduleBit(t.kind);
-  }
+  for (ScheduleKind k : kinds) set |= ScheduleBit(k);
   return set;
 }
+
+// What torch.distributed.pipelining's schedule runtime runs from the exported CSV: every schedule
+// whose stages sit on one rank each (checked by python/tests/test_torch.py).
+constexpr ScheduleSet kTorchSchedules =
+    Schedules({ScheduleKind::kGPipe, ScheduleKind::kOneFOneB, ScheduleKind::kInterleavedOneFOneB,
+               ScheduleKind::kZeroBubbleH1, ScheduleKind::kZeroBubbleH2, ScheduleKind::kZeroBubbleV,
+               ScheduleKind::kInterleavedZeroBubble, ScheduleKind::kDualPipeV});
+// What torchtitan's --parallelism.pipeline_parallel_schedule takes: the schedules torch names a
+// class for (ScheduleTraits::torch_class).
+constexpr ScheduleSet kTorchTitanSchedules =
+    Schedules({ScheduleKind::kGPipe, ScheduleKind::kOneFOneB, ScheduleKind::kInterleavedOneFOneB,
+               ScheduleKind::kZeroBubbleV, ScheduleKind::kInterleavedZeroBubble, ScheduleKind::kDualPipeV});
 
 // What Megatron-LM's two layer specs refuse, and why. The local spec runs without Transformer
 // Engine, so neither its FP8 GEMMs nor its attention, overlaps and graphs.
@@ -211,7 +219,7 @@ const std::vector<Target>& Targets() {
        AnySettings},
       {TargetKind::kTorch, "torch",
        "torch.distributed.pipelining (PyTorch >= 2.6) with the model's own per-layer checkpointing", FrameworkId::kTorch,
-       RecomputeGranularity::kPerLayer, 0, false, true, kEverySchedule & ~ScheduleBit(ScheduleKind::kDualPipe),
+       RecomputeGranularity::kPerLayer, 0, false, true, kTorchSchedules,
        kEverySetupFeature, {}, {}, "options without a known meaning", TorchSettings},
       {TargetKind::kMegatron, "megatron",
        "Megatron-Core >= 0.13 with its Transformer Engine layer spec (--pipeline-model-parallel-layout)",
@@ -238,7 +246,7 @@ const std::vector<Target>& Targets() {
        ScheduleBit(ScheduleKind::kOneFOneB), WithoutRefused(DeepSpeedRefusals()), DeepSpeedRefusals(), {},
        "selective (sub-layer) recomputation, interleaving", DeepSpeedSettings, nullptr, DeepSpeedRules},
       {TargetKind::kTorchTitan, "torchtitan", "torchtitan >= 0.2 (module_fqns_per_model_part, schedule CSV)",
-       FrameworkId::kTorchTitan, RecomputeGranularity::kGlobal, 0, false, true, TorchClassSchedules(),
+       FrameworkId::kTorchTitan, RecomputeGranularity::kGlobal, 0, false, true, kTorchTitanSchedules,
        WithoutRefused(TorchTitanRefusals()), TorchTitanRefusals(), {},
        "per-stage or per-layer recomputation, selective recomputation", TorchTitanSettings},
   };

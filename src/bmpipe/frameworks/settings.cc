@@ -127,11 +127,11 @@ Result<TargetPlan> PlanForTarget(const Problem& problem, TargetKind kind, const 
     best.lp_solves += p.lp_solves;
     best.cuts += p.cuts;
     best.candidates += p.candidates;
-    if (p.status == PlanStatus::kInfeasible) return true;
+    if (p.status == ModelStatus::kInfeasible) return true;
     all_infeasible = false;
     bound = std::min(bound, p.bound_ns);
     if (!p.stopped_by.empty() && best.stopped_by.empty()) best.stopped_by = p.stopped_by;
-    if (p.status == PlanStatus::kNoPlan) return true;
+    if (p.status == ModelStatus::kNoSolution) return true;
     const std::optional<Plan> canonical = Canonical(problem, target, setting.space, p.plan);
     const SimResult sim = canonical ? SimulatePlan(problem, *canonical).value() : SimResult{};
     if (!canonical || !sim.fits) {
@@ -158,15 +158,15 @@ Result<TargetPlan> PlanForTarget(const Problem& problem, TargetKind kind, const 
   if (!walked.ok()) return walked.error();
   if (error) return *error;
   if (all_infeasible) {
-    best.status = PlanStatus::kInfeasible;
+    best.status = ModelStatus::kInfeasible;
   } else if (!any_plan) {
-    best.status = PlanStatus::kNoPlan;
+    best.status = ModelStatus::kNoSolution;
     best.bound_ns = std::isfinite(bound) ? bound : 0;
   } else {
     best.bound_ns = std::min(bound, static_cast<double>(best.iteration_ns));
     best.gap = (static_cast<double>(best.iteration_ns) - best.bound_ns) / static_cast<double>(best.iteration_ns);
-    best.status = best.gap < kOptimalityTolerance ? PlanStatus::kOptimal : PlanStatus::kFeasible;
-    if (best.status == PlanStatus::kOptimal) best.stopped_by.clear();
+    best.status = best.gap < kOptimalityTolerance ? ModelStatus::kOptimal : ModelStatus::kFeasible;
+    if (best.status == ModelStatus::kOptimal) best.stopped_by.clear();
   }
   best.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
   out.planner = std::move(best);

@@ -8,6 +8,10 @@
 #include "bmpipe/core/json_cursor.h"
 
 namespace bmpipe {
+
+// The peaks a device file may state (README, "Limits"): beyond them a figure is a unit mistake.
+constexpr double kMinPeakFlops = 1e9;
+constexpr double kMaxPeakFlops = 1e18;
 namespace {
 
 constexpr Bytes kMiB = Bytes{1} << 20;
@@ -38,12 +42,12 @@ std::vector<DeviceSpec> Presets() {
     d.memory_bytes = f.memory;
     d.memory_bandwidth_bytes_per_s = f.hbm_tb_s * 1e12;
     d.devices_per_node = f.devices_per_node;
-    d.intra_node_bandwidth_bytes_per_s = f.intra_gb_s * 1e9;
+    d.intra_node_bandwidth_bytes_per_s = f.intra_gb_s * kGigabyte;
     d.intra_node_latency_s = 5e-6;
-    d.inter_node_bandwidth_bytes_per_s = f.inter_gb_s * 1e9;
+    d.inter_node_bandwidth_bytes_per_s = f.inter_gb_s * kGigabyte;
     d.inter_node_latency_s = 10e-6;
-    d.host_bandwidth_bytes_per_s = f.host_gb_s * 1e9;
-    d.host_memory_bytes = static_cast<Bytes>(f.host_memory_gb * 1e9);
+    d.host_bandwidth_bytes_per_s = f.host_gb_s * kGigabyte;
+    d.host_memory_bytes = static_cast<Bytes>(f.host_memory_gb * kGigabyte);
     presets.push_back(d);
   };
   // Efficiencies fitted by `bmpipe validate` on its calibration runs (docs/fidelity.md): A100 on
@@ -134,11 +138,11 @@ DeviceSpec ReadDeviceTree(const Json& doc) {
   d.name = root.Has("name") ? root.Required("name", "").String() : (based ? d.name + " (modified)" : "custom device");
   if (auto a = root.Optional("approximate")) d.approximate = a->Bool();
   if (auto v = field("peak_flops", "dense 16-bit FLOP/s, e.g. 989e12")) {
-    d.peak_flops = ReadRate(*v, 1e9, 1e18, "give the dense 16-bit peak in FLOP/s, e.g. 989e12");
+    d.peak_flops = ReadRate(*v, kMinPeakFlops, kMaxPeakFlops, "give the dense 16-bit peak in FLOP/s, e.g. 989e12");
   }
   // Optional even without a preset: 0 means no FP8 units, no host link for offloading.
   if (auto v = root.Optional("peak_fp8_flops")) {
-    d.peak_fp8_flops = v->Number() == 0 ? 0 : ReadRate(*v, 1e9, 1e18, "give the dense FP8 peak in FLOP/s, e.g. 1979e12, or 0 for none");
+    d.peak_fp8_flops = v->Number() == 0 ? 0 : ReadRate(*v, kMinPeakFlops, kMaxPeakFlops, "give the dense FP8 peak in FLOP/s, e.g. 1979e12, or 0 for none");
   }
   if (auto v = field("memory_bytes", "device memory in bytes")) {
     d.memory_bytes = v->ByteCount();

@@ -20,15 +20,15 @@ SolverInfo ReadSolver(const JsonCursor& c) {
   JsonCursor status = c.Required("status", "'optimal', 'feasible' or 'infeasible'");
   const std::string s = status.String();
   if (s == "optimal") {
-    info.status = SolveStatus::kOptimal;
+    info.status = ModelStatus::kOptimal;
   } else if (s == "feasible") {
-    info.status = SolveStatus::kFeasible;
+    info.status = ModelStatus::kFeasible;
   } else if (s == "infeasible") {
-    info.status = SolveStatus::kInfeasible;
+    info.status = ModelStatus::kInfeasible;
   } else {
     status.Fail("use 'optimal', 'feasible' or 'infeasible'");
   }
-  if (auto t = c.Optional("seconds")) info.seconds = static_cast<double>(t->Seconds()) / 1e9;
+  if (auto t = c.Optional("seconds")) info.seconds = ToSeconds(t->Seconds());
   if (auto g = c.Optional("gap")) info.gap = g->Number();
   if (auto b = c.Optional("bound_s")) info.bound_s = b->Number();
   if (auto o = c.Optional("objective_s")) info.objective_s = o->Number();
@@ -181,7 +181,7 @@ Json PlanToJson(const Problem& problem, const Plan& plan, const SimResult& sim, 
                      {"finish_s", ToSeconds(rr.finish_ns)}});
   }
   out["ranks"] = std::move(ranks);
-  Json& s = out["solver"] = {{"name", solver.name}, {"status", SolveStatusName(solver.status)}, {"seconds", solver.seconds}};
+  Json& s = out["solver"] = {{"name", solver.name}, {"status", ModelStatusName(solver.status)}, {"seconds", solver.seconds}};
   if (solver.gap >= 0) s["gap"] = solver.gap;
   if (solver.bound_s >= 0) s["bound_s"] = solver.bound_s;
   if (solver.objective_s >= 0) s["objective_s"] = solver.objective_s;

@@ -3,7 +3,7 @@
 namespace bmpipe {
 namespace {
 
-double Seconds(TimeNs t) { return static_cast<double>(t) / 1e9; }
+double Seconds(TimeNs t) { return ToSeconds(t); }
 
 }  // namespace
 

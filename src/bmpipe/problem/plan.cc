@@ -6,18 +6,6 @@
 
 namespace bmpipe {
 
-std::string_view SolveStatusName(SolveStatus status) {
-  switch (status) {
-    case SolveStatus::kOptimal:
-      return "optimal";
-    case SolveStatus::kFeasible:
-      return "feasible";
-    case SolveStatus::kInfeasible:
-      return "infeasible";
-  }
-  return "?";
-}
-
 Status ValidatePlan(const Problem& problem, const Plan& plan) {
   const int n = problem.num_layers();
   const int stages = problem.pipeline.stages();

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "bmpipe/core/error.h"
+#include "bmpipe/core/outcome.h"
 #include "bmpipe/problem/problem.h"
 
 namespace bmpipe {
@@ -23,16 +24,14 @@ struct Plan {
 };
 
 // What produced a plan and what was proven about it.
-enum class SolveStatus { kOptimal, kFeasible, kInfeasible };
-std::string_view SolveStatusName(SolveStatus status);  // "optimal", "feasible", "infeasible"
 
 struct SolverInfo {
   SolverInfo() = default;
-  SolverInfo(std::string solver_name, SolveStatus solver_status, double solver_seconds)
+  SolverInfo(std::string solver_name, ModelStatus solver_status, double solver_seconds)
       : name(std::move(solver_name)), status(solver_status), seconds(solver_seconds) {}
 
   std::string name;
-  SolveStatus status = SolveStatus::kFeasible;
+  ModelStatus status = ModelStatus::kFeasible;
   double seconds = 0;
   // What a planner proved; absent (negative or empty) for plans it did not make.
   double gap = -1;           // (iteration - bound) / iteration

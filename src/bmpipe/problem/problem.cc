@@ -48,7 +48,7 @@ Status CheckMagnitudes(const Problem& problem) {
         "the iteration could last up to {:.3g} s (pipeline.micro_batches = {} times the layers' forward, backward "
         "and recompute times, plus p2p and updates), more than the {:.3g} s bmpipe represents; check that the times "
         "are in seconds, or plan fewer micro-batches or layers",
-        (work + updates + p2p) / 1e9, problem.pipeline.micro_batches, static_cast<double>(kMaxIterationNs) / 1e9));
+        (work + updates + p2p) / kSecondNs, problem.pipeline.micro_batches, ToSeconds(kMaxIterationNs)));
   }
   if (memory + transient > static_cast<double>(kMaxRankBytes)) {
     return InvalidInput(fmt::format(

@@ -79,7 +79,7 @@ std::string ChromeTraceJson(const Problem& problem, const Plan& plan, const SimR
     if (r < static_cast<RankIdx>(sim.memory.size())) {
       for (const MemoryPoint& point : sim.memory[r]) {
         event(fmt::format(R"({{"ph":"C","pid":{},"name":"memory","ts":{},"args":{{"GB":{:.9f}}}}})", pid,
-                          Micros(point.time_ns), static_cast<double>(point.bytes) / 1e9));
+                          Micros(point.time_ns), ToGigabytes(point.bytes)));
       }
     }
   }
@@ -87,7 +87,7 @@ std::string ChromeTraceJson(const Problem& problem, const Plan& plan, const SimR
       "\n],\n\"displayTimeUnit\":\"ms\",\n\"otherData\":{{\"title\":{},\"schedule\":\"{}\",\"ranks\":{},\"chunks\":{},"
       "\"micro_batches\":{},\"iteration_s\":{:.9f},\"capacity_GB\":{:.9f}}}\n}}\n",
       Quoted(title), ScheduleName(p.schedule), p.ranks, p.chunks, p.micro_batches,
-      static_cast<double>(sim.iteration_ns) / 1e9, static_cast<double>(sim.capacity_bytes) / 1e9);
+      ToSeconds(sim.iteration_ns), ToGigabytes(sim.capacity_bytes));
   return out;
 }
 

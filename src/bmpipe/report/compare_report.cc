@@ -102,7 +102,7 @@ Json CompareToJson(const Problem& problem, const std::vector<CompareRow>& rows) 
       j["memory_utilization_mean"] = MeanMemoryUtilization(row.sim);
       const Bubble& b = row.sim.bubble;
       j["bubble"] = {{"ratio", b.ratio}, {"real", b.real}, {"ideal", b.ideal}, {"imbalance", b.imbalance}, {"recompute", b.recompute}};
-      const SolverInfo solver{row.name, row.fits ? SolveStatus::kFeasible : SolveStatus::kInfeasible, row.seconds};
+      const SolverInfo solver{row.name, row.fits ? ModelStatus::kFeasible : ModelStatus::kInfeasible, row.seconds};
       j["plan"] = PlanToJson(problem, row.plan, row.sim, solver);
     }
     out.push_back(std::move(j));

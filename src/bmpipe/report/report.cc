@@ -18,18 +18,18 @@ std::vector<std::pair<std::string, std::string>> PlannerLines(const PlannerResul
   std::vector<std::pair<std::string, std::string>> lines;
   std::string verdict;
   switch (r.status) {
-    case PlanStatus::kOptimal:
+    case ModelStatus::kOptimal:
       verdict = "proven optimal";
       break;
-    case PlanStatus::kFeasible:
+    case ModelStatus::kFeasible:
       verdict = fmt::format("best plan found, not proven optimal: within {:.2f}% of the optimum (lower bound {}); "
                             "stopped by {}",
                             100 * r.gap, FormatDuration(static_cast<TimeNs>(std::floor(r.bound_ns))), r.stopped_by);
       break;
-    case PlanStatus::kInfeasible:
+    case ModelStatus::kInfeasible:
       verdict = "proven: no plan fits in memory";
       break;
-    case PlanStatus::kNoPlan:
+    case ModelStatus::kNoSolution:
       verdict = "no plan found; stopped by " + r.stopped_by;
       break;
   }
@@ -43,12 +43,12 @@ std::vector<std::pair<std::string, std::string>> PlannerLines(const PlannerResul
     search += fmt::format(", {} plans simulated", r.nodes);
   }
   lines.emplace_back("planning", search);
-  if (r.status == PlanStatus::kOptimal || r.status == PlanStatus::kFeasible) {
+  if (r.status == ModelStatus::kOptimal || r.status == ModelStatus::kFeasible) {
     const double diff = r.objective_ns - static_cast<double>(r.iteration_ns);
     lines.emplace_back("objective", std::abs(diff) <= 1e-6 * static_cast<double>(r.iteration_ns)
                                         ? "equals the simulated iteration time"
                                         : fmt::format("{:.6f} s, the simulated iteration time differs by {:+.6f} s",
-                                                      r.objective_ns / 1e9, -diff / 1e9));
+                                                      ToSeconds(r.objective_ns), ToSeconds(-diff)));
   }
   return lines;
 }

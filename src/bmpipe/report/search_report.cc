@@ -13,7 +13,7 @@ namespace bmpipe {
 namespace {
 
 std::string PlanVerdict(const PlannerResult& r) {
-  return r.status == PlanStatus::kOptimal ? "optimal" : fmt::format("gap {:.1f} %", 100 * r.gap);
+  return r.status == ModelStatus::kOptimal ? "optimal" : fmt::format("gap {:.1f} %", 100 * r.gap);
 }
 
 std::string Rate(double tokens_per_s) {
@@ -23,7 +23,7 @@ std::string Rate(double tokens_per_s) {
 int CountOptimal(const SearchResult& result) {
   int n = 0;
   for (const ConfigOutcome& out : result.configs) {
-    n += out.verdict == Verdict::kPlanned && out.planner.status == PlanStatus::kOptimal ? 1 : 0;
+    n += out.verdict == Verdict::kPlanned && out.planner.status == ModelStatus::kOptimal ? 1 : 0;
   }
   return n;
 }
@@ -264,7 +264,7 @@ Json SearchToJson(const SearchOptions& options, const SearchResult& result) {
   stats["budget_exhausted"] = result.budget_exhausted;
   if (result.interrupted) stats["interrupted"] = true;
   doc["statistics"] = stats;
-  doc["lower_bound_s"] = result.bound_ns / 1e9;
+  doc["lower_bound_s"] = ToSeconds(result.bound_ns);
   doc["gap"] = result.gap;
   doc["model_flops_per_iteration"] = result.model_flops;
   doc["mfu_attention"] = options.mfu_attention == AttentionFlops::kCausal ? "causal" : "full";
@@ -272,14 +272,14 @@ Json SearchToJson(const SearchOptions& options, const SearchResult& result) {
   for (int i : result.ranking) {
     const ConfigOutcome& c = result.configs[i];
     Json j = config_json(c);
-    j["iteration_time_s"] = static_cast<double>(c.planner.iteration_ns) / 1e9;
+    j["iteration_time_s"] = ToSeconds(c.planner.iteration_ns);
     j["tokens_per_s"] = c.tokens_per_s;
     j["mfu"] = c.mfu;
     j["bubble"] = c.bubble;
     j["peak_memory_fraction"] = c.peak_memory_fraction;
     j["mean_memory_fraction"] = c.mean_memory_fraction;
-    j["status"] = std::string(PlanStatusName(c.planner.status));
-    j["lower_bound_s"] = c.planner.bound_ns / 1e9;
+    j["status"] = std::string(ModelStatusName(c.planner.status));
+    j["lower_bound_s"] = ToSeconds(c.planner.bound_ns);
     j["stage_begin"] = c.planner.plan.stage_begin;
     j["option"] = c.planner.plan.option;
     ranking.push_back(j);
@@ -289,16 +289,16 @@ Json SearchToJson(const SearchOptions& options, const SearchResult& result) {
   for (const ConfigOutcome& c : result.configs) {
     Json j = config_json(c);
     j["verdict"] = std::string(VerdictName(c.verdict));
-    j["time_bound_s"] = static_cast<double>(c.time_bound_ns) / 1e9;
+    j["time_bound_s"] = ToSeconds(c.time_bound_ns);
     j["memory_bound_bytes"] = c.memory_bound_bytes;
     if (c.verdict == Verdict::kDominated) j["dominated_by"] = config_json(result.configs[c.dominated_by]);
-    if (c.screen_ns > 0) j["screen_iteration_time_s"] = static_cast<double>(c.screen_ns) / 1e9;
+    if (c.screen_ns > 0) j["screen_iteration_time_s"] = ToSeconds(c.screen_ns);
     if (c.verdict == Verdict::kPlanned) {
-      j["status"] = std::string(PlanStatusName(c.planner.status));
-      if (c.planner.status == PlanStatus::kOptimal || c.planner.status == PlanStatus::kFeasible) {
-        j["iteration_time_s"] = static_cast<double>(c.planner.iteration_ns) / 1e9;
+      j["status"] = std::string(ModelStatusName(c.planner.status));
+      if (c.planner.status == ModelStatus::kOptimal || c.planner.status == ModelStatus::kFeasible) {
+        j["iteration_time_s"] = ToSeconds(c.planner.iteration_ns);
       }
-      j["lower_bound_s"] = c.planner.bound_ns / 1e9;
+      j["lower_bound_s"] = ToSeconds(c.planner.bound_ns);
     }
     all.push_back(j);
   }

@@ -70,8 +70,8 @@ Result<TimelineView> ParseTimelineView(const std::string& window, const std::str
       if (text.empty()) return fallback;
       char* end = nullptr;
       const double s = std::strtod(text.c_str(), &end);
-      if (end != text.c_str() + text.size() || !(s >= 0) || s > 1e9) return std::nullopt;
-      return static_cast<TimeNs>(std::llround(s * 1e9));
+      if (end != text.c_str() + text.size() || !(s >= 0) || s > kSecondNs) return std::nullopt;
+      return static_cast<TimeNs>(std::llround(s * kSecondNs));
     };
     const std::optional<TimeNs> begin = colon == std::string::npos ? std::nullopt : seconds(window.substr(0, colon), 0);
     const std::optional<TimeNs> end = colon == std::string::npos ? std::nullopt : seconds(window.substr(colon + 1), -1);

@@ -84,8 +84,8 @@ std::string FitParagraph(const Validation& v) {
     for (std::size_t i : v.other_frameworks_not_fitting) {
       const RunOutcome& o = v.outcomes[i];
       runs.push_back(fmt::format("{} ({}: {:.1f} GB on the fullest rank, of {:.1f} GB)", o.run->id, o.run->framework,
-                                 static_cast<double>(o.peak_bytes) / 1e9,
-                                 static_cast<double>(o.run->device.memory_bytes) / 1e9));
+                                 ToGigabytes(o.peak_bytes),
+                                 ToGigabytes(o.run->device.memory_bytes)));
     }
     out += fmt::format(
         "Runs of other frameworks are compared for time only: their own schedule and memory management ran them, so "

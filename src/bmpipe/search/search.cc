@@ -20,6 +20,10 @@
 namespace bmpipe {
 namespace {
 
+// The planner's time limit in the search: none (its runs are bounded by nodes, so that the result
+// does not depend on the machine's speed); the search's budget and stop flag come as a deadline.
+constexpr double kNoTimeLimitS = 1e9;
+
 // Configurations planned between two updates of the pruning threshold. Fixed, so that which
 // configurations are planned does not depend on the number of threads.
 constexpr int kWave = 8;
@@ -245,7 +249,7 @@ Bytes MemoryLowerBound(const Problem& problem, const Schedule& schedule) {
 void Measure(const Problem& problem, const SearchOptions& options, double model_flops, double peak_flops,
              ConfigOutcome& out) {
   const SimResult sim = SimulatePlan(problem, out.planner.plan).value();
-  const double seconds = static_cast<double>(sim.iteration_ns) / 1e9;
+  const double seconds = ToSeconds(sim.iteration_ns);
   out.tokens_per_s = static_cast<double>(options.base.global_batch_size) * options.base.seq / seconds;
   out.mfu = model_flops / (seconds * options.devices * peak_flops);
   out.bubble = sim.bubble.ratio;
@@ -297,7 +301,7 @@ Status CheckOptions(const SearchOptions& o) {
 
 bool HasPlan(const ConfigOutcome& out) {
   return out.verdict == Verdict::kPlanned &&
-         (out.planner.status == PlanStatus::kOptimal || out.planner.status == PlanStatus::kFeasible);
+         (out.planner.status == ModelStatus::kOptimal || out.planner.status == ModelStatus::kFeasible);
 }
 
 bool SearchConfig::operator<(const SearchConfig& o) const { return Key(*this) < Key(o); }
@@ -652,7 +656,7 @@ Result<SearchResult> SearchConfigurations(const ModelSpec& model, const DeviceSp
   // 4b. The exact planner.
   PlannerOptions planner;
   planner.kind = PlannerKind::kBranchAndBound;
-  planner.time_limit_s = 1e9;  // limits are in work, not seconds: see node_limit
+  planner.time_limit_s = kNoTimeLimitS;  // limits are in work, not seconds: see node_limit
   planner.deadline = deadline;  // but a run in flight stops at the time budget
   planner.node_limit = options.node_limit;
   std::mutex progress_lock;
@@ -678,14 +682,14 @@ Result<SearchResult> SearchConfigurations(const ModelSpec& model, const DeviceSp
         }
         out.planner = planned.value().planner;
         out.setting = planned.value().setting;
-        out.verdict = out.planner.status == PlanStatus::kInfeasible ? Verdict::kNoFit
-                      : out.planner.status == PlanStatus::kNoPlan   ? Verdict::kNotPlanned
+        out.verdict = out.planner.status == ModelStatus::kInfeasible ? Verdict::kNoFit
+                      : out.planner.status == ModelStatus::kNoSolution   ? Verdict::kNotPlanned
                                                                     : Verdict::kPlanned;
         if (HasPlan(out)) Measure(problem, options, result.model_flops, device.peak_flops, out);
         std::lock_guard<std::mutex> guard(progress_lock);
         ++progress.done;
         if (HasPlan(out)) {
-          const double t = static_cast<double>(out.planner.iteration_ns) / 1e9;
+          const double t = ToSeconds(out.planner.iteration_ns);
           if (progress.best_s < 0 || t < progress.best_s) progress.best_s = t;
         }
         if (options.progress) options.progress(progress);

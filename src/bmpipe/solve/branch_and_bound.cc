@@ -137,7 +137,7 @@ class Search {
   void Report(const char* phase, double bound) const {
     if (!options_.progress) return;
     Progress p{phase};
-    const double unit_s = time_unit_ns_ / 1e9;
+    const double unit_s = ToSeconds(time_unit_ns_);
     if (has_plan_) p.best_s = best_value_ * unit_s;
     p.bound_s = std::min(bound, has_plan_ ? best_value_ : kInfinity) * unit_s;
     p.nodes = result_.nodes;
@@ -205,14 +205,14 @@ class Search {
   bool SolveRelaxation(double& bound, std::vector<double>& x, bool root) {
     for (int round = 0; round < kMaxCutRounds; ++round) {
       ++result_.lp_solves;
-      const LpSolver::Status status = lp_->Solve(deadline_);
-      if (status == LpSolver::Status::kInfeasible) return false;
-      if (status == LpSolver::Status::kStopped) {
-        lp_stopped_ = true;
+      const Result<ModelStatus> status = lp_->Solve(deadline_);
+      if (!status.ok()) {
+        lp_error_ = true;
         return false;
       }
-      if (status == LpSolver::Status::kError) {
-        lp_error_ = true;
+      if (status.value() == ModelStatus::kInfeasible) return false;
+      if (status.value() == ModelStatus::kNoSolution) {
+        lp_stopped_ = true;
         return false;
       }
       x = lp_->solution();
@@ -412,13 +412,13 @@ class Search {
       r.gap = (static_cast<double>(r.iteration_ns) - r.bound_ns) / static_cast<double>(r.iteration_ns);
       if (r.gap < kOptimalityTolerance) {
         r.gap = std::max(0.0, r.gap);
-        r.status = PlanStatus::kOptimal;
+        r.status = ModelStatus::kOptimal;
       } else {
-        r.status = PlanStatus::kFeasible;
+        r.status = ModelStatus::kFeasible;
       }
     } else {
-      r.status = bound == kInfinity ? PlanStatus::kInfeasible : PlanStatus::kNoPlan;
-      if (r.status == PlanStatus::kNoPlan) r.bound_ns = bound * time_unit_ns_;
+      r.status = bound == kInfinity ? ModelStatus::kInfeasible : ModelStatus::kNoSolution;
+      if (r.status == ModelStatus::kNoSolution) r.bound_ns = bound * time_unit_ns_;
     }
     return r;
   }

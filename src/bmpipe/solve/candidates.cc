@@ -67,30 +67,30 @@ class Limiter {
   }
   bool CountCandidate() {
     if (++candidates_ <= limits_.max_candidates) return true;
-    Stop(CandidateStop::kBudget,
+    Stop(StopReason::kBudget,
          fmt::format("more than {} candidate blocks (about stages x layers per stage x recomputation mixes); fewer "
                      "layers (merge identical ones), fewer stages or fewer recomputation options per layer would help",
                      limits_.max_candidates));
     return false;
   }
   bool Stopped() {
-    if (stop_ == CandidateStop::kNone && poll_.Expired()) Stop(CandidateStop::kDeadline, "the time limit");
-    return stop_ != CandidateStop::kNone;
+    if (stop_ == StopReason::kNone && poll_.Expired()) Stop(StopReason::kDeadline, "the time limit");
+    return stop_ != StopReason::kNone;
   }
   DeadlinePoll& poll() { return poll_; }
-  CandidateStop stop() const { return stop_; }
+  StopReason stop() const { return stop_; }
   const std::string& reason() const { return reason_; }
 
  private:
   void OverBudget() {
-    Stop(CandidateStop::kBudget,
+    Stop(StopReason::kBudget,
          fmt::format("the candidate blocks need more than their memory budget of {} MiB (the Pareto fronts of "
                      "recomputation mixes grow with the layers a stage can hold and the options per layer); more "
                      "stages, fewer layers (merge identical ones) or fewer recomputation options per layer would help",
                      limits_.memory_budget_bytes >> 20));
   }
-  void Stop(CandidateStop stop, std::string reason) {
-    if (stop_ != CandidateStop::kNone) return;
+  void Stop(StopReason stop, std::string reason) {
+    if (stop_ != StopReason::kNone) return;
     stop_ = stop;
     reason_ = std::move(reason);
   }
@@ -99,7 +99,7 @@ class Limiter {
   DeadlinePoll poll_;
   std::int64_t held_ = 0;
   long candidates_ = 0;
-  CandidateStop stop_ = CandidateStop::kNone;
+  StopReason stop_ = StopReason::kNone;
   std::string reason_;
 };
 

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "bmpipe/core/deadline.h"
+#include "bmpipe/core/outcome.h"
 #include "bmpipe/problem/plan.h"
 #include "bmpipe/problem/problem.h"
 #include "bmpipe/schedule/schedule.h"
@@ -107,17 +108,10 @@ struct CandidateLimits {
   long max_candidates = kMaxCandidates;
 };
 
-// Why generation stopped before it finished.
-enum class CandidateStop {
-  kNone,      // finished: the candidates are exact
-  kDeadline,  // the deadline
-  kBudget,    // the memory budget or the candidate count
-};
-
 struct Candidates {
   // When not kNone the candidates are incomplete: plans made of them are real plans, but they
   // prove nothing (no bound, no infeasibility). `stop_reason` then says which size was too large.
-  CandidateStop stop = CandidateStop::kNone;
+  StopReason stop = StopReason::kNone;
   std::string stop_reason;
   std::vector<LayerRun> runs;
   std::vector<std::vector<MemoryRow>> memory_rows;  // per rank

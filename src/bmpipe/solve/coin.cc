@@ -87,7 +87,7 @@ std::string LpText(Cbc_Model* cbc) {
 
 }  // namespace
 
-MipResult SolveMip(const LinearModel& model, const MipOptions& options) {
+Result<MipResult> SolveMip(const LinearModel& model, const MipOptions& options) {
   std::lock_guard<std::mutex> guard(CoinLock());
   const auto began = std::chrono::steady_clock::now();
   ColumnMajor cm(model);
@@ -128,16 +128,19 @@ MipResult SolveMip(const LinearModel& model, const MipOptions& options) {
   result.bound = Cbc_getBestPossibleObjValue(cbc);
   result.nodes = Cbc_getNodeCount(cbc);
   if (Cbc_isProvenOptimal(cbc) && has_solution) {
-    result.status = MipStatus::kOptimal;
+    result.status = ModelStatus::kOptimal;
     result.bound = std::min(result.bound, result.objective);
   } else if (Cbc_isProvenInfeasible(cbc)) {
-    result.status = MipStatus::kInfeasible;
+    result.status = ModelStatus::kInfeasible;
   } else if (Cbc_status(cbc) == 1) {
-    result.status = has_solution ? MipStatus::kFeasible : MipStatus::kNoSolution;
+    result.status = has_solution ? ModelStatus::kFeasible : ModelStatus::kNoSolution;
   } else if (Cbc_status(cbc) == 0 && !has_solution && Cbc_secondaryStatus(cbc) == 1) {
-    result.status = MipStatus::kInfeasible;
+    result.status = ModelStatus::kInfeasible;
+  } else if (has_solution) {
+    result.status = ModelStatus::kFeasible;
   } else {
-    result.status = has_solution ? MipStatus::kFeasible : MipStatus::kError;
+    Cbc_deleteModel(cbc);
+    return InternalError("CBC reported a numerical failure");
   }
   Cbc_deleteModel(cbc);
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
@@ -185,7 +188,7 @@ void LpSolver::AddRow(const LinearRow& row) {
   Clp_addRows(impl_->clp, 1, &lower, &upper, starts, index.data(), value.data());
 }
 
-LpSolver::Status LpSolver::Solve(const Deadline& deadline) {
+Result<ModelStatus> LpSolver::Solve(const Deadline& deadline) {
   std::lock_guard<std::mutex> guard(CoinLock());
   Clp_Simplex* clp = impl_->clp;
   // CLP's own limit, checked between its iterations; it counts the process's CPU time, which runs
@@ -196,27 +199,28 @@ LpSolver::Status LpSolver::Solve(const Deadline& deadline) {
   };
   auto stopped_by_limit = [&] { return Clp_status(clp) == 3; };
   limit();
-  if (deadline.Expired()) return Status::kStopped;
+  if (deadline.Expired()) return ModelStatus::kNoSolution;
   // The dual simplex, also for the first solve (from the slack basis), not initialSolve: its
   // presolve does not look at the time limit (2 s past it on 332k columns), it took 6.5 s where
   // the dual took 1.0 s there, and it was no faster on the planning benchmark (7 cases proven in
   // 26 s by the dual against 28-29 s, alternated twice).
   Clp_dual(clp, 0);
-  if (Clp_isProvenOptimal(clp)) return Status::kOptimal;
-  if (Clp_isProvenPrimalInfeasible(clp)) return Status::kInfeasible;
+  if (Clp_isProvenOptimal(clp)) return ModelStatus::kOptimal;
+  if (Clp_isProvenPrimalInfeasible(clp)) return ModelStatus::kInfeasible;
   while (!deadline.IsNever() && stopped_by_limit() && !deadline.Expired()) {
     limit();
     Clp_dual(clp, 0);
-    if (Clp_isProvenOptimal(clp)) return Status::kOptimal;
-    if (Clp_isProvenPrimalInfeasible(clp)) return Status::kInfeasible;
+    if (Clp_isProvenOptimal(clp)) return ModelStatus::kOptimal;
+    if (Clp_isProvenPrimalInfeasible(clp)) return ModelStatus::kInfeasible;
   }
-  if (deadline.Expired()) return Status::kStopped;
+  if (deadline.Expired()) return ModelStatus::kNoSolution;
   // Dual simplex from a stale basis can stop without a verdict; retry from scratch once.
   limit();
   Clp_initialSolve(clp);
-  if (Clp_isProvenOptimal(clp)) return Status::kOptimal;
-  if (Clp_isProvenPrimalInfeasible(clp)) return Status::kInfeasible;
-  return deadline.Expired() ? Status::kStopped : Status::kError;
+  if (Clp_isProvenOptimal(clp)) return ModelStatus::kOptimal;
+  if (Clp_isProvenPrimalInfeasible(clp)) return ModelStatus::kInfeasible;
+  if (deadline.Expired()) return ModelStatus::kNoSolution;
+  return InternalError("CLP gave no verdict on the relaxation");
 }
 
 double LpSolver::objective() const { return Clp_getObjValue(impl_->clp); }

@@ -8,18 +8,11 @@
 #include <vector>
 
 #include "bmpipe/core/deadline.h"
+#include "bmpipe/core/error.h"
+#include "bmpipe/core/outcome.h"
 #include "bmpipe/solve/linear_model.h"
 
 namespace bmpipe {
-
-// What happened to the problem (the call itself always returns).
-enum class MipStatus {
-  kOptimal,     // proven optimal (within the relative gap)
-  kFeasible,    // a solution, but a limit stopped the proof
-  kInfeasible,  // proven infeasible
-  kNoSolution,  // a limit stopped the search before any solution
-  kError,       // the solver failed (numerical trouble, unbounded)
-};
 
 struct MipOptions {
   double time_limit_s = 60;
@@ -29,7 +22,7 @@ struct MipOptions {
 };
 
 struct MipResult {
-  MipStatus status = MipStatus::kError;
+  ModelStatus status = ModelStatus::kNoSolution;
   double objective = kInfinity;  // best solution's objective
   double bound = -kInfinity;     // best proven lower bound
   std::vector<double> solution;
@@ -38,7 +31,9 @@ struct MipResult {
   std::string lp_text;  // with MipOptions::write_lp
 };
 
-MipResult SolveMip(const LinearModel& model, const MipOptions& options);
+// What happened to the model (core/outcome.h); an internal error when CBC failed (numerical
+// trouble, unbounded) without a solution.
+Result<MipResult> SolveMip(const LinearModel& model, const MipOptions& options);
 
 // A linear program kept between solves, for branch and bound: column bounds change and rows are
 // added, and each solve starts from the previous basis.
@@ -49,12 +44,11 @@ class LpSolver {
   LpSolver(const LpSolver&) = delete;
   LpSolver& operator=(const LpSolver&) = delete;
 
-  enum class Status { kOptimal, kInfeasible, kStopped, kError };  // kStopped: the deadline
-
   void SetColumnBounds(const std::vector<double>& lower, const std::vector<double>& upper);
   void AddRow(const LinearRow& row);
-  // CLP stops at `deadline` (kStopped).
-  Status Solve(const Deadline& deadline = Deadline::Never());
+  // Optimal, infeasible, or kNoSolution when CLP stopped at `deadline`; an internal error when CLP
+  // gave no verdict.
+  Result<ModelStatus> Solve(const Deadline& deadline = Deadline::Never());
   double objective() const;
   std::vector<double> solution() const;
   int num_rows() const;

@@ -54,30 +54,33 @@ PlannerResult RunCbc(const Problem& problem, const Candidates& candidates, const
   mip.time_limit_s = std::max(1e-3, deadline.SecondsLeft());
   mip.relative_gap = kOptimalityTolerance;
   mip.write_lp = options.write_lp;
-  MipResult m = SolveMip(f.model, mip);
+  Result<MipResult> solved = SolveMip(f.model, mip);
+  if (!solved.ok()) {
+    // No verdict from CBC: no plan, the reason said (a result, as a limit's stop is).
+    r.status = ModelStatus::kNoSolution;
+    r.stopped_by = solved.error().message;
+    return r;
+  }
+  MipResult& m = solved.value();
   r.lp_text = std::move(m.lp_text);
   r.seconds = m.seconds;
   r.nodes = m.nodes;
   switch (m.status) {
-    case MipStatus::kOptimal:
-    case MipStatus::kFeasible: {
+    case ModelStatus::kOptimal:
+    case ModelStatus::kFeasible: {
       SetPlan(r, problem, PlanFromSolution(f, problem, candidates, m.solution), m.bound * f.time_unit_ns);
       r.objective_ns = m.objective * f.time_unit_ns;
-      r.status = m.status == MipStatus::kOptimal || r.gap < kOptimalityTolerance ? PlanStatus::kOptimal
-                                                                                 : PlanStatus::kFeasible;
-      if (r.status == PlanStatus::kFeasible) r.stopped_by = deadline_name;
+      r.status = m.status == ModelStatus::kOptimal || r.gap < kOptimalityTolerance ? ModelStatus::kOptimal
+                                                                                   : ModelStatus::kFeasible;
+      if (r.status == ModelStatus::kFeasible) r.stopped_by = deadline_name;
       break;
     }
-    case MipStatus::kInfeasible:
-      r.status = PlanStatus::kInfeasible;
+    case ModelStatus::kInfeasible:
+      r.status = ModelStatus::kInfeasible;
       break;
-    case MipStatus::kNoSolution:
-      r.status = PlanStatus::kNoPlan;
+    case ModelStatus::kNoSolution:
+      r.status = ModelStatus::kNoSolution;
       r.stopped_by = deadline_name;
-      break;
-    case MipStatus::kError:
-      r.status = PlanStatus::kNoPlan;
-      r.stopped_by = "CBC reported a numerical failure";
       break;
   }
   return r;
@@ -140,34 +143,20 @@ Result<PlannerResult> RunBruteForce(const Problem& problem, const Deadline& dead
   if (stopped) {
     // Not every plan was seen: no bound beyond 0.
     r.stopped_by = deadline_name;
-    r.status = found ? PlanStatus::kFeasible : PlanStatus::kNoPlan;
+    r.status = found ? ModelStatus::kFeasible : ModelStatus::kNoSolution;
     r.objective_ns = static_cast<double>(r.iteration_ns);
     r.gap = found ? 1 : 0;
   } else if (found) {
-    r.status = PlanStatus::kOptimal;
+    r.status = ModelStatus::kOptimal;
     r.objective_ns = static_cast<double>(r.iteration_ns);
     r.bound_ns = static_cast<double>(r.iteration_ns);
   } else {
-    r.status = PlanStatus::kInfeasible;
+    r.status = ModelStatus::kInfeasible;
   }
   return r;
 }
 
 }  // namespace
-
-std::string_view PlanStatusName(PlanStatus status) {
-  switch (status) {
-    case PlanStatus::kOptimal:
-      return "optimal";
-    case PlanStatus::kFeasible:
-      return "feasible";
-    case PlanStatus::kInfeasible:
-      return "infeasible";
-    case PlanStatus::kNoPlan:
-      return "no plan found";
-  }
-  return "?";
-}
 
 Result<PlannerResult> PlanPipeline(const Problem& problem, const PlannerOptions& options) {
   Status valid = ValidateProblem(problem);
@@ -217,20 +206,20 @@ Result<PlannerResult> PlanPipeline(const Problem& problem, const PlannerOptions&
   }
   PlannerResult r;
   r.solver = options.kind == PlannerKind::kCbc ? "cbc" : "bmpipe-bnb";
-  if (candidates.stop != CandidateStop::kNone) {
-    r.status = PlanStatus::kNoPlan;
-    r.stopped_by = candidates.stop == CandidateStop::kDeadline ? deadline_name + " (while generating candidate blocks)"
+  if (candidates.stop != StopReason::kNone) {
+    r.status = ModelStatus::kNoSolution;
+    r.stopped_by = candidates.stop == StopReason::kDeadline ? deadline_name + " (while generating candidate blocks)"
                                                                : "the candidate budget: " + candidates.stop_reason;
   } else if (!every_stage) {
     // Some stage has no block that fits even alone: no plan fits.
-    r.status = PlanStatus::kInfeasible;
+    r.status = ModelStatus::kInfeasible;
   } else if (options.kind == PlannerKind::kCbc) {
     r = RunCbc(problem, candidates, schedule, options, CbcDeadline(deadline, count), deadline_name);
   } else {
     r = RunBranchAndBound(problem, candidates, schedule, options, deadline, deadline_name);
   }
-  const bool searched = r.status == PlanStatus::kOptimal || r.status == PlanStatus::kFeasible;
-  if (quick && (r.status == PlanStatus::kNoPlan || (searched && quick->iteration_ns < r.iteration_ns))) {
+  const bool searched = r.status == ModelStatus::kOptimal || r.status == ModelStatus::kFeasible;
+  if (quick && (r.status == ModelStatus::kNoSolution || (searched && quick->iteration_ns < r.iteration_ns))) {
     // A limit stopped the run before any plan, or before one as fast as the quick plan.
     r.plan = quick->plan;
     r.iteration_ns = quick->iteration_ns;
@@ -238,10 +227,10 @@ Result<PlannerResult> PlanPipeline(const Problem& problem, const PlannerOptions&
     r.bound_ns = std::min(std::max(r.bound_ns, static_cast<double>(RankLoadBound(problem, schedule))),
                           static_cast<double>(r.iteration_ns));
     r.gap = (static_cast<double>(r.iteration_ns) - r.bound_ns) / static_cast<double>(r.iteration_ns);
-    r.status = r.gap < kOptimalityTolerance ? PlanStatus::kOptimal : PlanStatus::kFeasible;
+    r.status = r.gap < kOptimalityTolerance ? ModelStatus::kOptimal : ModelStatus::kFeasible;
     r.stopped_by += "; the plan is the quick one (one recomputation option on every layer, equal compute per stage)";
-  } else if (r.status == PlanStatus::kNoPlan) {
-    if (candidates.stop == CandidateStop::kBudget) {
+  } else if (r.status == ModelStatus::kNoSolution) {
+    if (candidates.stop == StopReason::kBudget) {
       return TooLarge("the problem is too large to plan in the memory available: " + candidates.stop_reason +
                       "; and no quick plan (one recomputation option on every layer) fits");
     }
@@ -252,11 +241,11 @@ Result<PlannerResult> PlanPipeline(const Problem& problem, const PlannerOptions&
 }
 
 SolverInfo SolverInfoOf(const PlannerResult& r) {
-  SolverInfo solver{r.solver, r.status == PlanStatus::kOptimal ? SolveStatus::kOptimal : SolveStatus::kFeasible,
+  SolverInfo solver{r.solver, r.status == ModelStatus::kOptimal ? ModelStatus::kOptimal : ModelStatus::kFeasible,
                     r.seconds};
   solver.gap = r.gap;
-  solver.bound_s = r.bound_ns / 1e9;
-  solver.objective_s = r.objective_ns / 1e9;
+  solver.bound_s = ToSeconds(r.bound_ns);
+  solver.objective_s = ToSeconds(r.objective_ns);
   solver.stopped_by = r.stopped_by;
   return solver;
 }

@@ -40,16 +40,8 @@ struct PlannerOptions {
   ProgressSink progress;
 };
 
-enum class PlanStatus {
-  kOptimal,     // proven optimal (relative tolerance 1e-7)
-  kFeasible,    // the best plan found when a limit stopped the search; see bound and gap
-  kInfeasible,  // proven: no plan fits in memory
-  kNoPlan,      // a limit stopped the search before any plan was found
-};
-std::string_view PlanStatusName(PlanStatus status);
-
 struct PlannerResult {
-  PlanStatus status = PlanStatus::kNoPlan;
+  ModelStatus status = ModelStatus::kNoSolution;
   Plan plan;                 // when status is kOptimal or kFeasible
   TimeNs iteration_ns = 0;   // the simulator's iteration time of `plan`
   double objective_ns = 0;   // the solver's own objective for `plan` (equals iteration_ns when exact)

@@ -131,7 +131,7 @@ std::vector<Measurement> ReadMeasured(const JsonCursor& m, const ModelSpec& mode
     out.push_back({Quantity::kPeakMemory, positive(*v) * kGiB, fmt::format("{} GiB", v->Number())});
   }
   if (auto v = m.Optional("memory_gb")) {
-    out.push_back({Quantity::kPeakMemory, positive(*v) * 1e9, fmt::format("{} GB", v->Number())});
+    out.push_back({Quantity::kPeakMemory, positive(*v) * kGigabyte, fmt::format("{} GB", v->Number())});
   }
   if (out.empty()) m.FailAt("give at least one measurement");
   return out;

@@ -340,7 +340,7 @@ Result<Problem> ProblemFromTraces(const std::vector<TraceOption>& traces, const 
       for (const LayerOption& o : layer.options) {
         if (o.name == t.option) return InvalidInput(fmt::format("option '{}' is given twice", t.option));
       }
-      auto ns = [](double s) { return static_cast<TimeNs>(std::llround(std::max(0.0, s) * 1e9)); };
+      auto ns = [](double s) { return static_cast<TimeNs>(std::llround(std::max(0.0, s) * kSecondNs)); };
       layer.options.push_back({t.option, ns(Median(l.forward_s)), ns(Median(l.backward_s)), ns(Median(l.recompute_s)),
                                Median(l.kept_bytes), Median(l.peak_extra_bytes)});
     }
@@ -366,7 +366,7 @@ Result<Problem> TraceBaseProblem(int ranks, int chunks, int micro_batches, const
   if (!(p2p_s >= 0 && p2p_s < 1e6)) return InvalidInput(fmt::format("p2p {:g} s: give seconds, 0 or more", p2p_s));
   base.memory_bytes = *memory;
   base.reserved_bytes = *reserved;
-  base.p2p_ns = static_cast<TimeNs>(std::llround(p2p_s * 1e9));
+  base.p2p_ns = static_cast<TimeNs>(std::llround(p2p_s * kSecondNs));
   return base;
 }
 
