@@ -227,9 +227,11 @@ class Op:
 class Plan:
     """A plan with the simulator's metrics: the plan file (docs/file-formats.md, "Plan")."""
 
-    def __init__(self, doc: Dict[str, Any], problem: Problem):
+    def __init__(self, doc: Dict[str, Any], problem: Problem, report: Optional[str] = None):
         self._doc = doc
         self.problem = problem
+        #: The command line's report of the plan (``bmpipe plan`` without --json), where a command made it.
+        self.report = report
         self.stages: Tuple[Stage, ...] = tuple(
             _pick(Stage, s, layers=tuple(_pick(Layer, l) for l in s["layers"])) for s in doc["stages"]
         )
@@ -556,8 +558,8 @@ def plan(problem: Optional[Problem] = None, *, progress: Optional[ProgressCallba
     Raises NoFitError when no plan fits (the message is the command line's diagnosis), NoPlanError
     when the limit came before any plan."""
     pb = _problem_or_example(problem)
-    text, _ = _run("plan", pb, options, progress)
-    return Plan(json.loads(text), pb)
+    text, documents = _run("plan", pb, options, progress)
+    return Plan(json.loads(text), pb, documents["report"][0])
 
 
 @_documented("simulate")
@@ -574,8 +576,8 @@ def simulate(problem: Optional[Problem] = None, plan: Optional[Union[Plan, Dict[
         text = json.dumps(plan._doc)
     elif plan is not None:
         text = json.dumps(plan)
-    out, _ = _run("simulate", pb, dict(options, plan=text, strategy=strategy, recompute=[recompute]))
-    return Plan(json.loads(out), pb)
+    out, documents = _run("simulate", pb, dict(options, plan=text, strategy=strategy, recompute=[recompute]))
+    return Plan(json.loads(out), pb, documents["report"][0])
 
 
 def export(problem: Problem, plan: Plan, to: str, *, target: Optional[str] = None) -> str:

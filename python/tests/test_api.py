@@ -1,6 +1,7 @@
 """The Python package against the command line: the same problem gives the same plan, metrics,
 exports and errors; plus what only the package has (progress callbacks, the GIL released)."""
 import json
+import re
 import signal
 import subprocess
 import sys
@@ -228,6 +229,28 @@ def test_a_time_limit_returns_the_best_plan_with_its_gap():
     assert not plan.proven_optimal and plan.gap > 0
     assert plan.bound_s < plan.iteration_time_s
     assert plan.solver["stopped_by"] == "time limit 2 s"
+
+
+def test_plan_with_a_target_is_the_command_lines_when_the_limit_binds():
+    # The interleaved demo is proven by neither plan within seconds: the limit binds on the target's
+    # plan (three quarters of it) and on the per-layer plan it is compared with (the rest), and the
+    # package runs the command line's code, so both say the same things about both plans.
+    problem = DEMO / "problem-vpp3.yaml"
+    plan = bmpipe.plan(bmpipe.Problem.load(problem), target="mindformers", time_limit=4)
+    _, out, _ = cli("plan", "--problem", problem, "--target", "mindformers", "--time-limit", 4, "--progress", "none")
+
+    def header(report):
+        lines = report.split("\n\n")[0].splitlines()[1:]
+        # Times, counts and gaps differ run to run under a binding limit; the lines' words do not.
+        return [re.sub(r"[0-9][0-9.]*", "N", line) for line in lines]
+
+    assert header(plan.report)[1:] == header(out)[1:]  # the first names the problem file
+    labels = [line.split()[0] for line in header(out)]
+    assert labels[:4] == ["problem", "target", "per-layer", "solver"], labels
+    assert "stopped by time limit N s" in header(plan.report)[3]
+    assert plan.solver["stopped_by"] == "time limit 4 s" and not plan.proven_optimal
+    # The plan is one MindFormers runs as planned: its export is the plan.
+    assert "NOT the plan" not in plan.export("mindformers")
 
 
 def test_ctrl_c_returns_the_best_plan_with_its_gap():

@@ -220,9 +220,10 @@ Result<Output> RunPlan(const PlanRequest& r, const Context& context) {
     files.push_back({r.lp_file, result.lp_text});
     header.lines.push_back({"integer program", "written to " + r.lp_file});
   }
-  Output o = Emit(std::move(files), r.out, r.json, PlanJsonText(pb, result.plan, sim, SolverInfoOf(result)),
-                  FormatReport(header, pb, result.plan, sim));
+  std::string report = FormatReport(header, pb, result.plan, sim);
+  Output o = Emit(std::move(files), r.out, r.json, PlanJsonText(pb, result.plan, sim, SolverInfoOf(result)), report);
   if (!exported.empty()) o.out += "\n" + exported;
+  o.extras.push_back({"report", std::move(report)});
   return o;
 }
 

@@ -139,7 +139,9 @@ Result<Output> RunSimulate(const SimulateRequest& r, const Context& context) {
   if (!r.trace.empty()) {
     if (Status written = StageTrace(files, r.trace, pb, plan, title, header); !written.ok()) return written.error();
   }
-  Output o = Emit(std::move(files), r.out, r.json, PlanJsonText(pb, plan, sim, solver), FormatReport(header, pb, plan, sim));
+  std::string report = FormatReport(header, pb, plan, sim);
+  Output o = Emit(std::move(files), r.out, r.json, PlanJsonText(pb, plan, sim, solver), report);
+  o.extras.push_back({"report", std::move(report)});
   for (const std::string& note : notes) o.extras.push_back({"note", note});
   if (!sim.fits) o.messages.push_back("warning: the plan exceeds device memory on at least one rank (see the report)");
   return o;
