@@ -2,20 +2,28 @@
 # Installs what bmpipe needs from Debian's package archive (only what is missing) and builds
 # bmpipe, its tests and its benchmarks into build/. Safe to run again: it rebuilds incrementally.
 #
-#   scripts/bootstrap.sh [--deps-only [PACKAGE...]]
+#   scripts/bootstrap.sh [--deps-only [PACKAGE...] | --target TARGET]
 #
 # --deps-only installs what is missing, and the packages named (scripts/fuzz.sh adds clang), and
-# builds nothing.
+# builds nothing. --target builds only that target and what it needs (scripts/run-example.sh:
+# bmpipe, the command line, without the test suite and the benchmarks).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 packages=(g++ cmake make pkg-config nlohmann-json3-dev libcli11-dev libyaml-cpp-dev libfmt-dev
           coinor-libcbc-dev libgtest-dev libbenchmark-dev)
 deps_only=0
+target=()
 if [[ ${1:-} == --deps-only ]]; then
   deps_only=1
   shift
   packages+=("$@")
+elif [[ ${1:-} == --target ]]; then
+  [[ -n ${2:-} ]] || { echo "usage: scripts/bootstrap.sh [--deps-only [PACKAGE...] | --target TARGET]" >&2; exit 2; }
+  target=(--target "$2")
+elif [[ -n ${1:-} ]]; then
+  echo "usage: scripts/bootstrap.sh [--deps-only [PACKAGE...] | --target TARGET]" >&2
+  exit 2
 fi
 missing=()
 for p in "${packages[@]}"; do
@@ -31,4 +39,4 @@ fi
 ((deps_only)) && exit 0
 
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DBMPIPE_WERROR=ON >&2
-cmake --build build -j"$(nproc)" >&2
+cmake --build build -j"$(nproc)" "${target[@]}" >&2

@@ -4,6 +4,7 @@
 
 #include "bmpipe/app/commands.h"
 #include "bmpipe/app/common.h"
+#include "bmpipe/app/invocation.h"
 #include "bmpipe/app/model.h"
 #include "bmpipe/baselines/compare.h"
 #include "bmpipe/core/json_cursor.h"
@@ -113,31 +114,16 @@ Result<Output> RunCompare(const CompareRequest& r, const Context& context) {
               FormatCompare(title, pb, rows.value()));
 }
 
-class CompareInvocation : public Invocation {
- public:
-  CompareInvocation() : table_(CompareTable(request_)) {}
-  OptionTable& options() override { return table_; }
-  Result<Output> Run(const Context& context) override { return RunCompare(request_, context); }
-  Status GiveProblem(const Problem& problem) override {
-    request_.given = &problem;
-    return {};
-  }
-
- private:
-  CompareRequest request_;
-  OptionTable table_;
-};
-
 }  // namespace
 
 Command CompareCommand() {
-  return {"compare",
-          "Plan the same problem with bmpipe and with every planner people use today (Megatron-LM's best flags, "
-          "PipeDream, Merak, AdaPipe, Mist, the MindFormers pipeline-balance tool), judge every plan with the same "
-          "simulator, and print one row per planner: iteration time, speed-up over Megatron's best, bubble breakdown, "
-          "peak memory per rank, memory use, planning time. Without --problem or --model, compares on the built-in "
-          "example.",
-          [] { return std::make_unique<CompareInvocation>(); }};
+  return MakeCommand<CompareRequest, CompareTable, RunCompare>(
+      "compare",
+      "Plan the same problem with bmpipe and with every planner people use today (Megatron-LM's best flags, "
+      "PipeDream, Merak, AdaPipe, Mist, the MindFormers pipeline-balance tool), judge every plan with the same "
+      "simulator, and print one row per planner: iteration time, speed-up over Megatron's best, bubble breakdown, "
+      "peak memory per rank, memory use, planning time. Without --problem or --model, compares on the built-in "
+      "example.");
 }
 
 }  // namespace bmpipe::app

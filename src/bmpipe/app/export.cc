@@ -5,6 +5,7 @@
 
 #include "bmpipe/app/commands.h"
 #include "bmpipe/app/common.h"
+#include "bmpipe/app/invocation.h"
 #include "bmpipe/app/model.h"
 #include "bmpipe/core/text.h"
 #include "bmpipe/frameworks/formats.h"
@@ -73,27 +74,12 @@ Result<Output> RunExport(const ExportRequest& r, const Context& context) {
   return o;
 }
 
-class ExportInvocation : public Invocation {
- public:
-  ExportInvocation() : table_(ExportOptions(request_)) {}
-  OptionTable& options() override { return table_; }
-  Result<Output> Run(const Context& context) override { return RunExport(request_, context); }
-  Status GiveProblem(const Problem& problem) override {
-    request_.given = &problem;
-    return {};
-  }
-
- private:
-  ExportRequest request_;
-  OptionTable table_;
-};
-
 }  // namespace
 
 Command ExportCommand() {
-  return {"export",
-          "Write a plan as configuration for the launcher that runs it: " + FormatsWithWhatTheyHold() + ".",
-          [] { return std::make_unique<ExportInvocation>(); }};
+  return MakeCommand<ExportRequest, ExportOptions, RunExport>(
+      "export",
+      "Write a plan as configuration for the launcher that runs it: " + FormatsWithWhatTheyHold() + ".");
 }
 
 }  // namespace bmpipe::app

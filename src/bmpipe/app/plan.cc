@@ -5,6 +5,7 @@
 
 #include "bmpipe/app/commands.h"
 #include "bmpipe/app/common.h"
+#include "bmpipe/app/invocation.h"
 #include "bmpipe/app/model.h"
 #include "bmpipe/core/text.h"
 #include "bmpipe/frameworks/formats.h"
@@ -227,30 +228,15 @@ Result<Output> RunPlan(const PlanRequest& r, const Context& context) {
   return o;
 }
 
-class PlanInvocation : public Invocation {
- public:
-  PlanInvocation() : table_(PlanOptions(request_)) {}
-  OptionTable& options() override { return table_; }
-  Result<Output> Run(const Context& context) override { return RunPlan(request_, context); }
-  Status GiveProblem(const Problem& problem) override {
-    request_.given = &problem;
-    return {};
-  }
-
- private:
-  PlanRequest request_;
-  OptionTable table_;
-};
-
 }  // namespace
 
 Command PlanCommand() {
-  return {"plan",
-          "Choose the stage partition and each layer's recomputation option that minimize the simulated iteration time "
-          "with every rank within memory, prove it optimal (or report the gap), and print the plan. The problem comes "
-          "from --problem FILE, from --model/--device and a training setup (the analytic cost model), or from --sapp "
-          "(the MindFormers pipeline-balance tool's input); with none of them, the built-in example (that tool's demo).",
-          [] { return std::make_unique<PlanInvocation>(); }};
+  return MakeCommand<PlanRequest, PlanOptions, RunPlan>(
+      "plan",
+      "Choose the stage partition and each layer's recomputation option that minimize the simulated iteration time "
+      "with every rank within memory, prove it optimal (or report the gap), and print the plan. The problem comes "
+      "from --problem FILE, from --model/--device and a training setup (the analytic cost model), or from --sapp "
+      "(the MindFormers pipeline-balance tool's input); with none of them, the built-in example (that tool's demo).");
 }
 
 }  // namespace bmpipe::app

@@ -3,6 +3,7 @@
 
 #include "bmpipe/app/commands.h"
 #include "bmpipe/app/common.h"
+#include "bmpipe/app/invocation.h"
 #include "bmpipe/core/document.h"
 #include "bmpipe/frameworks/torch/profiler_trace.h"
 #include "bmpipe/io/problem_json.h"
@@ -44,7 +45,7 @@ OptionTable ProfileOptions(ProfileRequest& r) {
   return t;
 }
 
-Result<Output> RunProfile(const ProfileRequest& r) {
+Result<Output> RunProfile(const ProfileRequest& r, const Context&) {
   if (!(r.optimizer_bytes >= 0)) {
     return InvalidInput(fmt::format("--optimizer-bytes-per-param {:g}: give bytes, 0 or more (12 for Adam with fp32 "
                                     "master weights and moments)",
@@ -83,27 +84,16 @@ Result<Output> RunProfile(const ProfileRequest& r) {
   return o;
 }
 
-class ProfileInvocation : public Invocation {
- public:
-  ProfileInvocation() : table_(ProfileOptions(request_)) {}
-  OptionTable& options() override { return table_; }
-  Result<Output> Run(const Context&) override { return RunProfile(request_); }
-
- private:
-  ProfileRequest request_;
-  OptionTable table_;
-};
-
 }  // namespace
 
 Command ProfileCommand() {
-  return {"profile",
-          "Build a problem from PyTorch profiler traces (Chrome/Kineto JSON, torch.profiler's export_chrome_trace) of a "
-          "few training steps, one trace per recomputation option, run with profile_memory=True and the layers "
-          "annotated by bmpipe.torch.annotate: each layer's forward, backward and recomputation time (the "
-          "accelerator's kernels where the trace has them) and the memory its forward leaves allocated, medians over "
-          "the micro-batches traced (docs/python.md, \"From a trace\"). Prints the problem JSON, or writes it to --out.",
-          [] { return std::make_unique<ProfileInvocation>(); }};
+  return MakeCommand<ProfileRequest, ProfileOptions, RunProfile>(
+      "profile",
+      "Build a problem from PyTorch profiler traces (Chrome/Kineto JSON, torch.profiler's export_chrome_trace) of a "
+      "few training steps, one trace per recomputation option, run with profile_memory=True and the layers "
+      "annotated by bmpipe.torch.annotate: each layer's forward, backward and recomputation time (the "
+      "accelerator's kernels where the trace has them) and the memory its forward leaves allocated, medians over "
+      "the micro-batches traced (docs/python.md, \"From a trace\"). Prints the problem JSON, or writes it to --out.");
 }
 
 }  // namespace bmpipe::app

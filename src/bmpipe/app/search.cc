@@ -6,6 +6,7 @@
 
 #include "bmpipe/app/commands.h"
 #include "bmpipe/app/common.h"
+#include "bmpipe/app/invocation.h"
 #include "bmpipe/app/model.h"
 #include "bmpipe/core/text.h"
 #include "bmpipe/frameworks/formats.h"
@@ -147,8 +148,8 @@ OptionTable SearchTable(SearchRequest& r) {
 }
 
 // The header lines of the search's report.
-Lines SearchHeader(const SearchRequest& r, const ModelSpec& m, const DeviceSpec& d, const ChosenTarget& chosen) {
-  const SearchOptions& options = r.options;
+Lines SearchHeader(const SearchRequest& r, const SearchOptions& options, const ModelSpec& m, const DeviceSpec& d,
+                   const ChosenTarget& chosen) {
   Lines header;
   header.push_back({"model", fmt::format("{} ({}, {:.2f} B parameters, {} layers)", r.model, m.family,
                                          static_cast<double>(CountParameters(m).total) / kBillion, m.layers)});
@@ -178,7 +179,7 @@ Lines SearchHeader(const SearchRequest& r, const ModelSpec& m, const DeviceSpec&
   return header;
 }
 
-Result<Output> RunSearch(SearchRequest& r, const Context& context) {
+Result<Output> RunSearch(const SearchRequest& r, const Context& context) {
   if (r.svg.path.empty() && (!r.svg.window.empty() || !r.svg.ranks.empty())) {
     return InvalidInput("--svg-window and --svg-ranks need --svg FILE");
   }
@@ -186,7 +187,7 @@ Result<Output> RunSearch(SearchRequest& r, const Context& context) {
   if (!model.ok()) return model.error();
   Result<DeviceSpec> device = LoadDevice(r.device);
   if (!device.ok()) return device.error();
-  SearchOptions& options = r.options;
+  SearchOptions options = r.options;
   if (Status reserved = SetReservedBytes(r.reserved_gb, options.base); !reserved.ok()) return reserved.error();
   if (Status words = ApplySetupWords(r.words, options.base); !words.ok()) return words.error();
   options.mfu_attention = r.mfu_attention == "full" ? AttentionFlops::kFull : AttentionFlops::kCausal;
@@ -212,7 +213,7 @@ Result<Output> RunSearch(SearchRequest& r, const Context& context) {
 
   const ModelSpec& m = model.value();
   const DeviceSpec& d = device.value();
-  std::string report = FormatSearch(SearchHeader(r, m, d, chosen.value()), options, result);
+  std::string report = FormatSearch(SearchHeader(r, options, m, d, chosen.value()), options, result);
   Files files;
   std::string exported;
   std::optional<Error> export_error;
@@ -302,29 +303,18 @@ Result<Output> RunSearch(SearchRequest& r, const Context& context) {
   return o;
 }
 
-class SearchInvocation : public Invocation {
- public:
-  SearchInvocation() : table_(SearchTable(request_)) {}
-  OptionTable& options() override { return table_; }
-  Result<Output> Run(const Context& context) override { return RunSearch(request_, context); }
-
- private:
-  SearchRequest request_;
-  OptionTable table_;
-};
-
 }  // namespace
 
 Command SearchCommand() {
-  return {"search",
-          "Find the best way to train a model on N devices: every valid tensor-parallel (within a node) x "
-          "context-parallel x pipeline x data-parallel split, expert and expert tensor parallelism (MoE models), "
-          "virtual stages (interleaved 1F1B), micro-batch size, sequence parallelism, the ZeRO stage and, with "
-          "--precision bf16,fp8, the GEMM precision. Cheap sound bounds (dominance, memory, a time lower bound) set "
-          "aside what cannot be among the best; the rest is planned with the exact planner. Prints the top "
+  return MakeCommand<SearchRequest, SearchTable, RunSearch>(
+      "search",
+      "Find the best way to train a model on N devices: every valid tensor-parallel (within a node) x "
+      "context-parallel x pipeline x data-parallel split, expert and expert tensor parallelism (MoE models), "
+      "virtual stages (interleaved 1F1B), micro-batch size, sequence parallelism, the ZeRO stage and, with "
+      "--precision bf16,fp8, the GEMM precision. Cheap sound bounds (dominance, memory, a time lower bound) set "
+      "aside what cannot be among the best; the rest is planned with the exact planner. Prints the top "
           "configurations with throughput, MFU, bubble and memory, why each other value of every dimension loses, "
-          "then the best one's plan and its export. The result is the same for any --threads.",
-          [] { return std::make_unique<SearchInvocation>(); }};
+          "then the best one's plan and its export. The result is the same for any --threads.");
 }
 
 }  // namespace bmpipe::app

@@ -7,6 +7,7 @@
 
 #include "bmpipe/app/commands.h"
 #include "bmpipe/app/common.h"
+#include "bmpipe/app/invocation.h"
 #include "bmpipe/app/model.h"
 #include "bmpipe/core/text.h"
 #include "bmpipe/frameworks/formats.h"
@@ -147,30 +148,15 @@ Result<Output> RunSimulate(const SimulateRequest& r, const Context& context) {
   return o;
 }
 
-class SimulateInvocation : public Invocation {
- public:
-  SimulateInvocation() : table_(SimulateOptions(request_)) {}
-  OptionTable& options() override { return table_; }
-  Result<Output> Run(const Context& context) override { return RunSimulate(request_, context); }
-  Status GiveProblem(const Problem& problem) override {
-    request_.given = &problem;
-    return {};
-  }
-
- private:
-  SimulateRequest request_;
-  OptionTable table_;
-};
-
 }  // namespace
 
 Command SimulateCommand() {
-  return {"simulate",
-          "Simulate a plan on a problem (docs/semantics.md) and print a per-stage and per-rank report: iteration time, "
-          "bubble breakdown, memory per rank over its capacity. The problem comes from --problem FILE, or from "
-          "--model, --device and a training setup (the analytic cost model), where the plan is Megatron-LM's for that "
-          "configuration unless --plan is given: the way to check a row of `bmpipe validate` by hand.",
-          [] { return std::make_unique<SimulateInvocation>(); }};
+  return MakeCommand<SimulateRequest, SimulateOptions, RunSimulate>(
+      "simulate",
+      "Simulate a plan on a problem (docs/semantics.md) and print a per-stage and per-rank report: iteration time, "
+      "bubble breakdown, memory per rank over its capacity. The problem comes from --problem FILE, or from "
+      "--model, --device and a training setup (the analytic cost model), where the plan is Megatron-LM's for that "
+      "configuration unless --plan is given: the way to check a row of `bmpipe validate` by hand.");
 }
 
 }  // namespace bmpipe::app

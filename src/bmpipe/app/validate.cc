@@ -2,6 +2,7 @@
 // efficiencies fitted to them.
 #include "bmpipe/app/commands.h"
 #include "bmpipe/app/common.h"
+#include "bmpipe/app/invocation.h"
 #include "bmpipe/report/validate_report.h"
 #include "bmpipe/validate/validate.h"
 
@@ -26,7 +27,7 @@ OptionTable ValidateOptions(ValidateRequest& r) {
   return t;
 }
 
-Result<Output> RunValidate(const ValidateRequest& r) {
+Result<Output> RunValidate(const ValidateRequest& r, const Context&) {
   if (r.json && r.markdown) return InvalidInput("give --json or --markdown, not both");
   Result<RunTable> table = LoadRunTable(r.table);
   if (!table.ok()) return table.error();
@@ -58,7 +59,7 @@ OptionTable CalibrateOptions(CalibrateRequest& r) {
   return t;
 }
 
-Result<Output> RunCalibrate(const CalibrateRequest& r) {
+Result<Output> RunCalibrate(const CalibrateRequest& r, const Context&) {
   Result<RunTable> table = LoadRunTable(r.runs);
   if (!table.ok()) return table.error();
   Result<DeviceCalibration> c = CalibrateDevice(table.value(), r.fit);
@@ -77,38 +78,26 @@ Result<Output> RunCalibrate(const CalibrateRequest& r) {
   return o;
 }
 
-template <typename Request, OptionTable (*Table)(Request&), Result<Output> (*Work)(const Request&)>
-class Simple : public Invocation {
- public:
-  Simple() : table_(Table(request_)) {}
-  OptionTable& options() override { return table_; }
-  Result<Output> Run(const Context&) override { return Work(request_); }
-
- private:
-  Request request_;
-  OptionTable table_;
-};
-
 }  // namespace
 
 Command ValidateCommand() {
-  return {"validate",
-          "Check the analytic cost model against published training runs (data/published-runs.yaml, built in): fit the "
-          "device efficiencies on the named calibration runs only, then predict every run's iteration time and memory "
-          "with Megatron's plan for its configuration, and print predicted against measured, the error of each, and "
-          "the mean and largest error over the held-out runs. docs/fidelity.md shows the result.",
-          [] { return std::make_unique<Simple<ValidateRequest, ValidateOptions, RunValidate>>(); }};
+  return MakeCommand<ValidateRequest, ValidateOptions, RunValidate>(
+      "validate",
+      "Check the analytic cost model against published training runs (data/published-runs.yaml, built in): fit the "
+      "device efficiencies on the named calibration runs only, then predict every run's iteration time and memory "
+      "with Megatron's plan for its configuration, and print predicted against measured, the error of each, and "
+      "the mean and largest error over the held-out runs. docs/fidelity.md shows the result.");
 }
 
 Command CalibrateCommand() {
-  return {"calibrate",
-          "Fit a device preset's efficiencies to your own measured runs, and write a device file with them: the runs "
-          "(iteration time, TFLOP/s or MFU, peak memory, layer times) in the format of the built-in table of published "
-          "runs (data/published-runs.yaml; the `calibration` section is not needed), all on one device preset. Each "
+  return MakeCommand<CalibrateRequest, CalibrateOptions, RunCalibrate>(
+      "calibrate",
+      "Fit a device preset's efficiencies to your own measured runs, and write a device file with them: the runs "
+      "(iteration time, TFLOP/s or MFU, peak memory, layer times) in the format of the built-in table of published "
+      "runs (data/published-runs.yaml; the `calibration` section is not needed), all on one device preset. Each "
           "run's time is predicted with Megatron's plan for its configuration; one or two efficiencies are fitted by a "
           "joint grid search (docs/fidelity.md, \"Calibration\"). Prints each measurement against the prediction "
-          "before and after.",
-          [] { return std::make_unique<Simple<CalibrateRequest, CalibrateOptions, RunCalibrate>>(); }};
+          "before and after.");
 }
 
 }  // namespace bmpipe::app
