@@ -1,4 +1,4 @@
-// A launcher's configuration read back as a plan (ReadLauncherPlan, io/launcher_plan.h): Megatron
+// A launcher's configuration read back as a plan (ReadLauncherPlan, frameworks/formats.h): Megatron
 // arguments, the DeepSpeed module, torchtitan arguments, detected from the content as `simulate
 // --plan` detects them, against a small model with its training run (4 ranks; 2 ranks x 2
 // chunks; and a MoE run with the frontier setup flags). A plan the reader accepts must simulate, and its export in the same format must read
@@ -6,7 +6,6 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "bmpipe/frameworks/formats.h"
 #include "bmpipe/frameworks/formats.h"
 #include "bmpipe/sim/simulator.h"
 #include "fuzz_support.h"

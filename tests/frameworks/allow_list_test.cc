@@ -39,6 +39,14 @@ TEST(AllowList, FrameworkTargetsListOnlyTheSchedulesAndFeaturesTheyName) {
     EXPECT_EQ(t.schedules & ~KnownSchedules(), 0u) << t.name;
     EXPECT_EQ(t.setups & ~kEverySetupFeature, 0u) << t.name;
     EXPECT_NE(t.schedules, 0u) << t.name;
+    // Every feature it does not list has its reason and fix.
+    for (int i = 0; i < kSetupFeatures; ++i) {
+      const SetupFeature f = static_cast<SetupFeature>(i);
+      if ((t.setups & FeatureBit(f)) != 0) continue;
+      bool reason = false;
+      for (const Refusal& r : t.refusals) reason = reason || r.feature == f;
+      EXPECT_TRUE(reason) << t.name << " " << InfoOf(f).key;
+    }
   }
   // torchtitan takes a schedule by torch's class name.
   for (const ScheduleTraits& s : kSchedules) {

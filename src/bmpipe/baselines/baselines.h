@@ -4,7 +4,7 @@
 //    --pipeline-model-parallel-layout expresses (even, uneven, interleaved, stages holding only the
 //    embedding or the loss) with any of its global recomputation settings (none; selective with
 //    every set of --recompute-modules the spec honours; full uniform; full block N), found
-//    exactly by bmpipe's planner within that space (target.h).
+//    exactly by bmpipe's planner within that space (frameworks/settings.h).
 //  - pipedream: PipeDream's planner: the contiguous partition minimizing the slowest stage under
 //    memory, without recomputation.
 //  - merak: a time-balanced partition plus Merak's stage-aware recomputation rule (stage i < S-1

@@ -1,5 +1,5 @@
 // What long work (the planner, compare, search) reports while it runs, for a person at a
-// terminal or a program reading lines (io/progress_printer.h). The work calls the sink whenever
+// terminal or a program reading lines (report/progress_printer.h). The work calls the sink whenever
 // something changes; the sink decides what to show and how often.
 #pragma once
 

@@ -25,7 +25,8 @@ constexpr ScheduleSet Schedules(std::initializer_list<ScheduleKind> kinds) {
 }
 
 // What torch.distributed.pipelining's schedule runtime runs from the exported CSV: every schedule
-// whose stages sit on one rank each (checked by python/tests/test_torch.py).
+// whose stages sit on one rank each (tests/framework_checks/test_torchtitan.py runs each CSV in
+// torch's runtime; python/tests/test_torch.py trains plans of 1F1B and interleaved 1F1B).
 constexpr ScheduleSet kTorchSchedules =
     Schedules({ScheduleKind::kGPipe, ScheduleKind::kOneFOneB, ScheduleKind::kInterleavedOneFOneB,
                ScheduleKind::kZeroBubbleH1, ScheduleKind::kZeroBubbleH2, ScheduleKind::kZeroBubbleV,
@@ -35,6 +36,41 @@ constexpr ScheduleSet kTorchSchedules =
 constexpr ScheduleSet kTorchTitanSchedules =
     Schedules({ScheduleKind::kGPipe, ScheduleKind::kOneFOneB, ScheduleKind::kInterleavedOneFOneB,
                ScheduleKind::kZeroBubbleV, ScheduleKind::kInterleavedZeroBubble, ScheduleKind::kDualPipeV});
+
+constexpr SetupFeatures Features(std::initializer_list<SetupFeature> features) {
+  SetupFeatures set = 0;
+  for (SetupFeature f : features) set |= FeatureBit(f);
+  return set;
+}
+
+// The setup features each framework runs: explicit lists, so that a feature added to the setup is
+// run by none until its row lists it (and refused, naming it, until then).
+using F = SetupFeature;
+constexpr SetupFeatures kFeaturesOfMoe = Features({F::kMoe, F::kMoeFlexDispatcher, F::kMoeCapacity, F::kMoeCommOverlap});
+// torch and MindFormers: the exports carry the pipeline and the recomputation; the model's own code
+// (and MindFormers' configuration) set up the rest.
+constexpr SetupFeatures kTorchSetups =
+    Features({F::kContextParallel, F::kExpertParallel, F::kShardedGradients, F::kFp8, F::kFp8Params,
+              F::kNoFp8TransposeCache, F::kBf16Grads, F::kBf16Moments, F::kTpCommOverlap, F::kOffloadOptimizer,
+              F::kOffloadKeepsMaster, F::kMoeCudaGraphs}) |
+    kFeaturesOfMoe;
+constexpr SetupFeatures kMindFormersSetups = kTorchSetups;
+constexpr SetupFeatures kMegatronSetups =
+    Features({F::kContextParallel, F::kExpertParallel, F::kShardedGradients, F::kFp8, F::kFp8Params,
+              F::kNoFp8TransposeCache, F::kBf16Grads, F::kBf16Moments, F::kTpCommOverlap, F::kOffloadOptimizer,
+              F::kMoeCudaGraphs}) |
+    kFeaturesOfMoe;
+constexpr SetupFeatures kMegatronLocalSetups =
+    Features({F::kExpertParallel, F::kShardedGradients, F::kFp8Params, F::kNoFp8TransposeCache, F::kBf16Grads,
+              F::kBf16Moments, F::kOffloadOptimizer}) |
+    kFeaturesOfMoe;
+constexpr SetupFeatures kDeepSpeedSetups =
+    Features({F::kFp8Params, F::kNoFp8TransposeCache, F::kBf16Grads, F::kOffloadOptimizer, F::kMoeCudaGraphs}) |
+    kFeaturesOfMoe;
+constexpr SetupFeatures kTorchTitanSetups =
+    Features({F::kContextParallel, F::kShardedGradients, F::kFp8Params, F::kNoFp8TransposeCache,
+              F::kOffloadKeepsMaster, F::kMoeCudaGraphs}) |
+    kFeaturesOfMoe;
 
 // What Megatron-LM's two layer specs refuse, and why. The local spec runs without Transformer
 // Engine, so neither its FP8 GEMMs nor its attention, overlaps and graphs.
@@ -116,12 +152,6 @@ const std::vector<Refusal>& TorchTitanRefusals() {
      "CPUOffloadPolicy), not the optimizer alone; drop optimizer from --offload"},
   };
   return refusals;
-}
-
-SetupFeatures WithoutRefused(const std::vector<Refusal>& refusals) {
-  SetupFeatures set = kEverySetupFeature;
-  for (const Refusal& r : refusals) set &= ~FeatureBit(r.feature);
-  return set;
 }
 
 const SetupFeatureInfo kFeatureInfo[] = {
@@ -215,40 +245,33 @@ std::string FeatureValue(const TrainingInfo& t, SetupFeature feature) {
 const std::vector<Target>& Targets() {
   static const std::vector<Target> kTargets = {
       {TargetKind::kAny, "any", "bmpipe's per-layer plan: needs a framework that recomputes per layer", std::nullopt,
-       RecomputeGranularity::kPerLayer, 0, false, true, kEverySchedule, kEverySetupFeature, {}, {}, "",
-       AnySettings},
+       RecomputeGranularity::kPerLayer, 0, false, true, kEverySchedule, kEverySetupFeature, {}, {}, AnySettings},
       {TargetKind::kTorch, "torch",
        "torch.distributed.pipelining (PyTorch >= 2.6) with the model's own per-layer checkpointing", FrameworkId::kTorch,
        RecomputeGranularity::kPerLayer, 0, false, true, kTorchSchedules,
-       kEverySetupFeature, {}, {}, "options without a known meaning", TorchSettings},
+       kTorchSetups, {}, {}, TorchSettings},
       {TargetKind::kMegatron, "megatron",
        "Megatron-Core >= 0.13 with its Transformer Engine layer spec (--pipeline-model-parallel-layout)",
        FrameworkId::kMegatron, RecomputeGranularity::kGlobal,
        kRecomputeCoreAttention | kRecomputeMlp | kRecomputeMlaUpProjection, true, true, kOneFOneBFamily,
-       WithoutRefused(MegatronRefusals(false)), MegatronRefusals(false), {"selective+mlp"},
-       "per-stage or per-layer recomputation, layernorm recomputation (fused into the linear layers), attn",
-       MegatronSettings, nullptr, MegatronRules},
+       kMegatronSetups, MegatronRefusals(false), {"selective+mlp"}, MegatronSettings, nullptr, MegatronRules},
       {TargetKind::kMegatronLocal, "megatron-local",
        "Megatron-Core >= 0.13 with its local layer spec (--pipeline-model-parallel-layout)", FrameworkId::kMegatron,
        RecomputeGranularity::kGlobal,
        kRecomputeCoreAttention | kRecomputeMlp | kRecomputeNorms | kRecomputeMlaUpProjection, true, true,
-       kOneFOneBFamily, WithoutRefused(MegatronRefusals(true)), MegatronRefusals(true),
-       {"selective+mlp", "selective+norm", "mlp+norm", "selective+mlp+norm"}, "per-stage or per-layer recomputation, attn",
-       MegatronSettings, nullptr, MegatronRules},
+       kOneFOneBFamily, kMegatronLocalSetups, MegatronRefusals(true),
+       {"selective+mlp", "selective+norm", "mlp+norm", "selective+mlp+norm"}, MegatronSettings, nullptr, MegatronRules},
       {TargetKind::kMindFormers, "mindformers", "MindFormers >= 1.3 (offset and recompute lists per stage)",
        FrameworkId::kMindFormers, RecomputeGranularity::kPerStage, 0, false, false, kOneFOneBFamily,
-       kEverySetupFeature, {}, {"mlp_act", "mlp_act+norm"},
-       "stages without a decoder layer; a stage with both select-only and comm-only layers; mlp, attn",
-       MindFormersSettings, MindFormersCanonical},
+       kMindFormersSetups, {}, {"mlp_act", "mlp_act+norm"}, MindFormersSettings, MindFormersCanonical},
       {TargetKind::kDeepSpeed, "deepspeed",
        "DeepSpeed >= 0.14 (a PipelineModule subclass with the plan's parts and checkpointed layers)",
        FrameworkId::kDeepSpeed, RecomputeGranularity::kPerLayer, 0, false, true,
-       ScheduleBit(ScheduleKind::kOneFOneB), WithoutRefused(DeepSpeedRefusals()), DeepSpeedRefusals(), {},
-       "selective (sub-layer) recomputation, interleaving", DeepSpeedSettings, nullptr, DeepSpeedRules},
+       ScheduleBit(ScheduleKind::kOneFOneB), kDeepSpeedSetups, DeepSpeedRefusals(), {}, DeepSpeedSettings, nullptr,
+       DeepSpeedRules},
       {TargetKind::kTorchTitan, "torchtitan", "torchtitan >= 0.2 (module_fqns_per_model_part, schedule CSV)",
        FrameworkId::kTorchTitan, RecomputeGranularity::kGlobal, 0, false, true, kTorchTitanSchedules,
-       WithoutRefused(TorchTitanRefusals()), TorchTitanRefusals(), {},
-       "per-stage or per-layer recomputation, selective recomputation", TorchTitanSettings},
+       kTorchTitanSetups, TorchTitanRefusals(), {}, TorchTitanSettings},
   };
   return kTargets;
 }
@@ -366,7 +389,12 @@ const std::vector<Framework>& Frameworks() {
   return kFrameworks;
 }
 
-const Framework& FrameworkOf(FrameworkId id) { return Frameworks()[static_cast<std::size_t>(id)]; }
+const Framework& FrameworkOf(FrameworkId id) {
+  for (const Framework& f : Frameworks()) {
+    if (f.id == id) return f;
+  }
+  return Frameworks().front();
+}
 
 std::vector<std::string> FormatNames() {
   std::vector<std::string> names;

@@ -125,10 +125,9 @@ struct Target {
   bool block;                  // full recomputation of the first N decoder layers of every chunk; global only
   bool stage_without_decoder;  // a stage may hold only the embedding or the head
   ScheduleSet schedules;       // allow-list: the schedules it runs
-  SetupFeatures setups;        // allow-list: the setup features it runs
+  SetupFeatures setups;        // allow-list: the setup features it runs (a new feature: none lists it)
   std::vector<Refusal> refusals;  // why it does not run the features it does not list, in the order checked
   std::vector<std::string_view> recompute_options;  // options the cost model adds for its settings
-  std::string_view cannot;     // what it cannot express, for the report
   SettingsFn settings;
   CanonicalFn canonical = nullptr;
   SetupRulesFn rules = nullptr;
