@@ -1,11 +1,12 @@
 // A MindFormers configuration's pipeline lists read back as a plan (ReadMindFormersPlan,
-// io/export.h) against a small model shaped like examples/mindformers-demo (head, 10 decoder
+// frameworks/mindformers/mindformers.h) against a small model shaped like examples/mindformers-demo (head, 10 decoder
 // layers with the tool's recompute kinds, tail), with 4 ranks and with 2 ranks x 2 chunks. A plan
 // it accepts must simulate and survive the round trip through the mindformers export.
 #include <cstddef>
 #include <cstdint>
 
 #include "bmpipe/frameworks/formats.h"
+#include "bmpipe/frameworks/mindformers/mindformers.h"
 #include "bmpipe/sim/simulator.h"
 #include "fuzz_support.h"
 

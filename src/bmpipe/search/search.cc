@@ -322,6 +322,19 @@ std::string DescribeConfig(const SearchConfig& c) {
   return out;
 }
 
+Verdict VerdictOf(ModelStatus planned) {
+  switch (planned) {
+    case ModelStatus::kInfeasible:
+      return Verdict::kNoFit;
+    case ModelStatus::kNoSolution:
+      return Verdict::kNotPlanned;
+    case ModelStatus::kOptimal:
+    case ModelStatus::kFeasible:
+      return Verdict::kPlanned;
+  }
+  return Verdict::kPlanned;
+}
+
 std::string_view VerdictName(Verdict v) {
   switch (v) {
     case Verdict::kDominated:
@@ -682,9 +695,7 @@ Result<SearchResult> SearchConfigurations(const ModelSpec& model, const DeviceSp
         }
         out.planner = planned.value().planner;
         out.setting = planned.value().setting;
-        out.verdict = out.planner.status == ModelStatus::kInfeasible ? Verdict::kNoFit
-                      : out.planner.status == ModelStatus::kNoSolution   ? Verdict::kNotPlanned
-                                                                    : Verdict::kPlanned;
+        out.verdict = VerdictOf(out.planner.status);
         if (HasPlan(out)) Measure(problem, options, result.model_flops, device.peak_flops, out);
         std::lock_guard<std::mutex> guard(progress_lock);
         ++progress.done;

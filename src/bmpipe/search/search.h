@@ -94,17 +94,23 @@ struct SearchOptions {
   Deadline deadline;  // the caller's (a stop flag, say); the sooner of it and the time budget stops the search
 };
 
+// What the search decided about a configuration: the step that set it aside, or, once the exact
+// planner ran, what happened to its model (ConfigOutcome::planner.status, a ModelStatus) in the
+// search's statistics' words (VerdictOf). Not an outcome of its own: a classification for the
+// statistics, keyed by VerdictName in the report and the JSON.
 enum class Verdict {
   kDominated,    // another configuration with the same pipeline is at least as cheap in every cost
   kMemoryBound,  // cannot fit: the memory lower bound exceeds the device
   kTimeBound,    // its time lower bound is above the K-th best iteration time found
   kScreened,     // screened with the quick plan only (see screen_ns), not planned exactly
-  kNoFit,        // planned: the planner proved that no plan fits
-  kPlanned,      // planned: see `planner`
-  kNotPlanned,   // the time budget ran out before its turn
+  kNoFit,        // planned: ModelStatus::kInfeasible, no plan fits
+  kPlanned,      // planned: ModelStatus::kOptimal or kFeasible, see `planner`
+  kNotPlanned,   // the time budget ran out before its turn (planned: ModelStatus::kNoSolution)
 };
 inline constexpr int kVerdicts = 7;
 std::string_view VerdictName(Verdict v);
+// The verdict of a configuration the exact planner ran on: what its ModelStatus says.
+Verdict VerdictOf(ModelStatus planned);
 
 struct ConfigOutcome {
   SearchConfig config;
