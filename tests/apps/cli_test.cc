@@ -326,6 +326,30 @@ TEST(CliModel, PlansAHuggingFaceConfig) {
   EXPECT_NE(r.out.find("solver     bmpipe-bnb: proven optimal"), std::string::npos) << r.out;
 }
 
+// What the costs leave out reaches --json with the plan, and the dumped problem keeps it.
+TEST(CliModel, NotModeledPartsAreInTheJson) {
+  const std::string dir = testing::MakeTempDir();
+  const std::string dump = dir + "/problem.json";
+  testing::CommandResult a = RunBmpipe("plan --model gpt-oss-120b --device h100-80gb --pp 4 --dp 8 --ep 8 --gbs 64 "
+                                       "--seq 4096 --flash-attn --distributed-optimizer --json --dump-problem '" +
+                                       dump + "'");
+  ASSERT_EQ(a.exit_code, 0) << a.err;
+  const Json plan = Json::parse(a.out);
+  ASSERT_EQ(plan["not_modeled"].size(), 1u) << a.out;
+  EXPECT_NE(plan["not_modeled"][0].get<std::string>().find("Attention sinks"), std::string::npos);
+  EXPECT_EQ(Json::parse(testing::ReadFile(dump))["training"]["not_modeled"], plan["not_modeled"]);
+  testing::CommandResult b = RunBmpipe("plan --json --problem '" + dump + "'");
+  ASSERT_EQ(b.exit_code, 0) << b.err;
+  EXPECT_EQ(Json::parse(b.out)["not_modeled"], plan["not_modeled"]);
+  // A model with nothing left out has no key.
+  testing::CommandResult c =
+      RunBmpipe("plan --model llama3-8b --device h100-80gb --pp 4 --gbs 16 --seq 2048 --json");
+  ASSERT_EQ(c.exit_code, 0) << c.err;
+  EXPECT_FALSE(Json::parse(c.out).contains("not_modeled"));
+  std::remove(dump.c_str());
+  rmdir(dir.c_str());
+}
+
 TEST(CliModel, BadSetupsExitWithTwo) {
   testing::CommandResult r = RunBmpipe("plan --model llama3-8b --device h100-80gb --tp 3 --gbs 8 --seq 2048");
   EXPECT_EQ(r.exit_code, 2);

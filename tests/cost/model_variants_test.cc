@@ -1,4 +1,5 @@
-// The cost model on the newer model shapes: windowed attention, GeGLU and squared-ReLU MLPs,
+// The cost model on the newer model shapes: windowed and chunked attention, DeepSeek's sparse
+// attention, GeGLU and squared-ReLU MLPs,
 // Gemma's extra norms, and DeepSeek-V3's multi-token-prediction modules in the head layer.
 #include <algorithm>
 #include <string>
@@ -101,6 +102,120 @@ TEST(WindowedAttention, ProblemHasLayerKindsPerWindow) {
   global.windowed_layers.clear();
   EXPECT_LT(ModelFlopsPerIteration(m, H100(), s, AttentionFlops::kCausal),
             ModelFlopsPerIteration(global, H100(), s, AttentionFlops::kCausal));
+}
+
+// The keys per query a causal kernel computes, against a count over the sequence's positions:
+// query i (from 0) sees i + 1 keys, min(i + 1, w) in a window, (i mod c) + 1 in a chunk; with
+// context parallelism the busiest rank's two chunks (Megatron's load-balanced layout) count.
+double CountedKeysPerQuery(int seq, int cp, LocalAttention kind, int span) {
+  auto keys = [&](int i) -> double {
+    if (span == 0) return i + 1;
+    return kind == LocalAttention::kChunked ? (i % span) + 1 : std::min(i + 1, span);
+  };
+  const int c = seq / (2 * cp);
+  double busiest = 0;
+  for (int r = 0; r < cp; ++r) {
+    double sum = 0;
+    for (int chunk : {r, 2 * cp - 1 - r}) {
+      for (int i = chunk * c; i < (chunk + 1) * c; ++i) sum += keys(i);
+    }
+    busiest = std::max(busiest, sum / (2.0 * c));
+  }
+  return busiest;
+}
+
+TEST(LocalAttention, KeysPerQueryMatchTheMaskOnEveryContextParallelRank) {
+  ModelSpec m = ModelPreset("llama4-scout").value();
+  const double a = m.heads, dh = m.head_dim;
+  for (LocalAttention kind : {LocalAttention::kSlidingWindow, LocalAttention::kChunked}) {
+    for (int span : {3000, 8192, 20000}) {
+      for (int cp : {1, 2, 4}) {
+        m.local_attention = kind;
+        m.sliding_window = span;
+        TrainingSetup s = SeqSetup(32768, true);
+        s.cp = cp;
+        const double tokens = 32768.0 / cp;
+        const double flops = OpNamed(DecoderLayerGraph(m, H100(), s, true, true), "flash_attention").forward_flops;
+        const double keys = flops / (2 * tokens * a * 2 * dh);
+        const double counted = CountedKeysPerQuery(32768, cp, kind, span);
+        EXPECT_NEAR(keys / counted, 1.0, 2e-3)
+            << (kind == LocalAttention::kChunked ? "chunk " : "window ") << span << " cp " << cp;
+      }
+    }
+  }
+}
+
+// Llama 4's chunked layers: as full attention within a chunk, c/2 keys per query beyond it.
+TEST(LocalAttention, ChunkedLayersCostLessBeyondAChunk) {
+  const ModelSpec m = ModelPreset("llama4-scout").value();
+  const double a = m.heads, dh = m.head_dim;
+  const TrainingSetup within = SeqSetup(8192, true);
+  EXPECT_DOUBLE_EQ(OpNamed(DecoderLayerGraph(m, H100(), within, true, true), "flash_attention").forward_flops,
+                   OpNamed(DecoderLayerGraph(m, H100(), within, true, false), "flash_attention").forward_flops);
+  const TrainingSetup beyond = SeqSetup(65536, true);
+  const LayerGraph chunked = DecoderLayerGraph(m, H100(), beyond, true, true);
+  EXPECT_EQ(chunked.name, "decoder (MoE) chunked");
+  EXPECT_DOUBLE_EQ(OpNamed(chunked, "flash_attention").forward_flops, 2.0 * 65536 * 4096 * a * 2 * dh);
+  TrainingSetup s = beyond;
+  s.tp = 8;
+  s.pp = 4;
+  s.ep = 2;
+  s.etp = 1;
+  s.dp = 2;
+  s.global_batch_size = 8;
+  const Result<Problem> built = BuildProblem(m, H100(), s);
+  ASSERT_TRUE(built.ok()) << built.error().message;
+  EXPECT_EQ(built.value().layers[1].name, "decoder-moe-local");
+  EXPECT_EQ(built.value().layers[4].name, "decoder-moe");
+  // The difference is the attention kernel's: 32768 - 4096 keys per query fewer.
+  const LayerGraph full = DecoderLayerGraph(m, H100(), s, true, false);
+  const LayerGraph local = DecoderLayerGraph(m, H100(), s, true, true);
+  EXPECT_NEAR(OpNamed(full, "flash_attention").forward_s - OpNamed(local, "flash_attention").forward_s,
+              1e-9 * static_cast<double>(built.value().layers[4].options[0].forward_ns -
+                                         built.value().layers[1].options[0].forward_ns),
+              2e-9);
+  EXPECT_LT(built.value().layers[1].options[0].forward_ns, built.value().layers[4].options[0].forward_ns);
+}
+
+// DeepSeek-V3.2's sparse attention: the indexer scores every earlier key with its 64 heads of
+// 128, and the latent attention (absorbed: 576-wide keys, 512-wide values) attends to 2048.
+TEST(SparseAttention, IndexerAndSelectedKeys) {
+  const ModelSpec v32 = ModelPreset("deepseek-v3.2").value();
+  const ModelSpec v3 = ModelPreset("deepseek-v3").value();
+  const double a = v32.heads;
+  for (int seq : {4096, 65536}) {
+    TrainingSetup s = SeqSetup(seq, true);
+    const LayerGraph g = DecoderLayerGraph(v32, H100(), s, true);
+    const double selected = 2048 - 2048.0 * 2048 / (2 * seq);  // a window of 2048 keys
+    EXPECT_DOUBLE_EQ(OpNamed(g, "sparse_attention").forward_flops, 2.0 * seq * selected * a * (576 + 512));
+    EXPECT_DOUBLE_EQ(OpNamed(g, "indexer_topk").forward_flops,
+                     2.0 * seq * (seq / 2.0) * 64 * 128 + 2.0 * seq * selected * a * 576);
+    const LayerOp& proj = OpNamed(g, "indexer_proj");
+    EXPECT_DOUBLE_EQ(proj.forward_flops, 2.0 * seq * (1536.0 * 64 * 128 + 7168.0 * 128 + 7168.0 * 64));
+    EXPECT_DOUBLE_EQ(proj.backward_flops, proj.forward_flops);  // weight gradients only: its input is detached
+    // The absorbed projections are kv_up's FLOPs, reordered.
+    const LayerGraph dense = DecoderLayerGraph(v3, H100(), s, true);
+    EXPECT_DOUBLE_EQ(OpNamed(g, "q_absorb").forward_flops + OpNamed(g, "v_up").forward_flops,
+                     OpNamed(dense, "kv_up").forward_flops);
+  }
+  // Long sequences: the sparse layer is faster than the dense one, short ones slower (the indexer
+  // and the absorbed form's wider keys cost more than the keys it drops).
+  auto layer_s = [&](const ModelSpec& m, int seq) {
+    const OptionCost c = EvaluateOption(DecoderLayerGraph(m, H100(), SeqSetup(seq, true), true), "none");
+    return c.forward_s + c.backward_s;
+  };
+  EXPECT_LT(layer_s(v32, 131072), 0.5 * layer_s(v3, 131072));
+  EXPECT_GT(layer_s(v32, 4096), layer_s(v3, 4096));
+  // It runs as fused kernels only.
+  TrainingSetup unfused = SeqSetup(4096, false);
+  unfused.pp = 8;
+  unfused.ep = 8;
+  unfused.dp = 8;
+  unfused.global_batch_size = 64;
+  const Result<Problem> refused = BuildProblem(v32, H100(), unfused);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.error().message.find("DeepSeek sparse attention runs as fused kernels"), std::string::npos)
+      << refused.error().message;
 }
 
 TEST(MlpVariants, GeGluIsGatedAndSquaredReluIsNot) {

@@ -399,9 +399,147 @@ TEST(HfConfig, Llama4ScoutFromTextConfig) {
   EXPECT_EQ(c.total, 107'769'861'120);
   EXPECT_LT(RelativeError(c.total, 109e9), 0.015);
   EXPECT_EQ(c.total, CountParameters(ModelPreset("llama4-scout").value()).total);
-  ASSERT_EQ(m.not_modeled.size(), 2u);
-  EXPECT_TRUE(Contains(m.not_modeled[0], "chunked attention (chunks of 8192 tokens")) << m.not_modeled[0];
-  EXPECT_TRUE(Contains(m.not_modeled[1], "vision encoder")) << m.not_modeled[1];
+  // Chunks of 8192 tokens on the layers with RoPE (no_rope_layers 1), the whole sequence on the
+  // fourth.
+  EXPECT_EQ(m.local_attention, LocalAttention::kChunked);
+  EXPECT_EQ(m.sliding_window, 8192);
+  for (int i = 0; i < m.layers; ++i) EXPECT_EQ(IsWindowedLayer(m, i), (i + 1) % 4 != 0) << i;
+  const ModelSpec preset = ModelPreset("llama4-scout").value();
+  EXPECT_EQ(preset.windowed_layers, m.windowed_layers);
+  EXPECT_EQ(preset.local_attention, LocalAttention::kChunked);
+  ASSERT_EQ(m.not_modeled.size(), 1u);
+  EXPECT_TRUE(Contains(m.not_modeled[0], "vision encoder")) << m.not_modeled[0];
+}
+
+TEST(HfConfig, Llama4ChunkedLayers) {
+  Json text = Json::parse(testing::ReadFile(Fixture("llama4-scout")))["text_config"];
+  // Without no_rope_layers: every no_rope_layer_interval-th layer (default 4) is global.
+  text.erase("no_rope_layers");
+  text["no_rope_layer_interval"] = 2;
+  ModelSpec m = ReadEdited("llama4-scout", {{"text_config", text}});
+  EXPECT_TRUE(IsWindowedLayer(m, 0));
+  EXPECT_FALSE(IsWindowedLayer(m, 1));
+  // layer_types, as newer Transformers write it, decides.
+  Json types = Json::array();
+  for (int i = 0; i < 48; ++i) types.push_back(i == 5 ? "full_attention" : "chunked_attention");
+  text["layer_types"] = types;
+  m = ReadEdited("llama4-scout", {{"text_config", text}});
+  EXPECT_FALSE(IsWindowedLayer(m, 5));
+  EXPECT_TRUE(IsWindowedLayer(m, 1));
+  types[0] = "sliding_attention";
+  text["layer_types"] = types;
+  EXPECT_TRUE(Contains(ErrorOfEdited("llama4-scout", {{"text_config", text}}),
+                       "text_config.layer_types[0] = \"sliding_attention\": bmpipe costs layers of type "
+                       "chunked_attention and full_attention only"));
+  // A null chunk: every layer attends to the whole sequence.
+  text.erase("layer_types");
+  text["attention_chunk_size"] = nullptr;
+  m = ReadEdited("llama4-scout", {{"text_config", text}});
+  EXPECT_EQ(m.sliding_window, 0);
+  for (int i = 0; i < m.layers; ++i) EXPECT_FALSE(IsWindowedLayer(m, i));
+}
+
+// DeepSeek-V3.2: V3 with the indexer and top-k sparse attention; Transformers' defaults for the
+// indexer when the keys are missing.
+TEST(HfConfig, DeepSeekV32) {
+  ModelSpec m = ReadEdited("deepseek-v3", {{"model_type", "deepseek_v32"},
+                                           {"index_n_heads", 64},
+                                           {"index_head_dim", 128},
+                                           {"index_topk", 2048}});
+  EXPECT_EQ(m.family, "deepseek_v32");
+  EXPECT_EQ(m.sparse.index_heads, 64);
+  EXPECT_EQ(m.sparse.index_head_dim, 128);
+  EXPECT_EQ(m.sparse.topk, 2048);
+  const ModelSpec v3 = Read(Fixture("deepseek-v3"));
+  // Per layer: index queries from the query latent 1536 x 64 x 128, one key 7168 x 128 with its
+  // LayerNorm (256), weights 7168 x 64; 61 decoder layers and the MTP module's.
+  const std::int64_t indexer = 1536LL * 64 * 128 + 7168LL * 128 + 256 + 7168LL * 64;
+  EXPECT_EQ(indexer, 13'959'424);
+  EXPECT_EQ(CountParameters(m).total - CountParameters(v3).total, 62 * indexer);
+  EXPECT_EQ(CountParameters(m).total, CountParameters(ModelPreset("deepseek-v3.2").value()).total);
+  EXPECT_EQ(ReadEdited("deepseek-v3", {{"model_type", "deepseek_v32"}}).sparse.topk, 2048);
+  EXPECT_TRUE(Contains(ErrorOfEdited("deepseek-v3", {{"model_type", "deepseek_v32"}, {"index_topk", 0}}),
+                       "index_topk = 0"));
+}
+
+// Keys that give a model a part of its architecture are errors under a model_type without it,
+// instead of a model costed without the part.
+TEST(HfConfig, ArchitectureKeysOfAnotherModelTypeAreErrors) {
+  std::string message = ErrorOfEdited("deepseek-v3", {{"index_topk", 2048}});
+  EXPECT_TRUE(Contains(message, "index_topk = 2048: gives the model DeepSeek sparse attention, which model_type "
+                                "deepseek_v3 does not have: bmpipe would cost the model without it; give model_type "
+                                "deepseek_v32"))
+      << message;
+  message = ErrorOfEdited("llama3-8b", {{"hybrid_override_pattern", "M-M*-"}});
+  EXPECT_TRUE(Contains(message, "hybrid_override_pattern = \"M-M*-\": gives the model Mamba-2 layers (a hybrid stack), "
+                                "which bmpipe does not cost yet"))
+      << message;
+  message = ErrorOfEdited("llama3-8b", {{"num_local_experts", 8}});
+  EXPECT_TRUE(Contains(message, "give model_type mixtral or gpt_oss or llama4 or llama4_text")) << message;
+  // null, 0 and false give nothing.
+  EXPECT_EQ(ReadEdited("llama3-8b", {{"num_local_experts", 0}, {"kv_lora_rank", nullptr}}).moe.experts, 0);
+}
+
+// Recipes' model types bmpipe cannot cost yet are named as such, with no near name to follow.
+TEST(HfConfig, UnmodeledModelTypesSayWhatIsMissing) {
+  for (const auto& [type, what] : std::vector<std::pair<std::string, std::string>>{
+           {"nemotron_h", "Mamba-2 layers"}, {"qwen3_next", "Gated DeltaNet"}, {"glm_moe_dsa", "GLM-5"}}) {
+    const std::string message = ErrorOfEdited("llama3-8b", {{"model_type", type}});
+    EXPECT_TRUE(Contains(message, "bmpipe does not cost")) << message;
+    EXPECT_TRUE(Contains(message, what)) << message;
+    EXPECT_FALSE(Contains(message, "did you mean")) << message;
+  }
+}
+
+// StarCoder2's reading: a GELU MLP with grouped-query attention, LayerNorm, biases, a window on
+// every layer; Megatron's default GPT with grouped-query attention reads the same way.
+TEST(HfConfig, Starcoder2) {
+  Json config = {{"model_type", "starcoder2"},   {"hidden_size", 6144},   {"intermediate_size", 24576},
+                 {"num_hidden_layers", 40},      {"num_attention_heads", 48}, {"num_key_value_heads", 4},
+                 {"vocab_size", 49152},          {"hidden_act", "gelu_pytorch_tanh"}, {"sliding_window", 4096},
+                 {"residual_dropout", 0.1},      {"tie_word_embeddings", false}};
+  Result<ModelSpec> r = ReadHuggingFaceConfig(config, "starcoder2");
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  const ModelSpec& m = r.value();
+  EXPECT_EQ(m.mlp, MlpKind::kGelu);
+  EXPECT_EQ(m.norm, NormKind::kLayerNorm);
+  EXPECT_EQ(m.kv_heads, 4);
+  EXPECT_EQ(m.head_dim, 128);
+  EXPECT_TRUE(m.qkv_bias && m.linear_bias && m.dropout);
+  EXPECT_EQ(m.sliding_window, 4096);
+  for (int i = 0; i < m.layers; ++i) EXPECT_TRUE(IsWindowedLayer(m, i)) << i;
+  // Per layer: attention 6144 x (6144 + 2 x 512) + 6144 x 6144 and biases 6144 + 2 x 512 + 6144,
+  // MLP 2 x 6144 x 24576 and biases 24576 + 6144, two LayerNorms 4 x 6144.
+  const std::int64_t layer = 6144LL * 7168 + 6144LL * 6144 + 13312 + 2 * 6144LL * 24576 + 30720 + 4 * 6144;
+  EXPECT_EQ(CountParameters(m).dense_layer, layer);
+  config["hidden_act"] = "silu";
+  EXPECT_TRUE(Contains(ReadHuggingFaceConfig(config, "starcoder2").error().message,
+                       "hidden_act = \"silu\": bmpipe models StarCoder2's MLP with a GELU activation"));
+  config["hidden_act"] = "gelu";
+  config.erase("num_key_value_heads");
+  EXPECT_TRUE(Contains(ReadHuggingFaceConfig(config, "starcoder2").error().message,
+                       "missing required key 'num_key_value_heads'"));
+}
+
+// GPT-NeoX has no grouped-query attention: a config that says otherwise is an error, not a
+// model silently costed with one key-value head per query head.
+TEST(HfConfig, GptNeoxKeyValueHeads) {
+  EXPECT_EQ(ReadEdited("gpt-neox-20b", {{"num_key_value_heads", 64}}).kv_heads, 64);
+  const std::string message = ErrorOfEdited("gpt-neox-20b", {{"num_key_value_heads", 8}});
+  EXPECT_TRUE(Contains(message, "num_key_value_heads = 8: differs from num_attention_heads = 64, but GPT-NeoX has no "
+                                "grouped-query attention"))
+      << message;
+  EXPECT_TRUE(Contains(message, "model_type starcoder2")) << message;
+}
+
+// A window key that a model type's Transformers class ignores is said, not silently dropped.
+TEST(HfConfig, IgnoredWindowIsNoted) {
+  const ModelSpec m = ReadEdited("llama3-8b", {{"sliding_window", 4096}});
+  EXPECT_EQ(m.sliding_window, 0);
+  ASSERT_EQ(m.not_modeled.size(), 1u);
+  EXPECT_TRUE(Contains(m.not_modeled[0], "sliding_window = 4096 is not read: model_type llama attends to the whole "
+                                         "sequence"))
+      << m.not_modeled[0];
 }
 
 TEST(HfConfig, Llama4MaverickInterleavesDenseLayers) {
@@ -504,8 +642,9 @@ TEST(HfConfig, UnknownModelTypeListsTheSupportedOnes) {
   const std::string path = Fixture("bad-unknown-model-type");
   const std::string message = ErrorOf(path);
   EXPECT_TRUE(Contains(message, path + ": model_type = \"falcon\": unsupported model_type; bmpipe reads llama, "
-                                       "mistral, mixtral, qwen2, qwen3, qwen3_moe, gpt2, gpt_neox, deepseek_v3, "
-                                       "gpt_oss, llama4, llama4_text, gemma2, gemma3, gemma3_text"))
+                                       "mistral, mixtral, qwen2, qwen3, qwen3_moe, gpt2, gpt_neox, starcoder2, "
+                                       "deepseek_v3, deepseek_v32, kimi_k2, gpt_oss, llama4, llama4_text, gemma2, "
+                                       "gemma3, gemma3_text"))
       << message;
   EXPECT_TRUE(Contains(ErrorOfEdited("llama3-8b", {{"model_type", "<delete>"}}),
                        "missing required key 'model_type' (the architecture; bmpipe reads llama, "));

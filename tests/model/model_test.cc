@@ -35,7 +35,7 @@ TEST(ModelPreset, NamesInAFixedOrderAndEveryPresetIsValid) {
   const std::vector<std::string> expected = {
       "llama2-7b",    "llama2-70b",      "llama3-8b",     "llama3-70b",   "llama3-405b",     "llama3.1-8b",
       "llama3.1-70b", "llama3.1-405b",   "gpt3-175b",     "gpt-22b",      "gpt-175b",        "gpt-530b",
-      "gpt-1t",       "mixtral-8x7b",    "mixtral-8x22b", "deepseek-v3",  "qwen3-235b-a22b", "qwen3-30b-a3b",
+      "gpt-1t",       "mixtral-8x7b",    "mixtral-8x22b", "deepseek-v3",  "deepseek-v3.2", "qwen3-235b-a22b", "qwen3-30b-a3b",
       "gpt-oss-120b", "llama4-scout",    "gemma3-27b",    "nemotron-4-15b", "nemotron-4-340b", "gpt-neox-20b"};
   EXPECT_EQ(ModelPresetNames(), expected);
   for (const std::string& name : expected) {

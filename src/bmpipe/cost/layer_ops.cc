@@ -1,6 +1,7 @@
 #include "bmpipe/cost/layer_ops.h"
 
 #include <algorithm>
+#include <cmath>
 #include <set>
 #include <sstream>
 
@@ -251,26 +252,54 @@ int Norm(GraphBuilder& g, const Shape& s, const std::string& name, const Groups&
   return g.output(op);
 }
 
-// Keys per query before masking: the whole sequence, or on a windowed layer at most the window
-// (a banded kernel computes only the band).
-double KeysPerQuery(const Shape& s, bool windowed) {
-  return windowed ? std::min(s.seq, static_cast<double>(s.model.sliding_window)) : s.seq;
+// The keys a query of a layer attends to, by the layer's mask: every earlier key; the `span`
+// latest (a sliding window; DeepSeek's sparse attention, whose query attends to the `span` keys
+// its indexer selects, has the same count); or those of its own chunk of `span` tokens (Llama 4).
+struct KeyMask {
+  enum Kind { kCausal, kWindow, kChunk } kind = kCausal;
+  double span = 0;
+  // Keys the first n queries of the sequence see together: query i sees min(i, w) keys in a
+  // window, (i mod c) in a chunk, i without either; n^2/2 while n is within the span.
+  double KeysBefore(double n) const {
+    if (kind == kWindow && n > span) return span * span / 2 + (n - span) * span;
+    if (kind == kChunk && n > span) {
+      const double whole = std::floor(n / span);
+      const double rest = n - whole * span;
+      return whole * span * span / 2 + rest * rest / 2;
+    }
+    return n * n / 2;
+  }
+};
+
+// The mask of a decoder layer's attention: the model's local mask on its local layers, DeepSeek's
+// sparse selection on every layer of a model that has it, else causal.
+KeyMask MaskOf(const ModelSpec& m, bool local) {
+  if (local) {
+    return {m.local_attention == LocalAttention::kChunked ? KeyMask::kChunk : KeyMask::kWindow,
+            static_cast<double>(m.sliding_window)};
+  }
+  if (m.sparse.enabled()) return {KeyMask::kWindow, static_cast<double>(m.sparse.topk)};
+  return {};
+}
+
+// Keys per query before the causal mask: the whole sequence, or within the span (a banded or
+// block-diagonal kernel computes only its blocks).
+double KeysPerQuery(const Shape& s, const KeyMask& mask) {
+  return mask.kind == KeyMask::kCausal ? s.seq : std::min(s.seq, mask.span);
 }
 
 // Keys per query a causal kernel computes on the busiest context-parallel rank, averaged over its
-// queries. Query i sees min(i, w) keys (w: the window, or s), so the first n queries see
-// K(n) = n^2/2 keys for n <= w and w^2/2 + (n - w) w beyond. Megatron splits the sequence into
-// 2cp chunks of c = s/2cp tokens and gives rank r chunks r and 2cp-1-r: with full attention every
-// rank sees s/2 per query, as without context parallelism; with a window the ranks holding the
-// first chunks see fewer and the others up to w. Without context parallelism it is K(s)/s:
-// w - w^2/2s.
-double CausalKeysPerQuery(const Shape& s, bool windowed) {
-  const double w = KeysPerQuery(s, windowed);
+// queries: K(n) is KeyMask::KeysBefore. Megatron splits the sequence into 2cp chunks of c = s/2cp
+// tokens and gives rank r chunks r and 2cp-1-r: with full attention every rank sees s/2 per
+// query, as without context parallelism; with a window the ranks holding the first chunks see
+// fewer and the others up to w. Without context parallelism it is K(s)/s (a window: w - w^2/2s).
+double CausalKeysPerQuery(const Shape& s, const KeyMask& mask) {
+  const double w = KeysPerQuery(s, mask);
   if (w >= s.seq) return 0.5 * s.seq;
-  if (s.setup.cp == 1) return w - w * w / (2 * s.seq);
-  auto keys = [w](double n) { return n <= w ? n * n / 2 : w * w / 2 + (n - w) * w; };
+  if (s.setup.cp == 1) return mask.kind == KeyMask::kWindow ? w - w * w / (2 * s.seq) : mask.KeysBefore(s.seq) / s.seq;
   const int cp = s.setup.cp;
   const double c = s.seq / (2 * cp);
+  auto keys = [&mask](double n) { return mask.KeysBefore(n); };
   double busiest = 0;
   for (int r = 0; r < cp; ++r) {
     busiest = std::max(busiest, keys((r + 1) * c) - keys(r * c) + keys((2 * cp - r) * c) - keys((2 * cp - 1 - r) * c));
@@ -278,15 +307,109 @@ double CausalKeysPerQuery(const Shape& s, bool windowed) {
   return busiest / (2 * c);
 }
 
+// The output projection of attention from its per-head `context`.
+int OutProjection(GraphBuilder& g, const Shape& s, int context) {
+  const ModelSpec& m = s.model;
+  const double T = s.tokens, h = m.hidden, a = m.heads, dv = m.v_head_dim;
+  const int out = g.Linear("out_proj", {"attn"}, {context}, {{"attention_out", s.Activation(h, false)}}, {context},
+                           2 * T * a * dv * h / s.t, a * dv * h * kActivationBytes / s.t);
+  g.Collectives(out, s.Leave(), s.Enter());
+  return g.output(out);
+}
+
+// DeepSeek sparse attention (DeepSeek-V3.2, Megatron's DSAttention), after the latent
+// attention's down-projections (`q_in` the query latent, or the normed input `x` without one) and
+// the query up-projection `q`:
+//  - the lightning indexer's projections, replicated over tensor parallelism on the whole
+//    sequence (with sequence parallelism the input and the query latent are all-gathered for it):
+//    index queries from q_in, one index key (and its LayerNorm) and a weight per index head from
+//    x. Their input is detached (the indexer learns from its own loss only), so the backward is
+//    the weight gradients: the forward's FLOPs once;
+//  - its scores, each query against every earlier key (a fused kernel: causal, 2 FLOPs per key,
+//    index head and dimension; the fp32 logits written and read by the top-k), the top-k, and
+//    the indexer's KL loss against the attention's probabilities over the selected keys (those
+//    probabilities recomputed from the queries and keys: the attention forward's QK part). Its
+//    backward: the gradients of the index queries and key over the selected keys;
+//  - the attention in the absorbed (MQA) form of latent attention, which the sparse kernels run:
+//    the queries' no-RoPE part is projected into the key-value latent (W_UK absorbed), every
+//    head attends to the selected keys of the shared latent (kv_lora + rope wide, values kv_lora
+//    wide), and the result is projected up to the value heads (W_UV). The two projections are
+//    kv_up's FLOPs and weights, reordered.
+// With context parallelism the latent keys and the index keys are all-gathered over the group
+// (Megatron's all-gather CP for DSA) before the kernels, and the latent's gradients
+// reduce-scattered after: waited for, not overlapped.
+int SparseLatentAttention(GraphBuilder& g, const Shape& s, int x, int q_in, int q, int kv_latent) {
+  const ModelSpec& m = s.model;
+  const LatentAttention& l = m.latent;
+  const SparseAttention& sp = m.sparse;
+  const Groups attn = {"attn"}, core = {"attn", "core_attn"}, up = {"attn", "mla_up_proj"};
+  const double T = s.tokens, h = m.hidden, a = m.heads, dv = m.v_head_dim;
+  const double ih = sp.index_heads, id = sp.index_head_dim;
+  const double q_width = l.q_lora_rank > 0 ? l.q_lora_rank : h;
+  const double latent_qk = l.kv_lora_rank + l.qk_rope_head_dim, latent_v = l.kv_lora_rank;
+  const double weight = kActivationBytes / s.t;
+  auto cp_gather = [&s](double bytes) {
+    return s.setup.cp > 1 ? AllGatherSeconds(bytes * s.setup.cp, s.setup.cp, s.cp.bandwidth, s.cp.latency) : 0.0;
+  };
+
+  const int proj = g.Gemm("indexer_proj", attn, {q_in, x},
+                          {{"index_q", T * ih * id * kActivationBytes}, {"index_k", T * id * kActivationBytes},
+                           {"index_weights", T * ih * kActivationBytes}},
+                          {q_in, x}, 2 * T * (q_width * ih * id + h * id + h * ih),
+                          (q_width * ih * id + h * id + h * ih) * kActivationBytes);
+  g.op(proj).backward_flops = g.op(proj).forward_flops;
+  if (s.setup.sequence_parallel && s.t > 1) {
+    g.op(proj).forward_comm_s += AllGatherSeconds(T * (h + q_width) * kActivationBytes, s.t, s.tp.bandwidth, s.tp.latency);
+  }
+  const double all_keys = CausalKeysPerQuery(s, KeyMask{});
+  const double selected = CausalKeysPerQuery(s, MaskOf(m, false));
+  const int select = g.Op("indexer_topk", OpClass::kFusedAttention, attn,
+                          {g.output(proj, 0), g.output(proj, 1), g.output(proj, 2)},
+                          {{"topk_indices", T * std::min<double>(sp.topk, s.seq) * 4}},
+                          {g.output(proj, 0), g.output(proj, 1), g.output(proj, 2)});
+  {
+    LayerOp& op = g.op(select);
+    op.saved.push_back(op.outputs[0]);
+    op.forward_flops = 2 * T * all_keys * ih * id + 2 * T * selected * a * latent_qk / s.t;
+    op.backward_flops = 2 * (2 * T * selected * ih * id);
+    op.forward_bytes = 2 * T * all_keys * 4 + g.bytes(op.outputs[0]);
+    op.backward_bytes = 2 * (g.bytes(g.output(proj, 0)) + g.bytes(g.output(proj, 1)) + g.bytes(g.output(proj, 2)));
+    op.forward_comm_s += cp_gather(T * id * kActivationBytes);
+  }
+  const double nope = l.qk_nope_head_dim;
+  const int absorb = g.Gemm("q_absorb", up, {q}, {{"q_latent_heads", s.Activation(a * latent_qk, true)}}, {q},
+                              2 * T * a * nope * latent_v / s.t, a * nope * latent_v * weight);
+  const int fa = g.Op("sparse_attention", OpClass::kFusedAttention, core,
+                      {g.output(absorb), kv_latent, g.output(select)},
+                      {{"context_latent", s.Activation(a * latent_v, true)}, {"logsumexp", T * a * 4 / s.t}},
+                      {g.output(absorb), kv_latent, g.output(select)});
+  {
+    LayerOp& op = g.op(fa);
+    op.saved.push_back(op.outputs[0]);
+    op.saved.push_back(op.outputs[1]);
+    op.forward_flops = 2 * T * selected * a * (latent_qk + latent_v) / s.t;
+    op.backward_flops = 2.5 * op.forward_flops;
+    op.forward_bytes = g.bytes(g.output(absorb)) + g.bytes(kv_latent) + g.bytes(op.outputs[0]);
+    op.backward_bytes = 2 * op.forward_bytes;
+    const double gather = cp_gather(g.bytes(kv_latent));
+    op.forward_comm_s += gather;
+    op.backward_comm_s += gather;
+  }
+  const int v_up = g.Gemm("v_up", up, {g.output(fa)}, {{"context", s.Activation(a * dv, true)}}, {g.output(fa)},
+                            2 * T * a * latent_v * dv / s.t, a * latent_v * dv * weight);
+  return OutProjection(g, s, g.output(v_up));
+}
+
 // Attention from the normed input `x` (in the sequence-parallel region) to the row-parallel
 // projection's output.
-int Attention(GraphBuilder& g, const Shape& s, int x, bool windowed) {
+int Attention(GraphBuilder& g, const Shape& s, int x, bool local) {
   const ModelSpec& m = s.model;
   const Groups attn = {"attn"}, core = {"attn", "core_attn"}, up = {"attn", "mla_up_proj"};
   const double T = s.tokens, h = m.hidden, a = m.heads;
   const double dh = m.head_dim, dv = m.v_head_dim;
   const double kv = m.latent.enabled() ? m.heads : m.kv_heads;
   const double weight = kActivationBytes / s.t;
+  const KeyMask mask = MaskOf(m, local);
   int q = -1, k = -1, v = -1;
   if (!m.latent.enabled()) {
     const int qkv = g.Linear("qkv", attn, {x},
@@ -316,10 +439,11 @@ int Attention(GraphBuilder& g, const Shape& s, int x, bool windowed) {
     const int q_up = g.Linear("q_up", up, {q_in}, {{"q", s.Activation(a * dh, true)}}, {q_in},
                             2 * T * q_in_width * a * dh / s.t, q_in_width * a * dh * weight);
     const int kv_latent = g.output(kv_down);
+    q = g.output(q_up);
+    if (m.sparse.enabled()) return SparseLatentAttention(g, s, x, q_in, q, kv_latent);
     const int kv_up = g.Linear("kv_up", up, {kv_latent}, {{"k", s.Activation(a * dh, true)}, {"v", s.Activation(a * dv, true)}},
                              {kv_latent}, 2 * T * l.kv_lora_rank * a * (l.qk_nope_head_dim + dv) / s.t,
                              l.kv_lora_rank * a * (l.qk_nope_head_dim + dv) * weight);
-    q = g.output(q_up);
     k = g.output(kv_up, 0);
     v = g.output(kv_up, 1);
   }
@@ -337,7 +461,7 @@ int Attention(GraphBuilder& g, const Shape& s, int x, bool windowed) {
     LayerOp& op = g.op(fa);
     op.saved.push_back(op.outputs[0]);
     op.saved.push_back(op.outputs[1]);
-    op.forward_flops = 2 * T * CausalKeysPerQuery(s, windowed) * a * (dh + dv) / s.t;
+    op.forward_flops = 2 * T * CausalKeysPerQuery(s, mask) * a * (dh + dv) / s.t;
     op.backward_flops = 2.5 * op.forward_flops;
     op.forward_bytes = g.bytes(q) + g.bytes(k) + g.bytes(v) + g.bytes(op.outputs[0]);
     op.backward_bytes = 2 * op.forward_bytes;
@@ -355,9 +479,9 @@ int Attention(GraphBuilder& g, const Shape& s, int x, bool windowed) {
     }
     context = op.outputs[0];
   } else {
-    // Megatron's unfused path computes the full s x s scores and masks them (a windowed layer
-    // only the band of keys within the window).
-    const double keys = KeysPerQuery(s, windowed);
+    // Megatron's unfused path computes the full s x s scores and masks them (a local layer only
+    // the band or the blocks of keys within its span).
+    const double keys = KeysPerQuery(s, mask);
     const double scores = T * keys * a / s.t;  // elements per device
     const int qk = g.Gemm("attention_scores", core, {q, k}, {{"scores", scores * kActivationBytes}}, {q, k},
                           2 * T * keys * a * dh / s.t, 0);
@@ -369,10 +493,7 @@ int Attention(GraphBuilder& g, const Shape& s, int x, bool windowed) {
                           2 * T * keys * a * dv / s.t, 0);
     context = g.output(pv);
   }
-  const int out = g.Linear("out_proj", attn, {context}, {{"attention_out", s.Activation(h, false)}}, {context},
-                         2 * T * a * dv * h / s.t, a * dv * h * weight);
-  g.Collectives(out, s.Leave(), s.Enter());
-  return g.output(out);
+  return OutProjection(g, s, context);
 }
 
 // A (column-parallel, row-parallel) MLP pair of width `ffn`, sharded over `shard` ranks, on
@@ -434,7 +555,8 @@ int PaddedVocab(int vocab, int tp) {
 LayerGraph DecoderLayerGraph(const ModelSpec& m, const DeviceSpec& d, const TrainingSetup& setup, bool moe,
                              bool windowed) {
   const Shape s(m, d, setup);
-  GraphBuilder g(s, std::string(moe ? "decoder (MoE)" : "decoder") + (windowed ? " windowed" : ""));
+  const char* local = !windowed ? "" : m.local_attention == LocalAttention::kChunked ? " chunked" : " windowed";
+  GraphBuilder g(s, std::string(moe ? "decoder (MoE)" : "decoder") + local);
   const Groups attn = {"attn"}, mlp = {"mlp"};
   const int x = g.Input("input", s.Activation(m.hidden, false));
   const int n1 = Norm(g, s, "norm1", {"attn", "norm"}, x);

@@ -39,6 +39,11 @@ Status ValidateNewParallelism(const ModelSpec& model, const DeviceSpec& device, 
       return InvalidInput(fmt::format("--cp {} runs ring attention in the fused kernel; add --flash-attn", s.cp));
     }
   }
+  if (model.sparse.enabled() && !s.flash_attention) {
+    return InvalidInput(
+        "the model's DeepSeek sparse attention runs as fused kernels (the indexer's scores and top-k, and the "
+        "attention over the selected keys); add --flash-attn");
+  }
   if (s.ep < 1 || s.ep > (1 << 16)) {
     return InvalidInput(fmt::format("--ep = {} must be between 1 and 65536; give the expert-parallel size", s.ep));
   }
@@ -357,6 +362,7 @@ TrainingInfo SetupTrainingInfo(const ModelSpec& model, const TrainingSetup& setu
   training.tp_comm_overlap = setup.tp_comm_overlap > 0 && setup.tp > 1;
   training.offload_optimizer = setup.offload_optimizer;
   training.offload_keeps_master = setup.offload_keeps_master;
+  training.not_modeled = model.not_modeled;
   if (model.moe.enabled()) {
     training.moe.experts = model.moe.experts;
     training.moe.top_k = model.moe.top_k;

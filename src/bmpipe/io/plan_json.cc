@@ -50,7 +50,7 @@ OptionIdx FindOption(const JsonCursor& c, const Layer& layer) {
 
 PlanDocument ReadPlanTree(const Json& doc, const Problem& problem) {
   JsonCursor root(doc, "");
-  root.ExpectKeys({"stages", "solver", BMPIPE_PLAN_METRIC_KEYS});
+  root.ExpectKeys({"stages", "solver", "not_modeled", BMPIPE_PLAN_METRIC_KEYS});
   PlanDocument out;
   Plan& plan = out.plan;
   const Pipeline& pipeline = problem.pipeline;
@@ -186,6 +186,8 @@ Json PlanToJson(const Problem& problem, const Plan& plan, const SimResult& sim, 
   if (solver.bound_s >= 0) s["bound_s"] = solver.bound_s;
   if (solver.objective_s >= 0) s["objective_s"] = solver.objective_s;
   if (!solver.stopped_by.empty()) s["stopped_by"] = solver.stopped_by;
+  // What the problem's costs leave out, with the numbers they qualify.
+  if (problem.training && !problem.training->not_modeled.empty()) out["not_modeled"] = problem.training->not_modeled;
   return out;
 }
 

@@ -16,7 +16,10 @@
 // query_pre_attn_scalar (a scale), Llama 4's use_qk_norm (a parameter-free L2 norm),
 // attn_temperature_tuning, attn_scale and floor_scale. Unlike bmpipe's own input files, unknown
 // keys are therefore not errors here (no ExpectKeys on the config): Transformers releases add keys
-// often.
+// often. The exception is a key that gives the model part of another architecture (an indexer,
+// latent attention, experts, chunks, Mamba-2 or Gated DeltaNet layers) under a model_type without
+// it: an error naming the model types that have it (ArchitectureKeys), since the part would
+// otherwise be left out of the cost without a word.
 //
 // A key a config may omit takes the default of the Transformers configuration class of that
 // model_type, so an omitted key means what it means to Transformers. Keys that fix the shape
@@ -52,9 +55,76 @@ constexpr std::int64_t kMaxPositions = 1 << 24;
 
 const std::vector<std::string>& SupportedModelTypes() {
   static const std::vector<std::string> types = {
-      "llama", "mistral",  "mixtral",     "qwen2",   "qwen3",  "qwen3_moe", "gpt2",   "gpt_neox",
-      "deepseek_v3", "gpt_oss", "llama4", "llama4_text", "gemma2", "gemma3", "gemma3_text"};
+      "llama",       "mistral",      "mixtral", "qwen2",   "qwen3",       "qwen3_moe", "gpt2",   "gpt_neox",
+      "starcoder2",  "deepseek_v3",  "deepseek_v32", "kimi_k2", "gpt_oss", "llama4", "llama4_text", "gemma2",
+      "gemma3",      "gemma3_text"};
   return types;
+}
+
+// Model types of published recipes that bmpipe recognizes but cannot cost yet, with what is
+// missing: no suggestion of a near name, which would cost another architecture.
+struct UnmodeledType {
+  std::string_view type, what;
+};
+constexpr UnmodeledType kUnmodeledTypes[] = {
+    {"nemotron_h", "Nemotron-H's Mamba-2 layers"},
+    {"qwen3_next", "Qwen3-Next's Gated DeltaNet layers"},
+    {"qwen3_5", "Qwen3.5's Gated DeltaNet layers"},
+    {"qwen3_5_moe", "Qwen3.5's Gated DeltaNet layers"},
+    {"deepseek_v4", "DeepSeek-V4's attention"},
+    {"glm_moe_dsa", "GLM-5's layers"},
+    {"glm4_moe", "GLM-4.5's partial-rotary attention with its MoE layers"},
+};
+
+// Keys that give a model a part of its architecture, with the model types that read them. In a
+// config of another model_type the part would be left out of the cost without a word (the
+// Transformers class of that type ignores the key too), so it is an error instead: the config
+// names the wrong model_type, or describes a model bmpipe does not cost yet.
+struct ArchitectureKey {
+  std::string_view key, part;
+  std::vector<std::string_view> readers;  // empty: no model type bmpipe reads has the part
+};
+const std::vector<ArchitectureKey>& ArchitectureKeys() {
+  static const std::vector<ArchitectureKey> keys = {
+      {"index_topk", "DeepSeek sparse attention", {"deepseek_v32"}},
+      {"index_n_heads", "DeepSeek sparse attention", {"deepseek_v32"}},
+      {"index_head_dim", "DeepSeek sparse attention", {"deepseek_v32"}},
+      {"kv_lora_rank", "latent attention", {"deepseek_v3", "deepseek_v32", "kimi_k2"}},
+      {"attention_chunk_size", "chunked attention", {"llama4", "llama4_text"}},
+      {"n_routed_experts", "routed experts", {"deepseek_v3", "deepseek_v32", "kimi_k2"}},
+      {"num_experts", "routed experts", {"qwen3_moe"}},
+      {"num_local_experts", "routed experts", {"mixtral", "gpt_oss", "llama4", "llama4_text"}},
+      {"hybrid_override_pattern", "Mamba-2 layers (a hybrid stack)", {}},
+      {"mamba_num_heads", "Mamba-2 layers", {}},
+      {"linear_num_value_heads", "Gated DeltaNet (linear attention) layers", {}},
+      {"linear_key_head_dim", "Gated DeltaNet (linear attention) layers", {}},
+  };
+  return keys;
+}
+
+// A value that gives the part: anything but null, false, 0 or an empty string or list.
+bool Gives(const Json& v) {
+  if (v.is_null()) return false;
+  if (v.is_boolean()) return v.get<bool>();
+  if (v.is_number()) return v.get<double>() != 0;
+  if (v.is_string() || v.is_array() || v.is_object()) return !v.empty();
+  return true;
+}
+
+void RejectForeignArchitectureKeys(const JsonCursor& config, const std::string& type) {
+  for (const ArchitectureKey& k : ArchitectureKeys()) {
+    if (std::find(k.readers.begin(), k.readers.end(), type) != k.readers.end()) continue;
+    std::optional<JsonCursor> c = config.Optional(k.key);
+    if (!c || !Gives(c->json())) continue;
+    if (k.readers.empty()) {
+      c->Fail(fmt::format("gives the model {}, which bmpipe does not cost yet (and model_type {} does not have); it "
+                          "cannot plan this model",
+                          k.part, type));
+    }
+    c->Fail(fmt::format("gives the model {}, which model_type {} does not have: bmpipe would cost the model without "
+                        "it; give model_type {} if that is the model, or remove the key",
+                        k.part, type, fmt::join(k.readers, " or ")));
+  }
 }
 
 int ToInt(const JsonCursor& c, std::string_view what, std::int64_t min, std::int64_t max) {
@@ -129,8 +199,9 @@ std::optional<int> WindowOr(const JsonCursor& config, int default_window) {
   return config.Has("sliding_window") ? OptionalWindow(config) : std::optional<int>(default_window);
 }
 
-// layer_types, one entry per layer: true for sliding_attention, false for full_attention.
-std::vector<bool> ReadLayerTypes(const JsonCursor& types, int layers) {
+// layer_types, one entry per layer: true for `local` (sliding_attention, or Llama 4's
+// chunked_attention), false for full_attention.
+std::vector<bool> ReadLayerTypes(const JsonCursor& types, int layers, std::string_view local = "sliding_attention") {
   const std::vector<JsonCursor> entries = types.Elements();
   if (entries.size() != static_cast<std::size_t>(layers)) {
     types.FailAt(fmt::format("has {} entries for num_hidden_layers = {}; give one per decoder layer", entries.size(),
@@ -139,10 +210,10 @@ std::vector<bool> ReadLayerTypes(const JsonCursor& types, int layers) {
   std::vector<bool> windowed;
   for (const JsonCursor& e : entries) {
     const std::string type = e.String();
-    if (type != "sliding_attention" && type != "full_attention") {
-      e.Fail("bmpipe costs layers of type sliding_attention and full_attention only");
+    if (type != local && type != "full_attention") {
+      e.Fail(fmt::format("bmpipe costs layers of type {} and full_attention only for this model_type", local));
     }
-    windowed.push_back(type == "sliding_attention");
+    windowed.push_back(type == local);
   }
   return windowed;
 }
@@ -345,9 +416,39 @@ ModelSpec ReadGptNeox(const JsonCursor& config) {
   keys.kv_heads = KvHeadsKey::kNone;
   keys.head_dim = HeadDimKey::kFromHidden;
   ModelSpec m = ReadDecoderShape(config, keys);
+  // Transformers' GPT-NeoX has one key-value head per query head and ignores this key.
+  if (std::optional<JsonCursor> kv = config.Optional("num_key_value_heads")) {
+    if (kv->Integer(1, kMaxHeads, "check the value: it is the number of key-value heads") != m.heads) {
+      kv->Fail(fmt::format("differs from num_attention_heads = {}, but GPT-NeoX has no grouped-query attention (its "
+                           "Transformers class ignores the key); a GELU model with grouped-query attention is "
+                           "model_type starcoder2, or remove the key",
+                           m.heads));
+    }
+  }
   m.qkv_bias = true;
   m.linear_bias = true;
   m.dropout = m.dropout || DropoutProbability(config, "hidden_dropout", 0.0) > 0;
+  return m;
+}
+
+// StarCoder2 (and Megatron's default GPT with grouped-query attention exported as it): rotary
+// positions, LayerNorm, a GELU MLP, grouped-query attention, biases on every linear layer
+// (use_bias), a sliding window on every layer when sliding_window is given.
+ModelSpec ReadStarcoder2(const JsonCursor& config) {
+  ShapeKeys keys(MlpKind::kGelu, NormKind::kLayerNorm);
+  keys.kv_heads = KvHeadsKey::kRequired;  // Transformers' default (2) is one model size's
+  keys.head_dim = HeadDimKey::kFromHidden;
+  ModelSpec m = ReadDecoderShape(config, keys);
+  if (std::optional<JsonCursor> act = config.Optional("hidden_act")) {
+    const std::string name = act->String();
+    if (name.rfind("gelu", 0) != 0) {
+      act->Fail("bmpipe models StarCoder2's MLP with a GELU activation, such as 'gelu_pytorch_tanh'");
+    }
+  }
+  m.qkv_bias = m.linear_bias = Flag(config, "use_bias", true);
+  m.dropout = m.dropout || DropoutProbability(config, "residual_dropout", 0.0) > 0 ||
+              DropoutProbability(config, "embedding_dropout", 0.0) > 0;
+  SetWindows(m, OptionalWindow(config), WindowedLayers(m.layers, 0));
   return m;
 }
 
@@ -389,6 +490,16 @@ ModelSpec ReadDeepSeekV3(const JsonCursor& config) {
   if (std::optional<JsonCursor> mtp = config.Optional("num_nextn_predict_layers")) {
     m.mtp_layers = ToInt(*mtp, "the number of multi-token-prediction modules", 0, kMaxLayers);
   }
+  return m;
+}
+
+// DeepSeek-V3.2: DeepSeek-V3 with sparse attention on every layer (the lightning indexer and the
+// top-k keys it selects); the defaults are Transformers' DeepseekV32Config's.
+ModelSpec ReadDeepSeekV32(const JsonCursor& config) {
+  ModelSpec m = ReadDeepSeekV3(config);
+  m.sparse.index_heads = OptionalCount(config, "index_n_heads", "the indexer's heads", kMaxHeads, 64);
+  m.sparse.index_head_dim = OptionalCount(config, "index_head_dim", "the width of an indexer head", kMaxHeadDim, 128);
+  m.sparse.topk = OptionalCount(config, "index_topk", "the keys each query attends to", kMaxPositions, 2048);
   return m;
 }
 
@@ -457,12 +568,32 @@ ModelSpec ReadLlama4(const JsonCursor& top, const JsonCursor& config) {
       }
     }
   }
-  if (std::optional<JsonCursor> chunk = config.Optional("attention_chunk_size")) {
-    m.not_modeled.push_back(fmt::format(
-        "Llama 4's chunked attention (chunks of {} tokens on the layers with RoPE; no_rope_layers marks the others) "
-        "is costed as full attention, an upper bound on attention cost.",
-        chunk->Integer(1, kMaxPositions, "check the value: it is the attention chunk in tokens")));
+  // Chunked attention on the layers with RoPE (Transformers' default chunk 8192; null: none):
+  // layer_types when given, else no_rope_layers (1: RoPE and chunks), else every
+  // no_rope_layer_interval-th layer (default 4) attends to the whole sequence without RoPE.
+  int chunk = 8192;
+  bool chunks = true;
+  if (config.Has("attention_chunk_size")) {
+    std::optional<JsonCursor> c = config.Optional("attention_chunk_size");
+    chunks = c.has_value();
+    if (c) chunk = ToInt(*c, "the attention chunk in tokens, or null for none", 1, kMaxPositions);
   }
+  std::vector<bool> chunked;
+  if (std::optional<JsonCursor> types = config.Optional("layer_types")) {
+    chunked = ReadLayerTypes(*types, m.layers, "chunked_attention");
+  } else if (std::optional<JsonCursor> rope = config.Optional("no_rope_layers")) {
+    const std::vector<JsonCursor> entries = rope->Elements();
+    if (entries.size() != static_cast<std::size_t>(m.layers)) {
+      rope->FailAt(fmt::format("has {} entries for num_hidden_layers = {}; give one per decoder layer", entries.size(),
+                               m.layers));
+    }
+    for (const JsonCursor& e : entries) chunked.push_back(e.Integer(0, 1, "1 for a layer with RoPE, 0 without") == 1);
+  } else {
+    chunked = WindowedLayers(
+        m.layers, OptionalCount(config, "no_rope_layer_interval", "the layers per layer without RoPE", kMaxLayers, 4));
+  }
+  if (chunks) SetWindows(m, chunk, std::move(chunked));
+  m.local_attention = LocalAttention::kChunked;
   return m;
 }
 
@@ -522,20 +653,33 @@ ModelSpec ReadConfigTree(const Json& doc, const std::string& path) {
   const std::string type = type_cursor.String();
   bool supported = false;
   for (const std::string& t : types) supported = supported || t == type;
+  for (const UnmodeledType& u : kUnmodeledTypes) {
+    if (!supported && u.type == type) {
+      type_cursor.Fail(fmt::format("bmpipe does not cost {} yet, so it cannot plan this model (no other model_type "
+                                   "costs them either); it reads {}",
+                                   u.what, fmt::join(types, ", ")));
+    }
+  }
   if (!supported) {
     type_cursor.Fail(fmt::format("unsupported model_type; bmpipe reads {}{}", fmt::join(types, ", "), DidYouMean(type, types)));
   }
   // Multimodal Llama 4 and Gemma 3 configs nest the language model's keys in text_config.
   std::optional<JsonCursor> text = config.Optional("text_config");
   const JsonCursor language = text ? *text : config;
+  RejectForeignArchitectureKeys(language, type);
   ModelSpec m;
   std::string family = type;
   if (type == "gpt2") {
     m = ReadGpt2(config);
   } else if (type == "gpt_neox") {
     m = ReadGptNeox(config);
-  } else if (type == "deepseek_v3") {
+  } else if (type == "starcoder2") {
+    m = ReadStarcoder2(config);
+  } else if (type == "deepseek_v3" || type == "kimi_k2") {
+    // Kimi K2's configs are DeepSeek-V3's architecture (DeepseekV3ForCausalLM) with other sizes.
     m = ReadDeepSeekV3(config);
+  } else if (type == "deepseek_v32") {
+    m = ReadDeepSeekV32(config);
   } else if (type == "gpt_oss") {
     m = ReadGptOss(config);
   } else if (type == "llama4" || type == "llama4_text") {
@@ -548,6 +692,18 @@ ModelSpec ReadConfigTree(const Json& doc, const std::string& path) {
     family = "gemma3";
   } else {
     m = ReadLlamaFamily(config, type);
+  }
+  // Transformers' classes of these types attend to the whole sequence whatever sliding_window
+  // says; so does the cost, and the plan says so.
+  const std::vector<std::string> windowless = {"gpt2", "gpt_neox", "llama", "deepseek_v3", "deepseek_v32", "kimi_k2",
+                                               "llama4", "llama4_text"};
+  if (std::find(windowless.begin(), windowless.end(), type) != windowless.end()) {
+    if (std::optional<JsonCursor> w = language.Optional("sliding_window"); w && Gives(w->json())) {
+      m.not_modeled.push_back(fmt::format(
+          "sliding_window = {} is not read: model_type {} attends to the whole sequence in Transformers, and the cost "
+          "does too.",
+          w->json().dump(), type));
+    }
   }
   if (config.Has("vision_config")) {
     m.not_modeled.push_back("The vision encoder (vision_config) is not modeled; the plan covers the language model.");

@@ -76,6 +76,12 @@ Counts<T> CountAs(const ModelSpec& m) {
     // Keys and values share one latent; the rotary part of the key is projected separately.
     attention += h * (kv_rank + rope) + norm(kv_rank) + kv_rank * a * (nope + v_dh);
     attention += a * v_dh * h;
+    if (m.sparse.enabled()) {
+      // The indexer: queries from the query latent (or the hidden state), one key head with its
+      // LayerNorm, and a weight per index head.
+      const T ih = n(m.sparse.index_heads), id = n(m.sparse.index_head_dim);
+      attention += (q_rank > 0 ? q_rank : h) * ih * id + h * id + 2 * id + h * ih;
+    }
   } else {
     attention += h * a * dh + h * kv * dh + h * kv * v_dh + a * v_dh * h;
     if (m.qkv_bias) attention += a * dh + kv * dh + kv * v_dh;
@@ -252,6 +258,24 @@ Status ValidateModel(const ModelSpec& m) {
   if (m.sliding_window > 0 && m.windowed_layers.size() != static_cast<std::size_t>(m.layers)) {
     return InvalidInput(fmt::format("windowed_layers has {} entries for layers = {}; give one per decoder layer",
                                     m.windowed_layers.size(), m.layers));
+  }
+  const SparseAttention& sparse = m.sparse;
+  if (sparse.enabled()) {
+    if (!m.latent.enabled()) {
+      return Invalid("sparse.topk", sparse.topk,
+                     "DeepSeek sparse attention selects keys for latent attention; give the latent-attention fields "
+                     "too, or set every sparse field to 0");
+    }
+    if (sparse.index_heads < 1 || sparse.index_head_dim < 1) {
+      return Invalid("sparse.index_heads", sparse.index_heads,
+                     fmt::format("and sparse.index_head_dim = {} must be positive; give the indexer's heads and "
+                                 "their width",
+                                 sparse.index_head_dim));
+    }
+  } else if (sparse.topk < 0 || sparse.index_heads != 0 || sparse.index_head_dim != 0) {
+    return Invalid("sparse.topk", sparse.topk,
+                   "the other sparse-attention fields are set but topk is not positive; give topk > 0 for DeepSeek "
+                   "sparse attention, or set every sparse field to 0");
   }
   if (m.mtp_layers < 0) {
     return Invalid("mtp_layers", m.mtp_layers, "cannot be negative; use 0 without multi-token prediction");

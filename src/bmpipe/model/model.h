@@ -33,6 +33,23 @@ struct LatentAttention {
   bool enabled() const { return kv_lora_rank > 0; }
 };
 
+// DeepSeek sparse attention (DeepSeek-V3.2): on every layer a lightning indexer (index_heads heads
+// of index_head_dim, its projections replicated over tensor parallelism) scores every earlier key
+// for each query, and the latent attention attends to the `topk` best instead of all of them.
+// All zero without it.
+struct SparseAttention {
+  int index_heads = 0;
+  int index_head_dim = 0;
+  int topk = 0;
+  bool enabled() const { return topk > 0; }
+};
+
+// How a local layer (ModelSpec::windowed_layers) limits the keys of a query.
+enum class LocalAttention {
+  kSlidingWindow,  // the `sliding_window` latest keys, itself included (Mistral, Gemma, gpt-oss)
+  kChunked,        // the keys of its own chunk of `sliding_window` tokens up to itself (Llama 4)
+};
+
 // Mixture-of-experts MLP layers. experts == 0: every layer is dense.
 struct MoeShape {
   int experts = 0;         // routed experts per MoE layer
@@ -68,14 +85,18 @@ struct ModelSpec {
   bool post_norms = false;       // norms on the attention and MLP outputs too, before each residual add (Gemma 2, 3)
   bool dropout = false;          // dropout after attention probabilities and after each block
   LatentAttention latent;
+  SparseAttention sparse;  // needs latent attention
   MoeShape moe;
   // Sliding-window (local) attention: on a windowed layer each query attends to at most the
   // `sliding_window` latest keys (itself included) instead of the whole sequence. 0 and an empty
   // windowed_layers: every layer attends to the whole sequence. Otherwise windowed_layers has one
   // entry per decoder layer, true where the window applies (Mistral: all; Gemma 2, gpt-oss: every
-  // other; Gemma 3: five of every six).
+  // other; Gemma 3: five of every six). With local_attention kChunked the sequence is cut into
+  // chunks of `sliding_window` tokens instead and a query sees the keys of its own chunk (Llama 4's
+  // layers with RoPE).
   int sliding_window = 0;
   std::vector<bool> windowed_layers;
+  LocalAttention local_attention = LocalAttention::kSlidingWindow;
   // DeepSeek-V3's multi-token prediction: modules after the last decoder layer, each predicting
   // one token further. One module is two norms (of the last hidden state and of the next token's
   // embedding), a projection of their concatenation (2h x h), one decoder layer (MoE when the model
@@ -120,7 +141,7 @@ std::vector<std::string> ModelPresetNames();
 Result<ModelSpec> ModelPreset(const std::string& name);
 
 // Reads a Hugging Face config.json (Llama-2/3, Llama 4, Qwen2/Qwen3, Qwen3-MoE, Mistral, Mixtral,
-// GPT-2, GPT-NeoX, DeepSeek-V3, gpt-oss, Gemma 2 and Gemma 3 families, chosen by `model_type`;
+// GPT-2, GPT-NeoX, StarCoder2, DeepSeek-V3 and V3.2, gpt-oss, Gemma 2 and Gemma 3 families, chosen by `model_type`;
 // multimodal Llama 4 and Gemma 3 configs are read from their text_config).
 Result<ModelSpec> ReadHuggingFaceConfig(const std::string& path);
 // The same from a parsed config; `name` becomes the model's name and prefixes messages.

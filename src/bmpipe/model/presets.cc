@@ -83,6 +83,16 @@ ModelSpec DeepSeekV3() {
   return m;
 }
 
+// deepseek-ai/DeepSeek-V3.2-Exp config.json: DeepSeek-V3's shape with DeepSeek sparse attention
+// on every layer: an indexer of 64 heads of width 128, and 2048 keys per query.
+ModelSpec DeepSeekV32() {
+  ModelSpec m = DeepSeekV3();
+  m.name = "deepseek-v3.2";
+  m.family = "deepseek_v32";
+  m.sparse = {64, 128, 2048};
+  return m;
+}
+
 // Qwen3-MoE (Qwen/Qwen3-235B-A22B and Qwen/Qwen3-30B-A3B config.json): every layer MoE
 // (decoder_sparse_step 1, no mlp_only_layers), 128 experts top-8, no shared expert, head_dim 128
 // with q/k norms, vocab 151936, untied.
@@ -116,13 +126,16 @@ ModelSpec GptOss120b() {
 // meta-llama/Llama-4-Scout-17B-16E config.json, text_config: 48 layers of width 5120, 40 query
 // heads and 8 key-value heads of width 128, every layer MoE (interleave_moe_layer_step 1) with 16
 // routed experts (top-1) and one shared expert of intermediate size 8192 (dense MLPs would be
-// intermediate_size_mlp 16384), vocab 202048, untied. Text model only.
+// intermediate_size_mlp 16384), vocab 202048, untied; attention in chunks of 8192 tokens on the
+// layers with RoPE, every fourth layer without RoPE attending to the whole sequence. Text model
+// only.
 ModelSpec Llama4Scout() {
   ModelSpec m = Decoder("llama4-scout", "llama4", 48, 5120, 40, 8, 16384, 202048);
   m.moe = Experts(16, 1, 8192, 1);
-  m.not_modeled.push_back(
-      "Llama 4's chunked attention (chunks of 8192 tokens on three of every four layers, the fourth without RoPE) "
-      "is costed as full attention, an upper bound on attention cost; the vision encoder is not modeled.");
+  m.sliding_window = 8192;
+  m.windowed_layers = WindowedLayers(48, 4);
+  m.local_attention = LocalAttention::kChunked;
+  m.not_modeled.push_back("Llama 4's vision encoder is not modeled; the plan covers the text model.");
   return m;
 }
 
@@ -189,6 +202,7 @@ std::vector<ModelSpec> AllPresets() {
       Mixtral("mixtral-8x7b", 32, 4096, 32, 14336, 32000),
       Mixtral("mixtral-8x22b", 56, 6144, 48, 16384, 32768),
       DeepSeekV3(),
+      DeepSeekV32(),
       Qwen3Moe("qwen3-235b-a22b", 94, 4096, 64, 4, 12288, 1536),
       Qwen3Moe("qwen3-30b-a3b", 48, 2048, 32, 4, 6144, 768),
       GptOss120b(),

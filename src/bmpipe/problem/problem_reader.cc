@@ -143,12 +143,15 @@ MoeInfo ReadMoe(const JsonCursor& c) {
   return moe;
 }
 
+// Far more parts than a model leaves out; bounds what a problem file can make every plan repeat.
+constexpr std::size_t kMaxNotModeled = 256;
+
 TrainingInfo ReadTraining(const JsonCursor& c) {
   c.ExpectKeys({"model", "tensor_parallel", "data_parallel", "micro_batch_size", "global_batch_size", "seq_length",
                 "sequence_parallel", "distributed_optimizer", "flash_attention", "overlap_grad_reduce",
                 "context_parallel", "expert_parallel", "expert_tensor_parallel", "zero_stage", "precision", "grad_dtype",
                 "optimizer_dtype", "tp_comm_overlap", "offload_optimizer", "offload_keeps_master", "fp8_params",
-                "no_fp8_transpose_cache", "moe"});
+                "no_fp8_transpose_cache", "moe", "not_modeled"});
   TrainingInfo t;
   constexpr std::int64_t kMost = std::int64_t{1} << 24;
   if (auto m = c.Optional("model")) t.model = m->String();
@@ -191,6 +194,14 @@ TrainingInfo ReadTraining(const JsonCursor& c) {
   word("grad_dtype", t.grad_dtype, {"fp32", "bf16"});
   word("optimizer_dtype", t.optimizer_dtype, {"fp32", "bf16"});
   if (auto moe = c.Optional("moe")) t.moe = ReadMoe(*moe);
+  if (auto notes = c.Optional("not_modeled")) {
+    const std::vector<JsonCursor> entries = notes->Elements(/*allow_empty=*/true);
+    if (entries.size() > kMaxNotModeled) {
+      notes->FailAt(fmt::format("has {} entries, more than {}; give a sentence for each part the costs leave out",
+                                entries.size(), kMaxNotModeled));
+    }
+    for (const JsonCursor& e : entries) t.not_modeled.push_back(e.String());
+  }
   return t;
 }
 
