@@ -278,6 +278,11 @@ class Plan:
         return dict(self._doc["bubble"])
 
     @property
+    def not_modeled(self) -> Tuple[str, ...]:
+        """What the problem's costs leave out, a sentence each (the report's `not modeled` lines)."""
+        return tuple(self._doc.get("not_modeled", ()))
+
+    @property
     def solver(self) -> Optional[Dict[str, Any]]:
         s = self._doc.get("solver")
         return dict(s) if s is not None else None

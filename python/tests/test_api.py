@@ -107,6 +107,15 @@ def test_cost_model_problem_equals_the_command_lines(tmp_path):
     assert (pb.ranks, pb.chunks) == (4, 2)
 
 
+def test_what_the_costs_leave_out_comes_with_the_plan():
+    pb = bmpipe.Problem.from_model("gpt-oss-120b", "h100-80gb", pp=4, dp=8, ep=8, gbs=64, seq=4096,
+                                   flash_attention=True, distributed_optimizer=True)
+    plan = bmpipe.plan(pb, time_limit=20)
+    assert len(plan.not_modeled) == 1 and "Attention sinks" in plan.not_modeled[0]
+    assert plan.to_dict()["not_modeled"] == list(plan.not_modeled)
+    assert bmpipe.plan(bmpipe.Problem.load(DEMO / "problem.yaml"), time_limit=20).not_modeled == ()
+
+
 def test_compare_and_validate_equal_the_command_line():
     pb = bmpipe.Problem.load(DEMO / "problem.yaml")
     rows = bmpipe.compare(pb, baselines=["megatron", "pipedream"], time_limit=20)
