@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Regenerates docs/benchmarks.md: bmpipe against every baseline on the benchmark suite
-# (bench/compare_suite.cc). Takes about 10 minutes on 2 cores with the default 30 s limit.
+# (bench/compare_suite.cc). Takes about 30 minutes on 2 cores with the default 30 s limit (29 m 49 s,
+# 2026-12-04).
 #
 #   scripts/benchmarks.sh [--time-limit S]
 set -euo pipefail

@@ -282,6 +282,8 @@ TEST(CliModel, PlansAPresetAndDumpsTheProblem) {
   EXPECT_EQ(report.exit_code, 0) << report.err;
   EXPECT_NE(report.out.find("model      llama3-8b (llama, 8.03 B parameters, 32 layers)"), std::string::npos)
       << report.out;
+  EXPECT_NE(report.out.find("uncertainty ±6.4 % time (dense, 64 held out)"), std::string::npos)
+      << report.out;
   std::remove(dump.c_str());
   rmdir(dir.c_str());
 }

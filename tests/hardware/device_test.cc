@@ -26,6 +26,16 @@ TEST(Device, PresetsHaveTheFactsTableFigures) {
   EXPECT_DOUBLE_EQ(DevicePreset("h200-141gb").value().memory_bandwidth_bytes_per_s, 4.8e12);
   EXPECT_TRUE(DevicePreset("ascend-910b").value().approximate);
   EXPECT_FALSE(h100.approximate);
+  // Blackwell Ultra: Blackwell's dense peaks, 288 GB, ConnectX-8; GB300 a 72-GPU NVLink domain.
+  const DeviceSpec b300 = DevicePreset("b300-288gb").value(), gb300 = DevicePreset("gb300").value();
+  EXPECT_EQ(b300.peak_flops, 2250e12);
+  EXPECT_EQ(b300.peak_fp8_flops, 4500e12);
+  EXPECT_EQ(gb300.peak_flops, 2500e12);
+  EXPECT_EQ(gb300.devices_per_node, 72);
+  EXPECT_NEAR(static_cast<double>(b300.memory_bytes), 288e9, 1e6);
+  EXPECT_EQ(b300.inter_node_bandwidth_bytes_per_s, 100e9);
+  EXPECT_EQ(b300.efficiency.fp8_gemm, DevicePreset("b200-180gb").value().efficiency.fp8_gemm);
+  EXPECT_EQ(gb300.efficiency.fp8_gemm, DevicePreset("gb200").value().efficiency.fp8_gemm);
   for (const std::string& name : DevicePresetNames()) {
     const DeviceSpec d = DevicePreset(name).value();
     EXPECT_GT(d.peak_flops, 0) << name;

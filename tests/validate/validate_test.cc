@@ -190,6 +190,37 @@ TEST(Validate, PresetsCarryTheFittedEfficiencies) {
   }
 }
 
+TEST(Validate, PredictionsStateTheHeldOutErrorOfTheirKinds) {
+  BMPIPE_SLOW_TEST();
+  // If this fails, the held-out errors moved: copy `bmpipe validate`'s "Held out, by kind of
+  // setup" numbers into BundledHeldOutErrors (src/bmpipe/validate/validate.cc).
+  const Validation& v = BundledValidation();
+  ASSERT_EQ(BundledHeldOutErrors().size(), v.held_out_by_kind.size());
+  for (std::size_t i = 0; i < v.held_out_by_kind.size(); ++i) {
+    const KindSummary& k = v.held_out_by_kind[i];
+    const HeldOutError& e = BundledHeldOutErrors()[i];
+    EXPECT_EQ(e.kind, k.kind);
+    EXPECT_EQ(e.time_count, k.time.count) << k.kind;
+    EXPECT_EQ(e.memory_count, k.memory.count) << k.kind;
+    EXPECT_NEAR(e.time_mean_abs, k.time.mean_abs, 5e-4) << k.kind;
+    EXPECT_NEAR(e.memory_mean_abs, k.memory.mean_abs, 5e-4) << k.kind;
+  }
+}
+
+TEST(Validate, UncertaintyIsTheLargestOfTheSetupsKinds) {
+  TrainingSetup dense;
+  EXPECT_EQ(PredictionUncertainty(ModelPreset("llama3-8b").value(), dense),
+            "±6.4 % time (dense, 64 held out), ±3.7 % memory (dense, 17 held out): mean |error| on published runs "
+            "not fitted on (docs/fidelity.md)");
+  TrainingSetup fp8_cp;
+  fp8_cp.precision = Precision::kFp8;
+  fp8_cp.cp = 2;
+  const std::string both = PredictionUncertainty(ModelPreset("mixtral-8x7b").value(), fp8_cp);
+  EXPECT_NE(both.find("±9.5 % time (cp, 7 held out), ±8.5 % memory (fp8, 2 held out)"),
+            std::string::npos)
+      << both;
+}
+
 TEST(Validate, FitRecoversEfficienciesThatMadeTheMeasurements) {
   BMPIPE_SLOW_TEST();
   // Measurements made by the model itself with known efficiencies: the fit must find them.

@@ -11,6 +11,7 @@
 #include "bmpipe/io/problem_json.h"
 #include "bmpipe/problem/problem_reader.h"
 #include "bmpipe/problem/recompute.h"
+#include "bmpipe/validate/validate.h"
 
 namespace bmpipe::app {
 namespace {
@@ -209,6 +210,7 @@ Result<Problem> BuildModelProblem(const ModelRequest& args, std::vector<std::pai
                                         static_cast<double>(counts.total) / kBillion, model.value().layers)});
   lines.push_back({"costs", fmt::format("analytic model on {}{}", device.value().name,
                                         device.value().approximate ? " (approximate device figures)" : "")});
+  lines.push_back({"uncertainty", PredictionUncertainty(model.value(), setup)});
   for (const std::string& note : model.value().not_modeled) lines.push_back({"not modeled", note});
   for (const std::string& note : host_notes) lines.push_back({"host memory", note});
   if (!args.dump_problem.empty()) {

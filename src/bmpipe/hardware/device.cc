@@ -64,6 +64,9 @@ std::vector<DeviceSpec> Presets() {
   Efficiencies b200 = hopper, gb200 = hopper;
   b200.fp8_gemm = 0.512;
   gb200.fp8_gemm = 0.500;
+  // Blackwell Ultra (B300, GB300) has Blackwell's dense BF16 and FP8 peaks and no calibration run
+  // in the table: it borrows B200's and GB200's fits, uncalibrated (docs/fidelity.md).
+  const Efficiencies b300 = b200, gb300 = gb200;
   //                       BF16  FP8   memory           HBM   intra  inter  host  host memory
   add("a100-40gb",  {312,  0,    40960 * kMiB,  1.555, 300,  25,   32,   128});
   presets.back().efficiency = ampere;
@@ -88,6 +91,16 @@ std::vector<DeviceSpec> Presets() {
   // NVLink-C2C to the Grace CPU's memory.
   add("gb200",      {2500, 5000, 189440 * kMiB, 8.0,   900,  50,   450,  240, 72});
   presets.back().efficiency = gb200;
+  // HGX/DGX B300 (Blackwell Ultra): 2.25 PFLOP/s BF16 and 4.5 PFLOP/s FP8 dense (the HGX
+  // datasheet's 36 and 72 PFLOP/s sparse for 8 GPUs), 288 GB HBM3e at 8 TB/s, NVLink5, one
+  // ConnectX-8 800 Gb/s NIC per GPU.
+  add("b300-288gb", {2250, 4500, 274658 * kMiB, 8.0,   900,  100,  64,   256});
+  presets.back().efficiency = b300;
+  // GB300 NVL72: 2.5 PFLOP/s BF16 and 5 PFLOP/s FP8 dense (360 and 720 PFLOP/s sparse for 72
+  // GPUs), 288 GB HBM3e, one NVLink domain of 72 GPUs, ConnectX-8 800 Gb/s, NVLink-C2C to a
+  // Grace CPU's memory (17 TB LPDDR5X for 36 Grace, two GPUs each).
+  add("gb300",      {2500, 5000, 274658 * kMiB, 8.0,   900,  100,  450,  236, 72});
+  presets.back().efficiency = gb300;
   // MI300X: 1307 TFLOP/s BF16 and 2615 FP8 dense, 192 GB HBM3 at 5.3 TB/s, Infinity Fabric
   // 448 GB/s per direction to its 7 peers together.
   add("mi300x-192gb", {1307, 2615, 196608 * kMiB, 5.3, 448,  50,   64,   256});

@@ -403,18 +403,51 @@ const std::vector<std::string>& AllRunKinds() {
   return kinds;
 }
 
-std::vector<std::string> RunKinds(const PublishedRun& run) {
-  const TrainingSetup& s = run.setup;
+std::vector<std::string> SetupKinds(const ModelSpec& model, const TrainingSetup& s, int offload_layers) {
   std::vector<std::string> kinds;
-  if (run.model.moe.enabled()) kinds.push_back("moe");
+  if (model.moe.enabled()) kinds.push_back("moe");
   if (s.cp > 1) kinds.push_back("cp");
   if (s.precision == Precision::kFp8) kinds.push_back("fp8");
   if (ZeroStage(s) >= 2 || s.grad_dtype != StateDtype::kFp32 || s.optimizer_dtype != StateDtype::kFp32 ||
-      s.offload_optimizer || run.offload_layers > 0) {
+      s.offload_optimizer || offload_layers > 0) {
     kinds.push_back("sharded");
   }
   if (kinds.empty()) kinds.push_back("dense");
   return kinds;
+}
+
+std::vector<std::string> RunKinds(const PublishedRun& run) { return SetupKinds(run.model, run.setup, run.offload_layers); }
+
+const std::vector<HeldOutError>& BundledHeldOutErrors() {
+  // `bmpipe validate`'s "Held out, by kind of setup" table (docs/fidelity.md).
+  static const std::vector<HeldOutError> errors = {
+      {"dense", 64, 17, 0.064, 0.037},
+      {"moe", 8, 3, 0.083, 0.045},
+      {"cp", 7, 0, 0.095, 0},
+      {"fp8", 19, 2, 0.075, 0.085},
+      {"sharded", 15, 3, 0.067, 0.077},
+  };
+  return errors;
+}
+
+std::string PredictionUncertainty(const ModelSpec& model, const TrainingSetup& setup) {
+  const HeldOutError* time = nullptr;
+  const HeldOutError* memory = nullptr;
+  for (const std::string& kind : SetupKinds(model, setup)) {
+    for (const HeldOutError& e : BundledHeldOutErrors()) {
+      if (e.kind != kind) continue;
+      if (e.time_count > 0 && (!time || e.time_mean_abs > time->time_mean_abs)) time = &e;
+      if (e.memory_count > 0 && (!memory || e.memory_mean_abs > memory->memory_mean_abs)) memory = &e;
+    }
+  }
+  auto part = [](const char* what, double error, const std::string& kind, int count) {
+    return fmt::format("±{:.1f} % {} ({}, {} held out)", 100 * error, what, kind, count);
+  };
+  std::vector<std::string> parts;
+  if (time) parts.push_back(part("time", time->time_mean_abs, time->kind, time->time_count));
+  if (memory) parts.push_back(part("memory", memory->memory_mean_abs, memory->kind, memory->memory_count));
+  if (parts.empty()) return "no held-out published run of this kind (docs/fidelity.md)";
+  return fmt::format("{}: mean |error| on published runs not fitted on (docs/fidelity.md)", fmt::join(parts, ", "));
 }
 
 std::string QuantityName(Quantity q) {

@@ -110,6 +110,23 @@ struct ErrorSummary {
 // or moments, or optimizer offload). A run may be of several kinds, or of none ("dense").
 std::vector<std::string> RunKinds(const PublishedRun& run);
 const std::vector<std::string>& AllRunKinds();  // "dense", "moe", "cp", "fp8", "sharded"
+// The kinds of a model trained with a setup (`offload_layers`: decoder layers whose activations
+// go to the host), as RunKinds counts a run.
+std::vector<std::string> SetupKinds(const ModelSpec& model, const TrainingSetup& setup, int offload_layers = 0);
+
+// The bundled table's held-out mean |error| per kind (docs/fidelity.md): what a prediction of a
+// kind has missed by on published runs it was not fitted on. Compiled in, so that every
+// prediction can state it without refitting; tests/validate keeps it equal to Validate's.
+struct HeldOutError {
+  std::string kind;
+  int time_count = 0, memory_count = 0;  // held-out measurements
+  double time_mean_abs = 0, memory_mean_abs = 0;
+};
+const std::vector<HeldOutError>& BundledHeldOutErrors();
+
+// What a prediction for the model and setup may be off by: the largest held-out error of the
+// kinds it exercises, for time and for memory, with the kind and count it comes from.
+std::string PredictionUncertainty(const ModelSpec& model, const TrainingSetup& setup);
 
 struct KindSummary {
   std::string kind;
