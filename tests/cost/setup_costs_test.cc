@@ -280,6 +280,39 @@ TEST(SetupCosts, Fp8GemmsAndTheirMemory) {
   EXPECT_NE(a100.error().message.find("FP8"), std::string::npos) << a100.error().message;
 }
 
+// MXFP8 (Blackwell's block scaling): the FP8 GEMMs' rate, and every FP8 tensor or weight copy
+// 1/32 bigger (a one-byte scale per 32 elements); refused on a device without MX formats.
+TEST(SetupCosts, MxFp8IsFp8WithBlockScales) {
+  const ModelSpec m = ModelPreset("llama3-8b").value();
+  const DeviceSpec d = DevicePreset("b200-180gb").value();
+  TrainingSetup s = MakeSetup(1, 1, 8, 4096);
+  s.distributed_optimizer = true;
+  s.precision = Precision::kFp8;
+  const LayerGraph fp8 = DecoderLayerGraph(m, d, s, false);
+  const Problem fp8_problem = Build("llama3-8b", s, d).value();
+  s.precision = Precision::kMxFp8;
+  const LayerGraph mx = DecoderLayerGraph(m, d, s, false);
+  const Problem mx_problem = Build("llama3-8b", s, d).value();
+  EXPECT_DOUBLE_EQ(Op(mx, "fc1").forward_s, Op(fp8, "fc1").forward_s);
+  EXPECT_DOUBLE_EQ(EvaluateOption(mx, "none").forward_s, EvaluateOption(fp8, "none").forward_s);
+  // The MLP's input is saved by fc1 alone: in FP8 half its 16-bit bytes, in MXFP8 33/32 of that.
+  const double fp8_saved = EvaluateOption(fp8, "none").saved_bytes;
+  const double mx_saved = EvaluateOption(mx, "none").saved_bytes;
+  EXPECT_GT(mx_saved, fp8_saved);
+  EXPECT_LT(mx_saved, fp8_saved * 33 / 32);
+  // The weight and its transpose: 2 x 1/32 bytes a parameter more.
+  const double parameters = static_cast<double>(CountParameters(m).dense_layer);
+  EXPECT_NEAR(static_cast<double>(mx_problem.layers[1].static_bytes - fp8_problem.layers[1].static_bytes),
+              parameters / 16, 2);
+  EXPECT_EQ(mx_problem.training->precision, "mxfp8");
+  const Result<Problem> hopper = Build("llama3-8b", s);
+  ASSERT_FALSE(hopper.ok());
+  EXPECT_NE(hopper.error().message.find("--precision mxfp8: the device 'h100-80gb' has no block-scaled (MX) tensor "
+                                        "cores"),
+            std::string::npos)
+      << hopper.error().message;
+}
+
 // FP8 weights (--fp8-params): no caches beside a 16-bit copy, and the ZeRO-1 parameter all-gather
 // moves 1 byte per parameter instead of 2; refused without FP8 GEMMs or a distributed optimizer.
 TEST(SetupCosts, Fp8WeightsReplaceTheCaches) {

@@ -348,8 +348,11 @@ def _check_setup(args, cfg, tr, layers):
     assert cfg.expert_model_parallel_size == tr.get("expert_parallel", 1), "--expert-model-parallel-size"
     etp = tr.get("expert_tensor_parallel", 0) or cfg.tensor_model_parallel_size
     assert (cfg.expert_tensor_parallel_size or cfg.tensor_model_parallel_size) == etp, "--expert-tensor-parallel-size"
-    fp8 = tr.get("precision", "bf16") == "fp8"
-    assert (cfg.fp8 == "hybrid") == fp8 and (not fp8 or cfg.fp8_recipe == "delayed"), "--fp8-format hybrid, delayed recipe"
+    # FP8 with a scale per tensor: hybrid E4M3/E5M2, delayed scaling; MXFP8: E4M3, a scale per 32 elements.
+    want_fp8 = {"fp8": ("hybrid", "delayed"), "mxfp8": ("e4m3", "mxfp8")}.get(tr.get("precision", "bf16"))
+    assert (cfg.fp8 is None) == (want_fp8 is None), "--fp8-format given exactly for FP8 precisions"
+    assert want_fp8 is None or (cfg.fp8, str(getattr(cfg.fp8_recipe, "value", cfg.fp8_recipe))) == want_fp8, \
+        f"--fp8-format / --fp8-recipe {want_fp8}"
     assert cfg.tp_comm_overlap == bool(tr.get("tp_comm_overlap", False)), "--tp-comm-overlap"
     assert cfg.disable_parameter_transpose_cache == bool(tr.get("no_fp8_transpose_cache", False)), \
         "--disable-parameter-transpose-cache"

@@ -402,6 +402,10 @@ std::vector<SetupCase> SetupCases() {
       {TargetKind::kTorchTitan, titan + "training.precision = fp8: torchtitan 0.3.0 turns float8 on in a configuration "
                                         "function's model converters (Float8LinearConverter), which no argument sets "
                                         "and the Llama 3 8B and 70B configurations lack; use --precision bf16"}};
+  std::map<TargetKind, std::string> mxfp8_refused = fp8_refused;
+  for (auto& [kind, message] : mxfp8_refused) {
+    message.replace(message.find("precision = fp8"), 15, "precision = mxfp8");
+  }
   return {
       {"moe-ep", "mixtral-8x7b", "h100-80gb",
        [](TrainingSetup& s) {
@@ -466,6 +470,7 @@ std::vector<SetupCase> SetupCases() {
         {TargetKind::kDeepSpeed, ds + "training.context_parallel = 2: DeepSpeed's pipeline engine splits no sequence "
                                       "(its Ulysses sequence parallelism is not part of PipelineModule); use --cp 1"}}},
       {"fp8", "llama3-8b", "h100-80gb", [](TrainingSetup& s) { s.precision = Precision::kFp8; }, fp8_refused},
+      {"mxfp8", "llama3-8b", "b200-180gb", [](TrainingSetup& s) { s.precision = Precision::kMxFp8; }, mxfp8_refused},
       {"fp8-weights", "llama3-8b", "h100-80gb",
        [](TrainingSetup& s) {
          s.precision = Precision::kFp8;
@@ -616,6 +621,7 @@ TEST(LauncherPlan, SetupFlagsAreWritten) {
   has(text("fp8", TargetKind::kMegatron),
       "--bf16\n--fp8-format hybrid\n--fp8-recipe delayed\n--fp8-amax-history-len 1024\n--fp8-amax-compute-algo max\n");
   has(text("fp8-weights", TargetKind::kMegatron), "--fp8-amax-compute-algo max\n--fp8-param-gather\n");
+  has(text("mxfp8", TargetKind::kMegatron), "--bf16\n--fp8-format e4m3\n--fp8-recipe mxfp8\n");
   has(text("fp8-no-transpose-cache", TargetKind::kMegatron),
       "--fp8-param-gather\n--disable-parameter-transpose-cache\n");
   has(text("bf16-state", TargetKind::kMegatron),
@@ -687,6 +693,13 @@ TEST(LauncherPlan, SetupMismatchesAreErrors) {
   EXPECT_EQ(error(megatron, moe, "--moe-grouped-gemm", "--main-grads-dtype bf16"),
             "f: --main-grads-dtype bf16 without --use-precision-aware-optimizer: Megatron refuses it; add "
             "--use-precision-aware-optimizer");
+  // The FP8 recipe tells MXFP8 from FP8 with a scale per tensor.
+  const Problem mx = find("mxfp8");
+  const std::string mx_text = ExportPlan(mx, EvenPlan(mx), FrameworkId::kMegatron).value();
+  EXPECT_EQ(error(mx_text, mx, "--fp8-recipe mxfp8", "--fp8-recipe mxfp8"), "(no error)");
+  EXPECT_EQ(error(mx_text, mx, "--fp8-recipe mxfp8", "--fp8-recipe delayed"),
+            "f: --fp8-recipe delayed: the problem's run has training.precision = mxfp8; this configuration is not "
+            "that run (--fp8-recipe mxfp8, or give the problem of this configuration)");
   const std::string fsdp = ExportPlan(zero3, EvenPlan(zero3), FrameworkId::kMegatron).value();
   EXPECT_EQ(error(fsdp, zero3, "optim_grads_params", "optim_grads"),
             "f: the flags give ZeRO stage 2 (--use-distributed-optimizer: 1; --use-megatron-fsdp with "

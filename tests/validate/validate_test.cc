@@ -353,7 +353,7 @@ TEST(Validate, FrontierKeysRejectBadValues) {
     return t.ok() ? std::string("accepted") : t.error().message;
   };
   EXPECT_NE(error("zero: 4").find("zero"), std::string::npos) << error("zero: 4");
-  EXPECT_NE(error("precision: fp4").find("use bf16 or fp8"), std::string::npos) << error("precision: fp4");
+  EXPECT_NE(error("precision: fp4").find("use bf16, fp8 or mxfp8"), std::string::npos) << error("precision: fp4");
   EXPECT_NE(error("grad_dtype: fp16").find("use fp32 or bf16"), std::string::npos) << error("grad_dtype: fp16");
   EXPECT_NE(error("tp_comm_overlap: 2").find("between 0 and 1"), std::string::npos) << error("tp_comm_overlap: 2");
   EXPECT_NE(error("recompute: everything").find("recompute"), std::string::npos) << error("recompute: everything");

@@ -28,11 +28,12 @@ const char* const kZeroHelp =
     "ZeRO stage: 0, 1 (optimizer state sharded over dp x cp, as --distributed-optimizer), 2 (and gradients), 3 (and "
     "parameters: FSDP)";
 
-std::vector<std::string> PrecisionNames() { return {"bf16", "fp8"}; }
+std::vector<std::string> PrecisionNames() { return {"bf16", "fp8", "mxfp8"}; }
 
 std::string PrecisionHelp() {
-  return "GEMM precision of the linear layers: bf16, or fp8 (Transformer Engine; 2 more bytes per parameter for its "
-         "weight caches)";
+  return "GEMM precision of the linear layers: bf16; fp8 (Transformer Engine, a scale per tensor; 2 more bytes per "
+         "parameter for its weight caches); or mxfp8 (a scale per 32 elements, Blackwell devices: 1/32 more bytes "
+         "per FP8 tensor)";
 }
 
 Status ApplySetupWords(const SetupWords& w, TrainingSetup& setup) {

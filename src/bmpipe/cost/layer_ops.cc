@@ -77,7 +77,7 @@ struct Shape {
   Shape(const ModelSpec& m, const DeviceSpec& d, const TrainingSetup& s)
       : model(m), device(d), setup(s), tokens(static_cast<double>(s.seq) * s.micro_batch_size / s.cp), seq(s.seq),
         t(s.tp), sp(s.sequence_parallel ? s.tp : 1), exposed(1 - s.tp_comm_overlap),
-        fp8(s.precision == Precision::kFp8), tp(d, s.tp, 1), cp(d, s.cp, s.tp),
+        fp8(IsFp8(s.precision)), tp(d, s.tp, 1), cp(d, s.cp, s.tp),
         ep(d, s.ep, ExpertTensorParallel(s)), etp(d, ExpertTensorParallel(s), 1) {}
   // A full activation of width `width` (T x width x 2 bytes): in the tensor-parallel region when
   // `sharded`, otherwise in the sequence-parallel one.
@@ -217,7 +217,9 @@ class GraphBuilder {
     }
     for (std::size_t t = 0; t < graph_.tensors.size(); ++t) {
       OpTensor& tensor = graph_.tensors[t];
-      tensor.saved_bytes = savers[t] > 0 && savers[t] == fp8_savers[t] ? tensor.bytes / 2 : tensor.bytes;
+      tensor.saved_bytes = savers[t] > 0 && savers[t] == fp8_savers[t]
+                               ? tensor.bytes / 2 * Fp8BytesPerElement(shape_.setup.precision)
+                               : tensor.bytes;
     }
     if (shape_.device.host_bandwidth_bytes_per_s > 0) {
       graph_.host_bandwidth_bytes_per_s = shape_.device.host_bandwidth_bytes_per_s * d.efficiency.link;

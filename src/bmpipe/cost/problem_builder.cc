@@ -93,7 +93,9 @@ double GradBytes(const TrainingSetup& s) { return s.grad_dtype == StateDtype::kB
 
 // Bytes of a parameter the data-parallel gathers move: 16-bit, or FP8 for the linear layers'
 // weights kept in FP8 (--fp8-param-gather; ValidateSetup allows it only with FP8 GEMMs).
-double GatheredBytes(const TrainingSetup& s, bool linear_layers) { return linear_layers && s.fp8_params ? 1 : 2; }
+double GatheredBytes(const TrainingSetup& s, bool linear_layers) {
+  return linear_layers && s.fp8_params ? Fp8BytesPerElement(s.precision) : 2;
+}
 
 // A layer's parameters on one device, by the group whose ranks shard its training state: the
 // dense ones over data x context parallelism, the routed experts' over expert data parallelism.
@@ -224,8 +226,10 @@ Layer MakeLayer(const std::string& name, const LayerGraph& graph, const std::vec
   // Transformer Engine caches each FP8 weight and its transpose across micro-batches, beside the
   // 16-bit weight; weights kept in FP8 (--fp8-param-gather) replace the 16-bit copy and keep their
   // transpose: the 2 bytes a 16-bit weight takes. Without the transpose cache, a byte less.
-  if (linear_layers && s.precision == Precision::kFp8) {
-    state += ((s.fp8_params ? 0 : 2) - (s.no_fp8_transpose_cache ? 1 : 0)) * parameters.total();
+  // An FP8 copy takes b bytes a parameter: 1, and MXFP8's scales (1 + 1/32).
+  if (linear_layers && IsFp8(s.precision)) {
+    const double b = Fp8BytesPerElement(s.precision);
+    state += ((s.fp8_params ? 2 * b - 2 : 2 * b) - (s.no_fp8_transpose_cache ? b : 0)) * parameters.total();
   }
   layer.static_bytes = convert.RoundBytes(state, "the " + name + "'s static memory");
   layer.update_ns = convert.Ns(UpdateSeconds(parameters, d, s, links, linear_layers), "the " + name + "'s update time");

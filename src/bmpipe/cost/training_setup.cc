@@ -99,16 +99,22 @@ Status ValidateNewParallelism(const ModelSpec& model, const DeviceSpec& device, 
                                     "--distributed-optimizer), 2 (and gradients) or 3 (and parameters, FSDP)",
                                     s.zero));
   }
-  if (s.precision == Precision::kFp8 && device.peak_fp8_flops <= 0) {
-    return InvalidInput(fmt::format("--precision fp8: the device '{}' has no FP8 peak (peak_fp8_flops); use --precision "
+  if (IsFp8(s.precision) && device.peak_fp8_flops <= 0) {
+    return InvalidInput(fmt::format("--precision {}: the device '{}' has no FP8 peak (peak_fp8_flops); use --precision "
                                     "bf16 or a device with FP8 units (h100-80gb, h200-141gb, ...)",
+                                    PrecisionName(s.precision), device.name));
+  }
+  if (s.precision == Precision::kMxFp8 && !device.mx_formats) {
+    return InvalidInput(fmt::format("--precision mxfp8: the device '{}' has no block-scaled (MX) tensor cores "
+                                    "(mx_formats); use --precision fp8, or a Blackwell device (b200-180gb, gb200, "
+                                    "b300-288gb, gb300)",
                                     device.name));
   }
-  if (s.fp8_params && s.precision != Precision::kFp8) {
+  if (s.fp8_params && !IsFp8(s.precision)) {
     return InvalidInput("--fp8-params keeps the weights in FP8, which needs FP8 GEMMs; add --precision fp8 or drop "
                         "--fp8-params");
   }
-  if (s.no_fp8_transpose_cache && s.precision != Precision::kFp8) {
+  if (s.no_fp8_transpose_cache && !IsFp8(s.precision)) {
     return InvalidInput("--no-fp8-transpose-cache drops the transposes of FP8 weights, which needs FP8 GEMMs; add "
                         "--precision fp8 or drop --no-fp8-transpose-cache");
   }
@@ -148,7 +154,9 @@ Status ValidateNewParallelism(const ModelSpec& model, const DeviceSpec& device, 
 
 }  // namespace
 
-std::string_view PrecisionName(Precision p) { return p == Precision::kFp8 ? "fp8" : "bf16"; }
+std::string_view PrecisionName(Precision p) {
+  return p == Precision::kFp8 ? "fp8" : p == Precision::kMxFp8 ? "mxfp8" : "bf16";
+}
 std::string_view StateDtypeName(StateDtype d) { return d == StateDtype::kBf16 ? "bf16" : "fp32"; }
 
 std::string_view MoeDispatcherName(MoeDispatcher d) { return d == MoeDispatcher::kFlex ? "flex" : "alltoall"; }
@@ -165,7 +173,7 @@ std::optional<Enum> ByName(std::string_view name, std::string_view (*name_of)(En
 }  // namespace
 
 std::optional<Precision> ParsePrecision(std::string_view name) {
-  return ByName(name, PrecisionName, {Precision::kBf16, Precision::kFp8});
+  return ByName(name, PrecisionName, {Precision::kBf16, Precision::kFp8, Precision::kMxFp8});
 }
 std::optional<StateDtype> ParseStateDtype(std::string_view name) {
   return ByName(name, StateDtypeName, {StateDtype::kFp32, StateDtype::kBf16});

@@ -22,9 +22,16 @@ inline constexpr int kMaxBatch = 1 << 24;       // sequences, per micro-batch or
 inline constexpr int kMaxSequence = 1 << 24;    // tokens
 
 // Number formats of the state a training run keeps.
-enum class Precision { kBf16, kFp8 };        // the GEMMs' inputs (FP8: Transformer Engine's delayed scaling)
+// The linear layers' GEMM inputs: 16 bits, FP8 with a scale per tensor (Transformer Engine's
+// delayed or current scaling), or MXFP8: FP8 with a scale per block of 32 elements (Blackwell's
+// block-scaled tensor cores).
+enum class Precision { kBf16, kFp8, kMxFp8 };
 enum class StateDtype { kFp32, kBf16 };      // gradients, optimizer moments
-std::string_view PrecisionName(Precision p);  // "bf16", "fp8"
+std::string_view PrecisionName(Precision p);  // "bf16", "fp8", "mxfp8"
+// FP8 GEMMs, per tensor or per block.
+inline bool IsFp8(Precision p) { return p != Precision::kBf16; }
+// Bytes of an FP8 tensor per element: 1, and MXFP8's one-byte scale per 32 elements.
+inline double Fp8BytesPerElement(Precision p) { return p == Precision::kMxFp8 ? 1 + 1.0 / 32 : 1; }
 std::string_view StateDtypeName(StateDtype d);  // "fp32", "bf16"
 // How MoE tokens reach their experts: Megatron's all-to-all sends every routed copy; the flex
 // dispatcher (DeepEP, HybridEP) sends a token once to each other node holding one of its experts

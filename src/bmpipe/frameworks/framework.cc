@@ -83,7 +83,7 @@ const std::vector<Refusal>& MegatronRefusals(bool local) {
   };
   static const std::vector<Refusal> spec_local = {
       {SetupFeature::kFp8,
-       "training.precision = fp8: FP8 GEMMs run in Transformer Engine's modules, which the local layer spec does not "
+       "training.precision = {}: FP8 GEMMs run in Transformer Engine's modules, which the local layer spec does not "
        "use; use --target megatron or --precision bf16"},
       {SetupFeature::kContextParallel,
        "training.context_parallel = {}: the local layer spec's attention asserts \"Context parallelism is only "
@@ -112,7 +112,7 @@ const std::vector<Refusal>& DeepSpeedRefusals() {
      "training.expert_parallel = {}: the export's PipelineModule has no expert-parallel layers; use --ep 1, or "
      "--target megatron"},
     {SetupFeature::kFp8,
-     "training.precision = fp8: DeepSpeed's pipeline engine trains in bf16 (no FP8 GEMMs); use --precision bf16, or "
+     "training.precision = {}: DeepSpeed's pipeline engine trains in bf16 (no FP8 GEMMs); use --precision bf16, or "
      "--target megatron"},
     {SetupFeature::kTpCommOverlap,
      "training.tp_comm_overlap: DeepSpeed does not overlap tensor-parallel collectives with GEMMs; use "
@@ -139,7 +139,7 @@ const std::vector<Refusal>& TorchTitanRefusals() {
      "training.expert_parallel = {}: the torchtitan export names only the Llama 3 configurations (dense models); use "
      "--ep 1, or --target megatron"},
     {SetupFeature::kFp8,
-     "training.precision = fp8: torchtitan 0.3.0 turns float8 on in a configuration function's model converters "
+     "training.precision = {}: torchtitan 0.3.0 turns float8 on in a configuration function's model converters "
      "(Float8LinearConverter), which no argument sets and the Llama 3 8B and 70B configurations lack; use --precision "
      "bf16"},
     {SetupFeature::kBf16Grads, kTorchTitanBf16State},
@@ -201,7 +201,7 @@ SetupFeatures FeaturesOf(const TrainingInfo& t) {
   add(t.context_parallel > 1, SetupFeature::kContextParallel);
   add(t.expert_parallel > 1, SetupFeature::kExpertParallel);
   add(ZeroStage(t) >= 2, SetupFeature::kShardedGradients);
-  add(t.precision == "fp8", SetupFeature::kFp8);
+  add(t.precision == "fp8" || t.precision == "mxfp8", SetupFeature::kFp8);
   add(t.fp8_params, SetupFeature::kFp8Params);
   add(t.no_fp8_transpose_cache, SetupFeature::kNoFp8TransposeCache);
   add(t.grad_dtype == "bf16", SetupFeature::kBf16Grads);

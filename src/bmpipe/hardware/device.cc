@@ -32,11 +32,13 @@ std::vector<DeviceSpec> Presets() {
     double host_memory_gb;
     int devices_per_node = 8;
     bool approximate = false;
+    bool mx_formats = false;
   };
   auto add = [&](const char* name, const Figures& f) {
     DeviceSpec d;
     d.name = name;
     d.approximate = f.approximate;
+    d.mx_formats = f.mx_formats;
     d.peak_flops = f.tflops * 1e12;
     d.peak_fp8_flops = f.fp8_tflops * 1e12;
     d.memory_bytes = f.memory;
@@ -85,21 +87,21 @@ std::vector<DeviceSpec> Presets() {
   add("h800-80gb",  {989,  1979, 81559 * kMiB,  3.35,  200,  50,   64,   256});
   presets.back().efficiency = hopper;
   // HGX/DGX B200: 2.25 PFLOP/s BF16 and 4.5 PFLOP/s FP8 dense, 180 GB HBM3e at 8 TB/s, NVLink5.
-  add("b200-180gb", {2250, 4500, 183359 * kMiB, 8.0,   900,  50,   64,   256});
+  add("b200-180gb", {2250, 4500, 183359 * kMiB, 8.0,   900,  50,   64,   256, 8, false, true});
   presets.back().efficiency = b200;
   // GB200 NVL72: 2.5 PFLOP/s BF16 and 5 PFLOP/s FP8 dense, 186 GB, one NVLink domain of 72 GPUs,
   // NVLink-C2C to the Grace CPU's memory.
-  add("gb200",      {2500, 5000, 189440 * kMiB, 8.0,   900,  50,   450,  240, 72});
+  add("gb200",      {2500, 5000, 189440 * kMiB, 8.0,   900,  50,   450,  240, 72, false, true});
   presets.back().efficiency = gb200;
   // HGX/DGX B300 (Blackwell Ultra): 2.25 PFLOP/s BF16 and 4.5 PFLOP/s FP8 dense (the HGX
   // datasheet's 36 and 72 PFLOP/s sparse for 8 GPUs), 288 GB HBM3e at 8 TB/s, NVLink5, one
   // ConnectX-8 800 Gb/s NIC per GPU.
-  add("b300-288gb", {2250, 4500, 274658 * kMiB, 8.0,   900,  100,  64,   256});
+  add("b300-288gb", {2250, 4500, 274658 * kMiB, 8.0,   900,  100,  64,   256, 8, false, true});
   presets.back().efficiency = b300;
   // GB300 NVL72: 2.5 PFLOP/s BF16 and 5 PFLOP/s FP8 dense (360 and 720 PFLOP/s sparse for 72
   // GPUs), 288 GB HBM3e, one NVLink domain of 72 GPUs, ConnectX-8 800 Gb/s, NVLink-C2C to a
   // Grace CPU's memory (17 TB LPDDR5X for 36 Grace, two GPUs each).
-  add("gb300",      {2500, 5000, 274658 * kMiB, 8.0,   900,  100,  450,  236, 72});
+  add("gb300",      {2500, 5000, 274658 * kMiB, 8.0,   900,  100,  450,  236, 72, false, true});
   presets.back().efficiency = gb300;
   // MI300X: 1307 TFLOP/s BF16 and 2615 FP8 dense, 192 GB HBM3 at 5.3 TB/s, Infinity Fabric
   // 448 GB/s per direction to its 7 peers together.
@@ -131,7 +133,7 @@ double ReadFraction(const JsonCursor& c) {
 
 DeviceSpec ReadDeviceTree(const Json& doc) {
   JsonCursor root(doc, "");
-  root.ExpectKeys({"name", "based_on", "approximate", "peak_flops", "peak_fp8_flops", "memory_bytes",
+  root.ExpectKeys({"name", "based_on", "approximate", "peak_flops", "peak_fp8_flops", "mx_formats", "memory_bytes",
                    "memory_bandwidth_bytes_per_s", "devices_per_node", "intra_node_bandwidth_bytes_per_s",
                    "intra_node_latency_s", "inter_node_bandwidth_bytes_per_s", "inter_node_latency_s",
                    "host_bandwidth_bytes_per_s", "host_memory_bytes", "efficiency"});
@@ -157,6 +159,7 @@ DeviceSpec ReadDeviceTree(const Json& doc) {
   if (auto v = root.Optional("peak_fp8_flops")) {
     d.peak_fp8_flops = v->Number() == 0 ? 0 : ReadRate(*v, kMinPeakFlops, kMaxPeakFlops, "give the dense FP8 peak in FLOP/s, e.g. 1979e12, or 0 for none");
   }
+  if (auto v = root.Optional("mx_formats")) d.mx_formats = v->Bool();
   if (auto v = field("memory_bytes", "device memory in bytes")) {
     d.memory_bytes = v->ByteCount();
     if (d.memory_bytes == 0) v->Fail("give the device memory in bytes, e.g. 80e9");

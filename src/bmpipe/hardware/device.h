@@ -50,6 +50,7 @@ struct DeviceSpec {
   bool approximate = false;  // figures from secondary sources; say so in reports
   double peak_flops = 0;     // dense BF16/FP16 FLOP/s
   double peak_fp8_flops = 0;  // dense FP8 FLOP/s; 0: the device has no FP8 matrix units
+  bool mx_formats = false;    // block-scaled (MX) FP8 in its tensor cores: MXFP8 runs at the FP8 peak (Blackwell)
   Bytes memory_bytes = 0;    // device memory the framework can see
   double memory_bandwidth_bytes_per_s = 0;
   int devices_per_node = 8;

@@ -407,7 +407,7 @@ std::vector<std::string> SetupKinds(const ModelSpec& model, const TrainingSetup&
   std::vector<std::string> kinds;
   if (model.moe.enabled()) kinds.push_back("moe");
   if (s.cp > 1) kinds.push_back("cp");
-  if (s.precision == Precision::kFp8) kinds.push_back("fp8");
+  if (IsFp8(s.precision)) kinds.push_back("fp8");
   if (ZeroStage(s) >= 2 || s.grad_dtype != StateDtype::kFp32 || s.optimizer_dtype != StateDtype::kFp32 ||
       s.offload_optimizer || offload_layers > 0) {
     kinds.push_back("sharded");

@@ -48,6 +48,11 @@ Result<std::string> MegatronRunFlags(const Problem& problem, int layers) {
   if (t.precision == "fp8") {
     // Transformer Engine's delayed scaling, as the cost model's FP8 GEMMs assume.
     out += "--fp8-format hybrid\n--fp8-recipe delayed\n--fp8-amax-history-len 1024\n--fp8-amax-compute-algo max\n";
+  } else if (t.precision == "mxfp8") {
+    // Blackwell's block scaling: E4M3 everywhere, a scale per 32 elements.
+    out += "--fp8-format e4m3\n--fp8-recipe mxfp8\n";
+  }
+  if (t.precision != "bf16") {
     if (t.fp8_params) out += "--fp8-param-gather\n";
     if (t.no_fp8_transpose_cache) out += "--disable-parameter-transpose-cache\n";
   }

@@ -45,6 +45,7 @@ const std::map<std::string, Arity>& MegatronFlags() {
       {"--expert-model-parallel-size", Arity::kOne},
       {"--expert-tensor-parallel-size", Arity::kOne},
       {"--fp8-format", Arity::kOne},
+      {"--fp8-recipe", Arity::kOne},
       {"--fp8-param-gather", Arity::kNone},
       {"--disable-parameter-transpose-cache", Arity::kNone},
       {"--use-megatron-fsdp", Arity::kNone},
@@ -436,7 +437,18 @@ void CheckMegatronTraining(const Flags& flags, const TrainingInfo& t) {
   CheckValue(flags, "--expert-tensor-parallel-size", t.tensor_parallel,
              t.expert_tensor_parallel > 0 ? t.expert_tensor_parallel : t.tensor_parallel,
              "training.expert_tensor_parallel (0: tensor_parallel)", kMaxRanks);
-  CheckSwitch(flags, "--fp8-format", t.precision == "fp8", "training.precision = fp8");
+  CheckSwitch(flags, "--fp8-format", t.precision != "bf16",
+              t.precision == "mxfp8" ? "training.precision = mxfp8" : "training.precision = fp8");
+  // The recipe tells MXFP8 (block scaling) from FP8 with a scale per tensor (delayed, tensorwise).
+  if (const Flag* recipe = flags.Get("--fp8-recipe"); recipe && t.precision != "bf16") {
+    const bool mx = recipe->values.front() == "mxfp8";
+    if (mx != (t.precision == "mxfp8")) {
+      FailConfiguration(fmt::format("--fp8-recipe {}: the problem's run has training.precision = {}; this "
+                                    "configuration is not that run (--fp8-recipe {}, or give the problem of this "
+                                    "configuration)",
+                                    recipe->values.front(), t.precision, mx ? "delayed or tensorwise" : "mxfp8"));
+    }
+  }
   CheckSwitch(flags, "--fp8-param-gather", t.fp8_params, "training.fp8_params");
   CheckSwitch(flags, "--disable-parameter-transpose-cache", t.no_fp8_transpose_cache,
               "training.no_fp8_transpose_cache");
