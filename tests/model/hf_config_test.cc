@@ -521,6 +521,27 @@ TEST(HfConfig, Starcoder2) {
                        "missing required key 'num_key_value_heads'"));
 }
 
+// GLM-4.5's shape (zai-org/GLM-4.5 config.json): 92 layers of 5120, 96 query heads and 8
+// key-value heads of 128 with q/k/v biases and q/k norms, 3 dense layers of 12288, then 160 routed
+// experts of 1536 (top-8) and a shared one, one MTP module: the card's 355 B.
+TEST(HfConfig, Glm45) {
+  const Json config = {{"model_type", "glm4_moe"},     {"hidden_size", 5120},        {"intermediate_size", 12288},
+                       {"num_hidden_layers", 92},      {"num_attention_heads", 96},  {"num_key_value_heads", 8},
+                       {"head_dim", 128},              {"vocab_size", 151552},       {"attention_bias", true},
+                       {"use_qk_norm", true},          {"partial_rotary_factor", 0.5}, {"n_routed_experts", 160},
+                       {"n_shared_experts", 1},        {"num_experts_per_tok", 8},   {"moe_intermediate_size", 1536},
+                       {"first_k_dense_replace", 3},   {"num_nextn_predict_layers", 1}, {"tie_word_embeddings", false}};
+  Result<ModelSpec> r = ReadHuggingFaceConfig(config, "glm-4.5");
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  const ModelSpec& m = r.value();
+  EXPECT_EQ(m.family, "glm4_moe");
+  EXPECT_TRUE(m.qkv_bias && m.qk_norm);
+  EXPECT_FALSE(IsMoeLayer(m, 2));
+  EXPECT_TRUE(IsMoeLayer(m, 3));
+  EXPECT_EQ(m.mtp_layers, 1);
+  EXPECT_LT(RelativeError(CountParameters(m).total, 355e9), 0.01) << CountParameters(m).total;
+}
+
 // GPT-NeoX has no grouped-query attention: a config that says otherwise is an error, not a
 // model silently costed with one key-value head per query head.
 TEST(HfConfig, GptNeoxKeyValueHeads) {
@@ -643,8 +664,8 @@ TEST(HfConfig, UnknownModelTypeListsTheSupportedOnes) {
   const std::string message = ErrorOf(path);
   EXPECT_TRUE(Contains(message, path + ": model_type = \"falcon\": unsupported model_type; bmpipe reads llama, "
                                        "mistral, mixtral, qwen2, qwen3, qwen3_moe, gpt2, gpt_neox, starcoder2, "
-                                       "deepseek_v3, deepseek_v32, kimi_k2, gpt_oss, llama4, llama4_text, gemma2, "
-                                       "gemma3, gemma3_text"))
+                                       "deepseek_v3, deepseek_v32, kimi_k2, glm4_moe, gpt_oss, llama4, llama4_text, "
+                                       "gemma2, gemma3, gemma3_text"))
       << message;
   EXPECT_TRUE(Contains(ErrorOfEdited("llama3-8b", {{"model_type", "<delete>"}}),
                        "missing required key 'model_type' (the architecture; bmpipe reads llama, "));

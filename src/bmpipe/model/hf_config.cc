@@ -56,8 +56,8 @@ constexpr std::int64_t kMaxPositions = 1 << 24;
 const std::vector<std::string>& SupportedModelTypes() {
   static const std::vector<std::string> types = {
       "llama",       "mistral",      "mixtral", "qwen2",   "qwen3",       "qwen3_moe", "gpt2",   "gpt_neox",
-      "starcoder2",  "deepseek_v3",  "deepseek_v32", "kimi_k2", "gpt_oss", "llama4", "llama4_text", "gemma2",
-      "gemma3",      "gemma3_text"};
+      "starcoder2",  "deepseek_v3",  "deepseek_v32", "kimi_k2", "glm4_moe", "gpt_oss", "llama4", "llama4_text",
+      "gemma2",      "gemma3",      "gemma3_text"};
   return types;
 }
 
@@ -73,7 +73,6 @@ constexpr UnmodeledType kUnmodeledTypes[] = {
     {"qwen3_5_moe", "Qwen3.5's Gated DeltaNet layers"},
     {"deepseek_v4", "DeepSeek-V4's attention"},
     {"glm_moe_dsa", "GLM-5's layers"},
-    {"glm4_moe", "GLM-4.5's partial-rotary attention with its MoE layers"},
 };
 
 // Keys that give a model a part of its architecture, with the model types that read them. In a
@@ -91,7 +90,7 @@ const std::vector<ArchitectureKey>& ArchitectureKeys() {
       {"index_head_dim", "DeepSeek sparse attention", {"deepseek_v32"}},
       {"kv_lora_rank", "latent attention", {"deepseek_v3", "deepseek_v32", "kimi_k2"}},
       {"attention_chunk_size", "chunked attention", {"llama4", "llama4_text"}},
-      {"n_routed_experts", "routed experts", {"deepseek_v3", "deepseek_v32", "kimi_k2"}},
+      {"n_routed_experts", "routed experts", {"deepseek_v3", "deepseek_v32", "kimi_k2", "glm4_moe"}},
       {"num_experts", "routed experts", {"qwen3_moe"}},
       {"num_local_experts", "routed experts", {"mixtral", "gpt_oss", "llama4", "llama4_text"}},
       {"hybrid_override_pattern", "Mamba-2 layers (a hybrid stack)", {}},
@@ -493,6 +492,31 @@ ModelSpec ReadDeepSeekV3(const JsonCursor& config) {
   return m;
 }
 
+// GLM-4.5 (glm4_moe): grouped-query attention with optional q/k/v biases and q/k norms (rotary on
+// part of each head, which changes no FLOPs the cost counts), a dense MLP in the first
+// first_k_dense_replace layers, then routed and shared experts as DeepSeek-V3's, and
+// multi-token-prediction modules.
+ModelSpec ReadGlm4Moe(const JsonCursor& config) {
+  ShapeKeys keys(MlpKind::kSwiGlu, NormKind::kRmsNorm);
+  keys.ffn_what = "the intermediate size of the dense layers' MLP";
+  ModelSpec m = ReadDecoderShape(config, keys);
+  m.qkv_bias = Flag(config, "attention_bias", false);
+  m.qk_norm = Flag(config, "use_qk_norm", false);
+  m.moe.experts = Count(config, "n_routed_experts", "the number of routed experts per MoE layer", kMaxExperts);
+  m.moe.shared_experts = ToInt(config.Required("n_shared_experts", "the number of always-active experts"),
+                               "the number of always-active experts", 0, kMaxExperts);
+  m.moe.top_k = ReadTopK(config.Required("num_experts_per_tok", "the number of routed experts each token uses"),
+                         m.moe.experts, "n_routed_experts");
+  m.moe.ffn = Count(config, "moe_intermediate_size", "the intermediate size of one expert", kMaxFfn);
+  m.moe.first_dense_layers =
+      ToInt(config.Required("first_k_dense_replace", "the number of leading layers with a dense MLP"),
+            fmt::format("the number of leading dense layers, at most num_hidden_layers = {}", m.layers), 0, m.layers);
+  if (std::optional<JsonCursor> mtp = config.Optional("num_nextn_predict_layers")) {
+    m.mtp_layers = ToInt(*mtp, "the number of multi-token-prediction modules", 0, kMaxLayers);
+  }
+  return m;
+}
+
 // DeepSeek-V3.2: DeepSeek-V3 with sparse attention on every layer (the lightning indexer and the
 // top-k keys it selects); the defaults are Transformers' DeepseekV32Config's.
 ModelSpec ReadDeepSeekV32(const JsonCursor& config) {
@@ -680,6 +704,8 @@ ModelSpec ReadConfigTree(const Json& doc, const std::string& path) {
     m = ReadDeepSeekV3(config);
   } else if (type == "deepseek_v32") {
     m = ReadDeepSeekV32(config);
+  } else if (type == "glm4_moe") {
+    m = ReadGlm4Moe(config);
   } else if (type == "gpt_oss") {
     m = ReadGptOss(config);
   } else if (type == "llama4" || type == "llama4_text") {
@@ -695,8 +721,8 @@ ModelSpec ReadConfigTree(const Json& doc, const std::string& path) {
   }
   // Transformers' classes of these types attend to the whole sequence whatever sliding_window
   // says; so does the cost, and the plan says so.
-  const std::vector<std::string> windowless = {"gpt2", "gpt_neox", "llama", "deepseek_v3", "deepseek_v32", "kimi_k2",
-                                               "llama4", "llama4_text"};
+  const std::vector<std::string> windowless = {"gpt2",    "gpt_neox", "llama",  "deepseek_v3", "deepseek_v32",
+                                               "kimi_k2", "glm4_moe", "llama4", "llama4_text"};
   if (std::find(windowless.begin(), windowless.end(), type) != windowless.end()) {
     if (std::optional<JsonCursor> w = language.Optional("sliding_window"); w && Gives(w->json())) {
       m.not_modeled.push_back(fmt::format(
