@@ -301,10 +301,10 @@ double CausalKeysPerQuery(const Shape& s, const KeyMask& mask) {
   if (s.setup.cp == 1) return mask.kind == KeyMask::kWindow ? w - w * w / (2 * s.seq) : mask.KeysBefore(s.seq) / s.seq;
   const int cp = s.setup.cp;
   const double c = s.seq / (2 * cp);
-  auto keys = [&mask](double n) { return mask.KeysBefore(n); };
   double busiest = 0;
   for (int r = 0; r < cp; ++r) {
-    busiest = std::max(busiest, keys((r + 1) * c) - keys(r * c) + keys((2 * cp - r) * c) - keys((2 * cp - 1 - r) * c));
+    busiest = std::max(busiest, mask.KeysBefore((r + 1) * c) - mask.KeysBefore(r * c) +
+                                    mask.KeysBefore((2 * cp - r) * c) - mask.KeysBefore((2 * cp - 1 - r) * c));
   }
   return busiest / (2 * c);
 }

@@ -201,7 +201,7 @@ SetupFeatures FeaturesOf(const TrainingInfo& t) {
   add(t.context_parallel > 1, SetupFeature::kContextParallel);
   add(t.expert_parallel > 1, SetupFeature::kExpertParallel);
   add(ZeroStage(t) >= 2, SetupFeature::kShardedGradients);
-  add(t.precision == "fp8" || t.precision == "mxfp8", SetupFeature::kFp8);
+  add(t.precision != "bf16", SetupFeature::kFp8);
   add(t.fp8_params, SetupFeature::kFp8Params);
   add(t.no_fp8_transpose_cache, SetupFeature::kNoFp8TransposeCache);
   add(t.grad_dtype == "bf16", SetupFeature::kBf16Grads);

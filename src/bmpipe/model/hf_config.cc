@@ -451,6 +451,28 @@ ModelSpec ReadStarcoder2(const JsonCursor& config) {
   return m;
 }
 
+// DeepSeek's MoE keys (DeepSeek-V3, Kimi K2, GLM-4.5): routed experts, the shared ones, the
+// routing width, an expert's width, and the leading layers with the dense MLP.
+void ReadDeepSeekExperts(const JsonCursor& config, ModelSpec& m) {
+  m.moe.experts = Count(config, "n_routed_experts", "the number of routed experts per MoE layer", kMaxExperts);
+  m.moe.shared_experts = ToInt(config.Required("n_shared_experts", "the number of always-active experts"),
+                               "the number of always-active experts", 0, kMaxExperts);
+  m.moe.top_k = ReadTopK(config.Required("num_experts_per_tok", "the number of routed experts each token uses"),
+                         m.moe.experts, "n_routed_experts");
+  m.moe.ffn = Count(config, "moe_intermediate_size", "the intermediate size of one expert", kMaxFfn);
+  m.moe.first_dense_layers =
+      ToInt(config.Required("first_k_dense_replace", "the number of leading layers with a dense MLP"),
+            fmt::format("the number of leading dense layers, at most num_hidden_layers = {}", m.layers), 0, m.layers);
+}
+
+// Multi-token-prediction modules (model.h); Transformers' configs do not load them, but they are
+// trained with the model, so they are costed.
+void ReadMtpLayers(const JsonCursor& config, ModelSpec& m) {
+  if (std::optional<JsonCursor> mtp = config.Optional("num_nextn_predict_layers")) {
+    m.mtp_layers = ToInt(*mtp, "the number of multi-token-prediction modules", 0, kMaxLayers);
+  }
+}
+
 // DeepSeek-V3: multi-head latent attention, dense MLP in the first layers, then MoE layers with
 // routed and shared experts.
 ModelSpec ReadDeepSeekV3(const JsonCursor& config) {
@@ -469,26 +491,14 @@ ModelSpec ReadDeepSeekV3(const JsonCursor& config) {
   m.head_dim = m.latent.qk_nope_head_dim + m.latent.qk_rope_head_dim;
   m.v_head_dim = Count(config, "v_head_dim", "the per-head value width", kMaxHeadDim);
 
-  m.moe.experts = Count(config, "n_routed_experts", "the number of routed experts per MoE layer", kMaxExperts);
-  m.moe.shared_experts = ToInt(config.Required("n_shared_experts", "the number of always-active experts"),
-                               "the number of always-active experts", 0, kMaxExperts);
-  m.moe.top_k = ReadTopK(config.Required("num_experts_per_tok", "the number of routed experts each token uses"),
-                         m.moe.experts, "n_routed_experts");
-  m.moe.ffn = Count(config, "moe_intermediate_size", "the intermediate size of one expert", kMaxFfn);
-  m.moe.first_dense_layers =
-      ToInt(config.Required("first_k_dense_replace", "the number of leading layers with a dense MLP"),
-            fmt::format("the number of leading dense layers, at most num_hidden_layers = {}", m.layers), 0, m.layers);
+  ReadDeepSeekExperts(config, m);
   if (std::optional<JsonCursor> freq = config.Optional("moe_layer_freq")) {
     if (ToInt(*freq, "the spacing of MoE layers", 1, kMaxLayers) != 1) {
       freq->Fail("bmpipe models every layer after first_k_dense_replace as MoE, so it needs moe_layer_freq = 1");
     }
   }
 
-  // Multi-token-prediction modules (model.h); Transformers' DeepseekV3Config does not load them,
-  // but they are trained with the model, so they are costed.
-  if (std::optional<JsonCursor> mtp = config.Optional("num_nextn_predict_layers")) {
-    m.mtp_layers = ToInt(*mtp, "the number of multi-token-prediction modules", 0, kMaxLayers);
-  }
+  ReadMtpLayers(config, m);
   return m;
 }
 
@@ -502,18 +512,8 @@ ModelSpec ReadGlm4Moe(const JsonCursor& config) {
   ModelSpec m = ReadDecoderShape(config, keys);
   m.qkv_bias = Flag(config, "attention_bias", false);
   m.qk_norm = Flag(config, "use_qk_norm", false);
-  m.moe.experts = Count(config, "n_routed_experts", "the number of routed experts per MoE layer", kMaxExperts);
-  m.moe.shared_experts = ToInt(config.Required("n_shared_experts", "the number of always-active experts"),
-                               "the number of always-active experts", 0, kMaxExperts);
-  m.moe.top_k = ReadTopK(config.Required("num_experts_per_tok", "the number of routed experts each token uses"),
-                         m.moe.experts, "n_routed_experts");
-  m.moe.ffn = Count(config, "moe_intermediate_size", "the intermediate size of one expert", kMaxFfn);
-  m.moe.first_dense_layers =
-      ToInt(config.Required("first_k_dense_replace", "the number of leading layers with a dense MLP"),
-            fmt::format("the number of leading dense layers, at most num_hidden_layers = {}", m.layers), 0, m.layers);
-  if (std::optional<JsonCursor> mtp = config.Optional("num_nextn_predict_layers")) {
-    m.mtp_layers = ToInt(*mtp, "the number of multi-token-prediction modules", 0, kMaxLayers);
-  }
+  ReadDeepSeekExperts(config, m);
+  ReadMtpLayers(config, m);
   return m;
 }
 
@@ -677,14 +677,13 @@ ModelSpec ReadConfigTree(const Json& doc, const std::string& path) {
   const std::string type = type_cursor.String();
   bool supported = false;
   for (const std::string& t : types) supported = supported || t == type;
-  for (const UnmodeledType& u : kUnmodeledTypes) {
-    if (!supported && u.type == type) {
+  if (!supported) {
+    for (const UnmodeledType& u : kUnmodeledTypes) {
+      if (u.type != type) continue;
       type_cursor.Fail(fmt::format("bmpipe does not cost {} yet, so it cannot plan this model (no other model_type "
                                    "costs them either); it reads {}",
                                    u.what, fmt::join(types, ", ")));
     }
-  }
-  if (!supported) {
     type_cursor.Fail(fmt::format("unsupported model_type; bmpipe reads {}{}", fmt::join(types, ", "), DidYouMean(type, types)));
   }
   // Multimodal Llama 4 and Gemma 3 configs nest the language model's keys in text_config.
