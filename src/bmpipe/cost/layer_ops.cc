@@ -412,16 +412,20 @@ int Attention(GraphBuilder& g, const Shape& s, int x, bool local) {
   const double kv = m.latent.enabled() ? m.heads : m.kv_heads;
   const double weight = kActivationBytes / s.t;
   const KeyMask mask = MaskOf(m, local);
-  int q = -1, k = -1, v = -1;
+  int q = -1, k = -1, v = -1, gate = -1;
   if (!m.latent.enabled()) {
-    const int qkv = g.Linear("qkv", attn, {x},
-                           {{"q", s.Activation(a * dh, true)}, {"k", s.Activation(kv * dh, true)},
-                            {"v", s.Activation(kv * dv, true)}},
-                           {x}, 2 * T * h * (a * dh + kv * dh + kv * dv) / s.t, h * (a * dh + kv * (dh + dv)) * weight);
+    // With a gated output the projection makes the gate beside the queries (as wide).
+    std::vector<GraphBuilder::Out> outs = {{"q", s.Activation(a * dh, true)}, {"k", s.Activation(kv * dh, true)},
+                                           {"v", s.Activation(kv * dv, true)}};
+    const double q_width = m.attention_output_gate ? 2 * a * dh : a * dh;
+    if (m.attention_output_gate) outs.push_back({"gate", s.Activation(a * dv, true)});
+    const int qkv = g.Linear("qkv", attn, {x}, outs, {x}, 2 * T * h * (q_width + kv * dh + kv * dv) / s.t,
+                             h * (q_width + kv * (dh + dv)) * weight);
     g.Collectives(qkv, s.Enter(), s.Leave());
     q = g.output(qkv, 0);
     k = g.output(qkv, 1);
     v = g.output(qkv, 2);
+    if (m.attention_output_gate) gate = g.output(qkv, 3);
   } else {
     // Latent attention: replicated down-projections to the low-rank latents, then
     // column-parallel up-projections to per-head queries, keys and values.
@@ -495,7 +499,102 @@ int Attention(GraphBuilder& g, const Shape& s, int x, bool local) {
                           2 * T * keys * a * dv / s.t, 0);
     context = g.output(pv);
   }
+  if (gate >= 0) {
+    // context x sigmoid(gate), both saved for its backward.
+    const int gated = g.Elementwise("output_gate", attn, {context, gate}, {{"gated_context", g.bytes(context)}},
+                                    {context, gate}, 1.5);
+    context = g.output(gated);
+  }
   return OutProjection(g, s, context);
+}
+
+// A linear-time mixer's depthwise causal convolution (`taps` taps) over `in`, with the SiLU after
+// it; saves its input.
+int CausalConv(GraphBuilder& g, const std::string& name, int in, double channels, double taps, double tokens) {
+  const int conv = g.Elementwise(name, {"attn"}, {in}, {{name + ".out", g.bytes(in)}}, {in}, 2);
+  g.op(conv).forward_flops = 2 * tokens * channels * taps;
+  g.op(conv).backward_flops = 2 * g.op(conv).forward_flops;
+  return g.output(conv);
+}
+
+// A linear-time mixer's output: a gated RMSNorm of the scan's output `y` by the gate `z`, then the
+// row-parallel output projection of `width` (per device) back to h.
+int GatedNormAndOut(GraphBuilder& g, const Shape& s, int y, int z, double width) {
+  const int norm = g.Elementwise("gated_norm", {"attn"}, {y, z}, {{"gated_norm.out", g.bytes(y)}}, {y, z}, 1.5);
+  const double h = s.model.hidden;
+  const int out = g.Linear("out_proj", {"attn"}, {g.output(norm)}, {{"mixer_out", s.Activation(h, false)}},
+                           {g.output(norm)}, 2 * s.tokens * width * h, width * h * kActivationBytes);
+  g.Collectives(out, s.Leave(), s.Enter());
+  return g.output(out);
+}
+
+// A fused chunked scan (Mamba-2's SSD, the gated delta rule) as one op of the fused-kernel class:
+// its tensor-core products run in on-chip tiles as flash attention's do, so it takes attention's
+// efficiency (an assumption: no published run calibrates these kernels yet). Its backward
+// recomputes the chunk states and runs the products' two gradients: 2.5x the forward FLOPs, as
+// flash attention's. Traffic: its inputs and output, and the chunk states (16-bit), written and
+// read back, once per pass and twice in the backward.
+int ChunkedScan(GraphBuilder& g, const std::string& name, std::vector<int> inputs, double out_bytes, double flops,
+                double state_bytes) {
+  const int op = g.Op(name, OpClass::kFusedAttention, {"attn"}, inputs, {{name + ".out", out_bytes}}, inputs);
+  LayerOp& o = g.op(op);
+  o.forward_flops = flops;
+  o.backward_flops = 2.5 * flops;
+  double traffic = out_bytes + 2 * state_bytes;
+  for (int in : inputs) traffic += g.bytes(in);
+  o.forward_bytes = traffic;
+  o.backward_bytes = 2 * traffic;
+  return g.output(op);
+}
+
+// Mamba-2 (Megatron's MambaMixer) from the normed input `x`: the column-parallel input projection
+// to z, x, B, C and dt; the causal convolution over x, B and C; the SSD scan; the gated norm and
+// the row-parallel output projection. Heads and groups split over the tensor-parallel ranks.
+// The SSD scan in chunks of Q tokens, per token: C B^T within its chunk (2 Q N a group), that
+// masked product times x (2 Q P a head), the chunk's state B^T x (2 N P a head) and the earlier
+// chunks' state read out through C (2 N P a head); the pass of the state from chunk to chunk is
+// elementwise and left out. States: H P N values per head and chunk.
+int Mamba2Mixer(GraphBuilder& g, const Shape& s, int x) {
+  const MambaShape& mb = s.model.mamba;
+  const double T = s.tokens, h = s.model.hidden, t = s.t;
+  const double H = mb.heads / t, P = mb.head_dim, N = mb.state, G = mb.groups / t, Q = mb.chunk;
+  const double inner = H * P, bc = 2 * G * N;
+  const int in = g.Linear("in_proj", {"attn"}, {x},
+                          {{"z", T * inner * kActivationBytes}, {"xbc", T * (inner + bc) * kActivationBytes},
+                           {"dt", T * H * kActivationBytes}},
+                          {x}, 2 * T * h * (2 * inner + bc + H), h * (2 * inner + bc + H) * kActivationBytes);
+  g.Collectives(in, s.Enter(), s.Leave());
+  const int conv = CausalConv(g, "conv1d", g.output(in, 1), inner + bc, mb.conv_kernel, T);
+  const double flops = T * (2 * Q * N * G + (2 * Q * P + 4 * N * P) * H);
+  const double states = T / Q * H * P * N * kActivationBytes;
+  const int y = ChunkedScan(g, "ssd_scan", {conv, g.output(in, 2)}, T * inner * kActivationBytes, flops, states);
+  return GatedNormAndOut(g, s, y, g.output(in, 0), inner);
+}
+
+// Gated DeltaNet (Qwen3-Next) from the normed input `x`: the column-parallel projections to q, k,
+// v, the output gate z, beta and the decay; the causal convolution over q, k and v; the chunked
+// gated delta rule; the gated norm and the row-parallel output projection. Heads split over the
+// tensor-parallel ranks. The delta rule in chunks of C tokens, per token and value head (q and k
+// repeated to the value heads): K K^T within its chunk (2 C dk), the triangular solve (C^2/3),
+// the WY factors W and U (2 C dk, 2 C dv), the new values U - W S (2 dk dv), the output Q S
+// (2 dk dv) and the masked (Q K^T) V within the chunk (2 C dk + 2 C dv), and the state update
+// K^T V (2 dk dv). States: dk dv values per value head and chunk.
+int GatedDeltaNet(GraphBuilder& g, const Shape& s, int x) {
+  const DeltaNetShape& dn = s.model.deltanet;
+  const double T = s.tokens, h = s.model.hidden, t = s.t;
+  const double nk = dn.key_heads / t, nv = dn.value_heads / t, dk = dn.key_head_dim, dv = dn.value_head_dim;
+  const double C = dn.chunk;
+  const double qkv = 2 * nk * dk + nv * dv, width = qkv + nv * dv + 2 * nv;
+  const int in = g.Linear("in_proj", {"attn"}, {x},
+                          {{"qkv", T * qkv * kActivationBytes}, {"z", T * nv * dv * kActivationBytes},
+                           {"beta_decay", T * 2 * nv * kActivationBytes}},
+                          {x}, 2 * T * h * width, h * width * kActivationBytes);
+  g.Collectives(in, s.Enter(), s.Leave());
+  const int conv = CausalConv(g, "conv1d", g.output(in, 0), qkv, dn.conv_kernel, T);
+  const double flops = T * nv * (6 * dk * dv + 2 * C * (3 * dk + 2 * dv) + C * C / 3);
+  const double states = T / C * nv * dk * dv * kActivationBytes;
+  const int y = ChunkedScan(g, "delta_rule", {conv, g.output(in, 2)}, T * nv * dv * kActivationBytes, flops, states);
+  return GatedNormAndOut(g, s, y, g.output(in, 1), nv * dv);
 }
 
 // A (column-parallel, row-parallel) MLP pair of width `ffn`, sharded over `shard` ranks, on
@@ -538,34 +637,11 @@ int Residual(GraphBuilder& g, const Shape& s, const std::string& name, const Gro
   return g.output(op);
 }
 
-}  // namespace
-
-double AllReduceSeconds(double bytes, int n, double bandwidth, double latency) {
-  return 2 * AllGatherSeconds(bytes, n, bandwidth, latency);
-}
-
-double AllGatherSeconds(double bytes, int n, double bandwidth, double latency) {
-  if (n <= 1) return 0;
-  return (n - 1) * (bytes / n / bandwidth + latency);
-}
-
-int PaddedVocab(int vocab, int tp) {
-  const int multiple = 128 * tp;
-  return (vocab + multiple - 1) / multiple * multiple;
-}
-
-LayerGraph DecoderLayerGraph(const ModelSpec& m, const DeviceSpec& d, const TrainingSetup& setup, bool moe,
-                             bool windowed) {
-  const Shape s(m, d, setup);
-  const char* local = !windowed ? "" : m.local_attention == LocalAttention::kChunked ? " chunked" : " windowed";
-  GraphBuilder g(s, std::string(moe ? "decoder (MoE)" : "decoder") + local);
-  const Groups attn = {"attn"}, mlp = {"mlp"};
-  const int x = g.Input("input", s.Activation(m.hidden, false));
-  const int n1 = Norm(g, s, "norm1", {"attn", "norm"}, x);
-  int attention = Attention(g, s, n1, windowed);
-  if (m.post_norms) attention = Norm(g, s, "post_attention_norm", attn, attention);
-  if (m.dropout) attention = Dropout(g, "attention_out_dropout", attn, attention, s.tokens * m.hidden / s.sp);
-  const int h1 = Residual(g, s, "residual1", attn, x, attention);
+// The MLP half of a decoder layer on the residual stream `h1`: norm, the dense MLP or the MoE
+// one, and the residual add.
+void MlpBlock(GraphBuilder& g, const Shape& s, int h1, bool moe) {
+  const ModelSpec& m = s.model;
+  const Groups mlp = {"mlp"};
   const int n2 = Norm(g, s, "norm2", {"mlp", "norm"}, h1);
   int out = -1;
   if (!moe) {
@@ -618,6 +694,53 @@ LayerGraph DecoderLayerGraph(const ModelSpec& m, const DeviceSpec& d, const Trai
   if (m.post_norms) out = Norm(g, s, "post_mlp_norm", mlp, out);
   if (m.dropout) out = Dropout(g, "mlp_dropout", mlp, out, s.tokens * m.hidden / s.sp);
   Residual(g, s, "residual2", mlp, h1, out);
+}
+
+
+}  // namespace
+
+double AllReduceSeconds(double bytes, int n, double bandwidth, double latency) {
+  return 2 * AllGatherSeconds(bytes, n, bandwidth, latency);
+}
+
+double AllGatherSeconds(double bytes, int n, double bandwidth, double latency) {
+  if (n <= 1) return 0;
+  return (n - 1) * (bytes / n / bandwidth + latency);
+}
+
+int PaddedVocab(int vocab, int tp) {
+  const int multiple = 128 * tp;
+  return (vocab + multiple - 1) / multiple * multiple;
+}
+
+LayerGraph DecoderLayerGraph(const ModelSpec& m, const DeviceSpec& d, const TrainingSetup& setup, bool moe,
+                             bool windowed) {
+  return DecoderLayerGraph(m, d, setup, DecoderKind{Mixer::kAttention, moe ? Ffn::kMoe : Ffn::kDense, windowed});
+}
+
+LayerGraph DecoderLayerGraph(const ModelSpec& m, const DeviceSpec& d, const TrainingSetup& setup,
+                             const DecoderKind& kind) {
+  const Shape s(m, d, setup);
+  const bool moe = kind.ffn == Ffn::kMoe;
+  std::string name = DecoderKindName(kind);
+  if (kind.mixer == Mixer::kAttention && kind.ffn != Ffn::kNone) {
+    const char* local = !kind.windowed ? "" : m.local_attention == LocalAttention::kChunked ? " chunked" : " windowed";
+    name = std::string(moe ? "decoder (MoE)" : "decoder") + local;
+  }
+  GraphBuilder g(s, name);
+  const Groups attn = {"attn"}, mlp = {"mlp"};
+  const int x = g.Input("input", s.Activation(m.hidden, false));
+  int h1 = x;  // the residual stream after the mixer
+  if (kind.mixer != Mixer::kNone) {
+    const int n1 = Norm(g, s, "norm1", {"attn", "norm"}, x);
+    int mixed = kind.mixer == Mixer::kMamba2         ? Mamba2Mixer(g, s, n1)
+                : kind.mixer == Mixer::kGatedDeltaNet ? GatedDeltaNet(g, s, n1)
+                                                      : Attention(g, s, n1, kind.windowed);
+    if (m.post_norms) mixed = Norm(g, s, "post_attention_norm", attn, mixed);
+    if (m.dropout) mixed = Dropout(g, "attention_out_dropout", attn, mixed, s.tokens * m.hidden / s.sp);
+    h1 = Residual(g, s, "residual1", attn, x, mixed);
+  }
+  if (kind.ffn != Ffn::kNone) MlpBlock(g, s, h1, moe);
   // An FP8 layer's pass waits for the host: Transformer Engine's scaling bookkeeping and the
   // quantization kernels it launches beside the layer's FP8 GEMMs.
   if (s.fp8) {
@@ -627,6 +750,7 @@ LayerGraph DecoderLayerGraph(const ModelSpec& m, const DeviceSpec& d, const Trai
   }
   return g.Finish();
 }
+
 
 LayerGraph EmbeddingGraph(const ModelSpec& m, const DeviceSpec& d, const TrainingSetup& setup) {
   const Shape s(m, d, setup);

@@ -62,8 +62,11 @@ struct LayerGraph {
   std::vector<LayerOp> ops;
 };
 
-// The ops of one decoder layer (with the MoE MLP when `moe`, with the model's sliding window when
-// `windowed`), of the embedding and of the head (final norm, LM head, cross-entropy loss).
+// The ops of one decoder layer of a kind (model.h: its mixer, with the model's local mask when
+// windowed, and its MLP, dense, MoE or none), of the embedding and of the head (final norm, LM
+// head, cross-entropy loss). The bool form is attention with the MoE MLP when `moe`.
+LayerGraph DecoderLayerGraph(const ModelSpec& model, const DeviceSpec& device, const TrainingSetup& setup,
+                             const DecoderKind& kind);
 LayerGraph DecoderLayerGraph(const ModelSpec& model, const DeviceSpec& device, const TrainingSetup& setup, bool moe,
                              bool windowed = false);
 LayerGraph EmbeddingGraph(const ModelSpec& model, const DeviceSpec& device, const TrainingSetup& setup);

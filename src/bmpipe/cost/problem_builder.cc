@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <optional>
 #include <string_view>
 #include <utility>
@@ -62,12 +63,6 @@ Links LinksOf(const DeviceSpec& d, const TrainingSetup& s) {
 // CPU Adam's rate per device for an offloaded optimizer step (an assumption, not calibrated:
 // DeepSpeed's vectorized CPU Adam on the cores a node gives each of its devices).
 constexpr double kHostAdamParametersPerSecond = 1e9;
-
-// The routed experts' parameters of one MoE layer (every expert, unsharded).
-double RoutedExpertParameters(const ModelSpec& m) {
-  const double matrices = IsGatedMlp(m.mlp) ? 3 : 2;
-  return static_cast<double>(m.moe.experts) * matrices * m.hidden * m.moe.ffn;
-}
 
 // The setup's switches beyond the original ones, for the problem's name (empty by default).
 std::string DescribeSetupExtras(const TrainingSetup& s) {
@@ -276,15 +271,14 @@ double ModelFlopsPerIteration(const ModelSpec& model, const DeviceSpec& device, 
     return sum;
   };
   double per_sequence = flops(EmbeddingGraph(model, device, one)) + flops(HeadWithMtpGraph(model, device, one));
-  // One graph per layer kind: [MoE MLP][windowed attention].
-  double kind_flops[2][2] = {};
-  for (int moe = 0; moe < 2; ++moe) {
-    for (int windowed = 0; windowed < 2; ++windowed) {
-      if ((moe && !model.moe.enabled()) || (windowed && model.sliding_window == 0)) continue;
-      kind_flops[moe][windowed] = flops(DecoderLayerGraph(model, device, one, moe, windowed));
-    }
+  // One graph per layer kind.
+  std::map<DecoderKind, double> kind_flops;
+  for (int i = 0; i < model.layers; ++i) {
+    const DecoderKind kind = DecoderKindOf(model, i);
+    auto it = kind_flops.find(kind);
+    if (it == kind_flops.end()) it = kind_flops.emplace(kind, flops(DecoderLayerGraph(model, device, one, kind))).first;
+    per_sequence += it->second;
   }
-  for (int i = 0; i < model.layers; ++i) per_sequence += kind_flops[IsMoeLayer(model, i)][IsWindowedLayer(model, i)];
   return per_sequence * setup.global_batch_size;
 }
 
@@ -341,34 +335,29 @@ Result<Problem> BuildProblem(const ModelSpec& model, const DeviceSpec& device, c
 
   p.layers.push_back(MakeLayer("embedding", EmbeddingGraph(model, device, setup), {"none"}, {embedding, 0}, false,
                                device, setup, links, p.p2p_ns, convert));
-  const LayerGraph dense = DecoderLayerGraph(model, device, setup, /*moe=*/false);
-  Layer dense_layer = MakeLayer("decoder", dense, setup.recompute, {static_cast<double>(counts.dense_layer) / t, 0},
-                                      true, device, setup, links, p.p2p_ns, convert);
-  Layer moe_layer;
-  LayerParameters moe_parameters;
-  LayerGraph moe_graph;
-  if (model.moe.enabled()) {
-    // The routed experts split over ep x etp ranks; attention, router and shared experts over tp.
-    const double routed = RoutedExpertParameters(model);
-    moe_parameters = {(static_cast<double>(counts.moe_layer) - routed) / t,
-                      routed / (static_cast<double>(setup.ep) * ExpertTensorParallel(setup))};
-    moe_graph = DecoderLayerGraph(model, device, setup, /*moe=*/true);
-    moe_layer = MakeLayer("decoder-moe", moe_graph, setup.recompute, moe_parameters, true, device, setup, links,
-                          p.p2p_ns, convert);
-  }
-  // Layers with windowed attention cost less at long sequences: kinds of their own.
-  Layer dense_windowed, moe_windowed;
-  LayerGraph dense_windowed_graph, moe_windowed_graph;
-  if (model.sliding_window > 0) {
-    dense_windowed_graph = DecoderLayerGraph(model, device, setup, false, /*windowed=*/true);
-    dense_windowed = MakeLayer("decoder-local", dense_windowed_graph, setup.recompute,
-                               {static_cast<double>(counts.dense_layer) / t, 0}, true, device, setup, links, p.p2p_ns,
-                               convert);
-    if (model.moe.enabled()) {
-      moe_windowed_graph = DecoderLayerGraph(model, device, setup, true, /*windowed=*/true);
-      moe_windowed = MakeLayer("decoder-moe-local", moe_windowed_graph, setup.recompute, moe_parameters, true, device,
-                               setup, links, p.p2p_ns, convert);
-    }
+  // Each kind of decoder layer is costed once: its graph, its parameters on one device (the routed
+  // experts split over ep x etp ranks; attention, mixers, router and shared experts over tp) and
+  // its layer.
+  struct KindCost {
+    LayerGraph graph;
+    LayerParameters parameters;
+    Layer layer;
+  };
+  auto parameters_of = [&](const DecoderKind& kind) {
+    const double all = static_cast<double>(DecoderLayerParameters(model, kind));
+    if (kind.ffn != Ffn::kMoe) return LayerParameters{all / t, 0};
+    const double routed = static_cast<double>(RoutedExpertParameters(model));
+    return LayerParameters{(all - routed) / t, routed / (static_cast<double>(setup.ep) * ExpertTensorParallel(setup))};
+  };
+  std::map<DecoderKind, KindCost> kinds;
+  for (int i = 0; i < model.layers; ++i) {
+    const DecoderKind kind = DecoderKindOf(model, i);
+    if (kinds.count(kind)) continue;
+    KindCost& k = kinds[kind];
+    k.graph = DecoderLayerGraph(model, device, setup, kind);
+    k.parameters = parameters_of(kind);
+    k.layer = MakeLayer(DecoderKindName(kind), k.graph, setup.recompute, k.parameters, true, device, setup, links,
+                        p.p2p_ns, convert);
   }
   // The multi-token-prediction modules run in the head layer (HeadWithMtpGraph); their decoder
   // layers' parameters split as the model's do, and they need the embedding table on the last
@@ -376,8 +365,9 @@ Result<Problem> BuildProblem(const ModelSpec& model, const DeviceSpec& device, c
   LayerParameters head_parameters{head, 0};
   if (model.mtp_layers > 0) {
     const bool moe = model.moe.enabled();
-    const double decoder = static_cast<double>(moe ? counts.moe_layer : counts.dense_layer);
-    const LayerParameters block = moe ? moe_parameters : LayerParameters{decoder / t, 0};
+    const DecoderKind block_kind{Mixer::kAttention, moe ? Ffn::kMoe : Ffn::kDense, false};
+    const double decoder = static_cast<double>(DecoderLayerParameters(model, block_kind));
+    const LayerParameters block = parameters_of(block_kind);
     const double own = (static_cast<double>(counts.mtp_layer) - decoder) / t;  // norms and projection
     head_parameters.dense += model.mtp_layers * (block.dense + own);
     head_parameters.expert += model.mtp_layers * block.expert;
@@ -390,11 +380,9 @@ Result<Problem> BuildProblem(const ModelSpec& model, const DeviceSpec& device, c
   double optimizer_host = 0;
   if (setup.offload_optimizer) {
     const double ends[] = {HostStateBytes({embedding, 0}, setup), HostStateBytes(head_parameters, setup)};
-    const double dense_host = HostStateBytes({static_cast<double>(counts.dense_layer) / t, 0}, setup);
-    const double moe_host = HostStateBytes(moe_parameters, setup);
     double total = ends[0] + ends[1], largest = std::max(ends[0], ends[1]);
     for (int i = 0; i < model.layers; ++i) {
-      const double layer = IsMoeLayer(model, i) ? moe_host : dense_host;
+      const double layer = HostStateBytes(kinds.at(DecoderKindOf(model, i)).parameters, setup);
       total += layer;
       largest = std::max(largest, layer);
     }
@@ -409,30 +397,14 @@ Result<Problem> BuildProblem(const ModelSpec& model, const DeviceSpec& device, c
           total, HostBytesPerParameter(setup, setup.dp * setup.cp), device.name, device.host_memory_bytes));
     }
   }
-  // The kinds the model's layers use, indexed [MoE MLP][windowed attention].
-  const LayerKind all_kinds[2][2] = {{{&dense_layer, &dense}, {&dense_windowed, &dense_windowed_graph}},
-                                     {{&moe_layer, &moe_graph}, {&moe_windowed, &moe_windowed_graph}}};
-  bool used[2][2] = {};
-  for (int i = 0; i < model.layers; ++i) used[IsMoeLayer(model, i)][IsWindowedLayer(model, i)] = true;
-  std::vector<LayerKind> kinds;
-  for (int moe = 0; moe < 2; ++moe) {
-    for (int windowed = 0; windowed < 2; ++windowed) {
-      if (used[moe][windowed]) kinds.push_back(all_kinds[moe][windowed]);
-    }
-  }
-  if (Status host = KeepOffloadWithinHost(kinds, model, device, setup, p.reserved_bytes,
+  std::vector<LayerKind> used;
+  for (auto& [kind, k] : kinds) used.push_back({&k.layer, &k.graph});
+  if (Status host = KeepOffloadWithinHost(used, model, device, setup, p.reserved_bytes,
                                           static_cast<double>(device.host_memory_bytes) - optimizer_host, notes);
       !host.ok()) {
     return host.error();
   }
-  for (int i = 0; i < model.layers; ++i) {
-    const bool windowed = IsWindowedLayer(model, i);
-    if (IsMoeLayer(model, i)) {
-      p.layers.push_back(windowed ? moe_windowed : moe_layer);
-    } else {
-      p.layers.push_back(windowed ? dense_windowed : dense_layer);
-    }
-  }
+  for (int i = 0; i < model.layers; ++i) p.layers.push_back(kinds.at(DecoderKindOf(model, i)).layer);
   p.layers.push_back(MakeLayer("head", HeadWithMtpGraph(model, device, setup), {"none"}, head_parameters,
                                model.mtp_layers > 0, device, setup, links, p.p2p_ns, convert));
   if (convert.error()) return *convert.error();

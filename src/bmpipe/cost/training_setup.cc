@@ -38,6 +38,12 @@ Status ValidateNewParallelism(const ModelSpec& model, const DeviceSpec& device, 
     if (!s.flash_attention) {
       return InvalidInput(fmt::format("--cp {} runs ring attention in the fused kernel; add --flash-attn", s.cp));
     }
+    if (model.mamba.enabled() || model.deltanet.enabled()) {
+      return InvalidInput(fmt::format(
+          "--cp {}: context parallelism of the model's {} layers (their scan passes a state along the whole "
+          "sequence) is not costed yet; use --cp 1",
+          s.cp, model.mamba.enabled() ? "Mamba-2" : "Gated DeltaNet"));
+    }
   }
   if (model.sparse.enabled() && !s.flash_attention) {
     return InvalidInput(
@@ -235,6 +241,22 @@ Status ValidateSetup(const ModelSpec& model, const DeviceSpec& device, const Tra
         "--tp {} does not divide the model's {} key-value heads (grouped-query attention splits whole KV groups "
         "across tensor-parallel ranks); use one of {}",
         s.tp, model.kv_heads, Divisors(model.kv_heads, 64)));
+  }
+  // Megatron's Mamba and Gated DeltaNet mixers split their heads (and Mamba's B/C groups) over
+  // the tensor-parallel ranks.
+  struct Split {
+    bool used;
+    int count;
+    const char* what;
+  };
+  for (const Split& split : {Split{model.mamba.enabled(), model.mamba.heads, "Mamba-2 heads"},
+                             Split{model.mamba.enabled(), model.mamba.groups, "Mamba-2 B/C groups (n_groups)"},
+                             Split{model.deltanet.enabled(), model.deltanet.key_heads, "Gated DeltaNet key heads"},
+                             Split{model.deltanet.enabled(), model.deltanet.value_heads, "Gated DeltaNet value heads"}}) {
+    if (split.used && split.count % s.tp != 0) {
+      return InvalidInput(fmt::format("--tp {} does not divide the model's {} {}; use one of {}", s.tp, split.count,
+                                      split.what, Divisors(split.count, 64)));
+    }
   }
   if (model.ffn % s.tp != 0) {
     return InvalidInput(fmt::format("--tp {} does not divide the MLP size {}; use one of {}", s.tp, model.ffn,

@@ -51,63 +51,106 @@ std::int64_t MoeLayerCount(const ModelSpec& m) {
 // One counting routine for two number types: int64 for exact counts, and double so that
 // ValidateModel can bound the size before any int64 product could overflow.
 template <typename T>
-Counts<T> CountAs(const ModelSpec& m) {
-  auto n = [](int x) { return static_cast<T>(x); };
-  const T h = n(m.hidden);
-  const T a = n(m.heads);
-  const T kv = n(m.kv_heads);
-  const T dh = n(m.head_dim);
-  const T v_dh = n(m.v_head_dim);
+struct Counter {
+  const ModelSpec& m;
+  static T n(int x) { return static_cast<T>(x); }
   // LayerNorm has a bias as well as a scale; RMSNorm only a scale.
-  auto norm = [&](T width) { return m.norm == NormKind::kLayerNorm ? 2 * width : width; };
-  auto mlp = [&](T f) {
+  T norm(T width) const { return m.norm == NormKind::kLayerNorm ? 2 * width : width; }
+  T mlp(T f) const {
+    const T h = n(m.hidden);
     if (!IsGatedMlp(m.mlp)) return 2 * h * f + (m.linear_bias ? f + h : 0);
     return 3 * h * f + (m.linear_bias ? 2 * f + h : 0);
-  };
-
-  T attention = 0;
-  if (m.latent.enabled()) {
-    const T q_rank = n(m.latent.q_lora_rank);
-    const T kv_rank = n(m.latent.kv_lora_rank);
-    const T rope = n(m.latent.qk_rope_head_dim);
-    const T nope = n(m.latent.qk_nope_head_dim);
-    // Queries: down-projection, its norm and up-projection, or one direct projection.
-    attention += q_rank > 0 ? h * q_rank + norm(q_rank) + q_rank * a * (nope + rope) : h * a * (nope + rope);
-    // Keys and values share one latent; the rotary part of the key is projected separately.
-    attention += h * (kv_rank + rope) + norm(kv_rank) + kv_rank * a * (nope + v_dh);
-    attention += a * v_dh * h;
-    if (m.sparse.enabled()) {
-      // The indexer: queries from the query latent (or the hidden state), one key head with its
-      // LayerNorm, and a weight per index head.
-      const T ih = n(m.sparse.index_heads), id = n(m.sparse.index_head_dim);
-      attention += (q_rank > 0 ? q_rank : h) * ih * id + h * id + 2 * id + h * ih;
-    }
-  } else {
-    attention += h * a * dh + h * kv * dh + h * kv * v_dh + a * v_dh * h;
-    if (m.qkv_bias) attention += a * dh + kv * dh + kv * v_dh;
-    if (m.qk_norm) attention += 2 * norm(dh);  // one norm over head_dim for queries, one for keys
   }
-  if (m.linear_bias) attention += h;  // output projection bias
+  T attention() const {
+    const T h = n(m.hidden), a = n(m.heads), kv = n(m.kv_heads), dh = n(m.head_dim), v_dh = n(m.v_head_dim);
+    T attention = 0;
+    if (m.latent.enabled()) {
+      const T q_rank = n(m.latent.q_lora_rank);
+      const T kv_rank = n(m.latent.kv_lora_rank);
+      const T rope = n(m.latent.qk_rope_head_dim);
+      const T nope = n(m.latent.qk_nope_head_dim);
+      // Queries: down-projection, its norm and up-projection, or one direct projection.
+      attention += q_rank > 0 ? h * q_rank + norm(q_rank) + q_rank * a * (nope + rope) : h * a * (nope + rope);
+      // Keys and values share one latent; the rotary part of the key is projected separately.
+      attention += h * (kv_rank + rope) + norm(kv_rank) + kv_rank * a * (nope + v_dh);
+      attention += a * v_dh * h;
+      if (m.sparse.enabled()) {
+        // The indexer: queries from the query latent (or the hidden state), one key head with its
+        // LayerNorm, and a weight per index head.
+        const T ih = n(m.sparse.index_heads), id = n(m.sparse.index_head_dim);
+        attention += (q_rank > 0 ? q_rank : h) * ih * id + h * id + 2 * id + h * ih;
+      }
+    } else {
+      // A gated output doubles the query projection (queries and their gate).
+      attention += h * a * dh * (m.attention_output_gate ? 2 : 1) + h * kv * dh + h * kv * v_dh + a * v_dh * h;
+      if (m.qkv_bias) attention += a * dh + kv * dh + kv * v_dh;
+      if (m.qk_norm) attention += 2 * norm(dh);  // one norm over head_dim for queries, one for keys
+    }
+    if (m.linear_bias) attention += h;  // output projection bias
+    return attention;
+  }
+  // Mamba-2: the input projection to z, x, B, C and dt; the convolution over x, B and C (weights and
+  // biases); A, D and dt's bias per head; the gated norm over the inner width; the output projection.
+  T mamba() const {
+    const MambaShape& s = m.mamba;
+    const T h = n(m.hidden), inner = n(s.heads) * n(s.head_dim), bc = 2 * n(s.groups) * n(s.state);
+    const T conv = inner + bc;
+    return h * (2 * inner + bc + n(s.heads)) + conv * (n(s.conv_kernel) + 1) + 3 * n(s.heads) + inner + inner * h;
+  }
+  // Gated DeltaNet: the projections to q, k, v and the output gate z, and to beta and the decay
+  // per value head; the convolution over q, k and v (no bias); A and dt's bias per value head; the
+  // gated norm over one value head's width (shared by the heads); the output projection.
+  T deltanet() const {
+    const DeltaNetShape& s = m.deltanet;
+    const T h = n(m.hidden), qk = n(s.key_heads) * n(s.key_head_dim), v = n(s.value_heads) * n(s.value_head_dim);
+    return h * (2 * qk + 2 * v) + h * 2 * n(s.value_heads) + (2 * qk + v) * n(s.conv_kernel) +
+           2 * n(s.value_heads) + n(s.value_head_dim) + v * h;
+  }
+  T routed() const { return n(m.moe.experts) * mlp(n(m.moe.ffn)); }
+  T Layer(const DecoderKind& k) const {
+    const T h = n(m.hidden);
+    T p = 0;
+    switch (k.mixer) {
+      case Mixer::kAttention: p += attention(); break;
+      case Mixer::kMamba2: p += mamba(); break;
+      case Mixer::kGatedDeltaNet: p += deltanet(); break;
+      case Mixer::kNone: break;
+    }
+    // A pre-norm before each part, and with post_norms a norm of each part's output.
+    const T norms = (m.post_norms ? 2 : 1) * norm(h);
+    if (k.mixer != Mixer::kNone) p += norms;
+    if (k.ffn != Ffn::kNone) p += norms;
+    if (k.ffn == Ffn::kDense) p += mlp(n(m.ffn));
+    // The router, the routed experts and the shared experts.
+    if (k.ffn == Ffn::kMoe) p += h * n(m.moe.experts) + routed() + n(m.moe.shared_experts) * mlp(n(m.moe.ffn));
+    return p;
+  }
+};
 
+template <typename T>
+Counts<T> CountAs(const ModelSpec& m) {
+  const Counter<T> counter{m};
+  auto n = [](int x) { return static_cast<T>(x); };
+  const T h = n(m.hidden);
   Counts<T> c;
   c.embedding = n(m.vocab) * h + n(m.learned_positions) * h;
-  // Pre-attention and pre-MLP norms, and with post_norms the norms of both outputs.
-  const T block = (m.post_norms ? 4 : 2) * norm(h) + attention;
-  c.dense_layer = block + mlp(n(m.ffn));
+  c.dense_layer = counter.Layer({Mixer::kAttention, Ffn::kDense, false});
   const std::int64_t moe_layers = MoeLayerCount(m);
-  if (m.moe.enabled()) {
-    const T experts = n(m.moe.experts);
-    const T router = h * experts;
-    c.moe_layer = block + router + (experts + n(m.moe.shared_experts)) * mlp(n(m.moe.ffn));
-  }
+  if (m.moe.enabled()) c.moe_layer = counter.Layer({Mixer::kAttention, Ffn::kMoe, false});
   if (m.mtp_layers > 0) {
     // Norms of the hidden state and of the embedding, their 2h -> h projection, the decoder layer
     // and the norm before the shared LM head.
-    c.mtp_layer = 3 * norm(h) + 2 * h * h + (m.moe.enabled() ? c.moe_layer : c.dense_layer);
+    c.mtp_layer = 3 * counter.norm(h) + 2 * h * h + (m.moe.enabled() ? c.moe_layer : c.dense_layer);
   }
-  c.head = norm(h) + (m.tied_embeddings ? 0 : n(m.vocab) * h);
-  c.total = c.embedding + static_cast<T>(m.layers - moe_layers) * c.dense_layer +
-            static_cast<T>(moe_layers) * c.moe_layer + n(m.mtp_layers) * c.mtp_layer + c.head;
+  c.head = counter.norm(h) + (m.tied_embeddings ? 0 : n(m.vocab) * h);
+  T layers = 0;
+  if (m.mixers.empty() && m.mixer_only.empty()) {
+    layers = static_cast<T>(m.layers - moe_layers) * c.dense_layer + static_cast<T>(moe_layers) * c.moe_layer;
+  } else {
+    // A hybrid stack lists every layer (ValidateModel has checked its length before counting).
+    for (int i = 0; i < m.layers; ++i) layers += counter.Layer(DecoderKindOf(m, i));
+  }
+  c.total = c.embedding + layers + n(m.mtp_layers) * c.mtp_layer + c.head;
   return c;
 }
 
@@ -125,6 +168,57 @@ bool IsMoeLayer(const ModelSpec& model, int i) {
 bool IsWindowedLayer(const ModelSpec& model, int i) {
   return model.sliding_window > 0 && i >= 0 && static_cast<std::size_t>(i) < model.windowed_layers.size() &&
          model.windowed_layers[i];
+}
+
+Mixer MixerOf(const ModelSpec& model, int i) {
+  if (i < 0 || static_cast<std::size_t>(i) >= model.mixers.size()) return Mixer::kAttention;
+  return model.mixers[i];
+}
+
+bool HasMlp(const ModelSpec& model, int i) {
+  return i < 0 || static_cast<std::size_t>(i) >= model.mixer_only.size() || !model.mixer_only[i];
+}
+
+const char* MixerName(Mixer mixer) {
+  switch (mixer) {
+    case Mixer::kAttention: return "attention";
+    case Mixer::kMamba2: return "mamba2";
+    case Mixer::kGatedDeltaNet: return "gated_deltanet";
+    case Mixer::kNone: return "none";
+  }
+  return "attention";
+}
+
+DecoderKind DecoderKindOf(const ModelSpec& model, int i) {
+  DecoderKind k;
+  k.mixer = MixerOf(model, i);
+  k.windowed = k.mixer == Mixer::kAttention && IsWindowedLayer(model, i);
+  k.ffn = !HasMlp(model, i) ? Ffn::kNone : IsMoeLayer(model, i) ? Ffn::kMoe : Ffn::kDense;
+  return k;
+}
+
+std::string DecoderKindName(const DecoderKind& kind) {
+  const char* ffn = kind.ffn == Ffn::kMoe ? "moe" : kind.ffn == Ffn::kDense ? "mlp" : "";
+  const char* local = kind.windowed ? "-local" : "";
+  switch (kind.mixer) {
+    case Mixer::kAttention:
+      if (kind.ffn == Ffn::kNone) return std::string("attention") + local;
+      return std::string(kind.ffn == Ffn::kMoe ? "decoder-moe" : "decoder") + local;
+    case Mixer::kMamba2: return kind.ffn == Ffn::kNone ? "mamba" : std::string("mamba-") + ffn;
+    case Mixer::kGatedDeltaNet: return kind.ffn == Ffn::kNone ? "deltanet" : std::string("deltanet-") + ffn;
+    case Mixer::kNone: return ffn;
+  }
+  return "decoder";
+}
+
+std::int64_t DecoderLayerParameters(const ModelSpec& model, const DecoderKind& kind) {
+  return Counter<std::int64_t>{model}.Layer(kind);
+}
+
+std::int64_t RoutedExpertParameters(const ModelSpec& model) {
+  // The weight matrices; biases count with the layer's other parameters.
+  const std::int64_t matrices = IsGatedMlp(model.mlp) ? 3 : 2;
+  return static_cast<std::int64_t>(model.moe.experts) * matrices * model.hidden * model.moe.ffn;
 }
 
 std::vector<bool> WindowedLayers(int layers, int global_every) {
@@ -192,8 +286,9 @@ Status ValidateModel(const ModelSpec& m) {
                      fmt::format("must equal latent.qk_nope_head_dim + latent.qk_rope_head_dim = {}",
                                  lat.qk_nope_head_dim + lat.qk_rope_head_dim));
     }
-    if (m.qkv_bias || m.qk_norm) {
-      return InvalidInput("qkv_bias and qk_norm are not modeled with latent attention; set both to false");
+    if (m.qkv_bias || m.qk_norm || m.attention_output_gate) {
+      return InvalidInput(
+          "qkv_bias, qk_norm and attention_output_gate are not modeled with latent attention; set them to false");
     }
   } else if (lat.kv_lora_rank < 0 || lat.q_lora_rank != 0 || lat.qk_rope_head_dim != 0 || lat.qk_nope_head_dim != 0) {
     return Invalid("latent.kv_lora_rank", lat.kv_lora_rank,
@@ -241,8 +336,60 @@ Status ValidateModel(const ModelSpec& m) {
                    "the other MoE fields are set but experts is not positive; give experts > 0 for a MoE model, or "
                    "set every MoE field to 0");
   }
-  // A model whose layers are all MoE never uses the dense MLP, so only then may ffn be 0.
-  const bool has_dense_layer = MoeLayerCount(m) < m.layers;
+  // A hybrid stack: one entry per layer, the shapes of the mixers it uses, no empty layer.
+  if (!m.mixers.empty() && m.mixers.size() != static_cast<std::size_t>(m.layers)) {
+    return InvalidInput(fmt::format("mixers has {} entries for layers = {}; give one per decoder layer, or none for "
+                                    "attention everywhere",
+                                    m.mixers.size(), m.layers));
+  }
+  if (!m.mixer_only.empty() && m.mixer_only.size() != static_cast<std::size_t>(m.layers)) {
+    return InvalidInput(fmt::format("mixer_only has {} entries for layers = {}; give one per decoder layer, or none "
+                                    "when every layer has an MLP",
+                                    m.mixer_only.size(), m.layers));
+  }
+  bool uses_mamba = false, uses_deltanet = false, has_dense_layer = false;
+  if (m.mixers.empty() && m.mixer_only.empty()) {
+    // A model whose layers are all MoE never uses the dense MLP, so only then may ffn be 0.
+    has_dense_layer = MoeLayerCount(m) < m.layers;
+  } else {
+    for (int i = 0; i < m.layers; ++i) {
+      const Mixer mixer = MixerOf(m, i);
+      uses_mamba = uses_mamba || mixer == Mixer::kMamba2;
+      uses_deltanet = uses_deltanet || mixer == Mixer::kGatedDeltaNet;
+      if (mixer == Mixer::kNone && !HasMlp(m, i)) {
+        return InvalidInput(fmt::format("decoder layer {} has neither a mixer nor an MLP; give it one of them", i));
+      }
+      has_dense_layer = has_dense_layer || (HasMlp(m, i) && !IsMoeLayer(m, i));
+    }
+  }
+  const MambaShape& mamba = m.mamba;
+  const int mamba_sizes[] = {mamba.heads, mamba.head_dim, mamba.state, mamba.groups, mamba.conv_kernel, mamba.chunk};
+  const bool mamba_positive = std::all_of(std::begin(mamba_sizes), std::end(mamba_sizes), [](int v) { return v > 0; });
+  const bool mamba_zero = std::all_of(std::begin(mamba_sizes), std::end(mamba_sizes), [](int v) { return v == 0; });
+  if (uses_mamba ? !mamba_positive : !mamba_zero) {
+    return Invalid("mamba.heads", mamba.heads,
+                   uses_mamba ? "Mamba-2 layers need every mamba field positive (heads, head_dim, state, groups, "
+                                "conv_kernel, chunk)"
+                              : "the mamba fields are set but no layer is a Mamba-2 layer; set them to 0");
+  }
+  if (uses_mamba && mamba.heads % mamba.groups != 0) {
+    return Invalid("mamba.groups", mamba.groups, fmt::format("must divide mamba.heads = {}", mamba.heads));
+  }
+  const DeltaNetShape& dn = m.deltanet;
+  const int dn_sizes[] = {dn.key_heads, dn.value_heads, dn.key_head_dim, dn.value_head_dim, dn.conv_kernel, dn.chunk};
+  const bool dn_positive = std::all_of(std::begin(dn_sizes), std::end(dn_sizes), [](int v) { return v > 0; });
+  const bool dn_zero = std::all_of(std::begin(dn_sizes), std::end(dn_sizes), [](int v) { return v == 0; });
+  if (uses_deltanet ? !dn_positive : !dn_zero) {
+    return Invalid("deltanet.value_heads", dn.value_heads,
+                   uses_deltanet ? "Gated DeltaNet layers need every deltanet field positive (key_heads, "
+                                   "value_heads, key_head_dim, value_head_dim, conv_kernel, chunk)"
+                                 : "the deltanet fields are set but no layer is a Gated DeltaNet layer; set them to 0");
+  }
+  if (uses_deltanet && dn.value_heads % dn.key_heads != 0) {
+    return Invalid("deltanet.key_heads", dn.key_heads,
+                   fmt::format("must divide deltanet.value_heads = {} (value heads share query/key heads)",
+                               dn.value_heads));
+  }
   if (m.ffn < 0 || (m.ffn == 0 && has_dense_layer)) {
     return Invalid("ffn", m.ffn, "must be positive; give the dense MLP's intermediate size");
   }

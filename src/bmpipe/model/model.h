@@ -50,6 +50,33 @@ enum class LocalAttention {
   kChunked,        // the keys of its own chunk of `sliding_window` tokens up to itself (Llama 4)
 };
 
+// What mixes tokens in a decoder layer: attention, a linear-time recurrent mixer, or nothing (a
+// layer that is only an MLP; Nemotron-H's '-' and 'E' layers).
+enum class Mixer {
+  kAttention,
+  kMamba2,         // Mamba-2's SSD scan (Nemotron-H, Nemotron 3)
+  kGatedDeltaNet,  // the gated delta rule (Qwen3-Next, Qwen3.5)
+  kNone,
+};
+
+// Mamba-2 mixer layers (Dao and Gu 2024; Megatron's MambaMixer): `heads` heads of `head_dim`
+// channels (the inner width heads x head_dim), a state of `state` per head shared within `groups`
+// groups of B and C, a depthwise causal convolution of `conv_kernel` taps, and the SSD scan in
+// chunks of `chunk` tokens. All zero without Mamba-2 layers.
+struct MambaShape {
+  int heads = 0, head_dim = 0, state = 0, groups = 0, conv_kernel = 0, chunk = 0;
+  bool enabled() const { return heads > 0; }
+};
+
+// Gated DeltaNet layers (Yang et al. 2025; Qwen3-Next): `key_heads` query/key heads of
+// `key_head_dim`, `value_heads` value heads of `value_head_dim` (each with a dk x dv state), a
+// depthwise causal convolution of `conv_kernel` taps over q, k and v, and the chunked delta rule
+// in chunks of `chunk` tokens. All zero without them.
+struct DeltaNetShape {
+  int key_heads = 0, value_heads = 0, key_head_dim = 0, value_head_dim = 0, conv_kernel = 0, chunk = 0;
+  bool enabled() const { return value_heads > 0; }
+};
+
 // Mixture-of-experts MLP layers. experts == 0: every layer is dense.
 struct MoeShape {
   int experts = 0;         // routed experts per MoE layer
@@ -87,6 +114,15 @@ struct ModelSpec {
   LatentAttention latent;
   SparseAttention sparse;  // needs latent attention
   MoeShape moe;
+  // A hybrid stack: one mixer per decoder layer (empty: attention in every layer), and the layers
+  // without an MLP (empty: every layer has one). A layer with neither is refused.
+  std::vector<Mixer> mixers;
+  std::vector<bool> mixer_only;
+  MambaShape mamba;
+  DeltaNetShape deltanet;
+  // Attention's output is multiplied by a sigmoid gate projected from the layer input beside the
+  // queries (Qwen3-Next's gated attention: the query projection is twice as wide).
+  bool attention_output_gate = false;
   // Sliding-window (local) attention: on a windowed layer each query attends to at most the
   // `sliding_window` latest keys (itself included) instead of the whole sequence. 0 and an empty
   // windowed_layers: every layer attends to the whole sequence. Otherwise windowed_layers has one
@@ -115,6 +151,34 @@ bool IsMoeLayer(const ModelSpec& model, int i);
 
 // Whether decoder layer `i` uses windowed attention.
 bool IsWindowedLayer(const ModelSpec& model, int i);
+
+// Decoder layer `i`'s mixer, and whether it has an MLP (the dense or the MoE one, by IsMoeLayer).
+Mixer MixerOf(const ModelSpec& model, int i);
+bool HasMlp(const ModelSpec& model, int i);
+const char* MixerName(Mixer mixer);  // "attention", "mamba2", "gated_deltanet", "none"
+
+// The kinds of decoder layer a model is made of: each kind is costed once.
+enum class Ffn { kDense, kMoe, kNone };
+struct DecoderKind {
+  Mixer mixer = Mixer::kAttention;
+  Ffn ffn = Ffn::kDense;
+  bool windowed = false;  // the mixer is attention with the model's local mask
+  // Ordered by mixer, MLP, then window: the order problems list the kinds in.
+  bool operator<(const DecoderKind& o) const {
+    if (mixer != o.mixer) return mixer < o.mixer;
+    if (ffn != o.ffn) return ffn < o.ffn;
+    return windowed < o.windowed;
+  }
+};
+DecoderKind DecoderKindOf(const ModelSpec& model, int i);
+// The kind's layer name in problems and plans: "decoder", "decoder-moe", "decoder-local" and
+// "decoder-moe-local" for attention with an MLP (as before hybrids); otherwise the mixer and the
+// MLP, e.g. "mamba", "attention", "mlp", "moe", "deltanet-moe".
+std::string DecoderKindName(const DecoderKind& kind);
+// A decoder layer's parameters of one kind (each matrix and vector once), and of those the routed
+// experts'.
+std::int64_t DecoderLayerParameters(const ModelSpec& model, const DecoderKind& kind);
+std::int64_t RoutedExpertParameters(const ModelSpec& model);
 
 // One entry per layer: windowed unless i + 1 is a multiple of `global_every` (Gemma 2 and gpt-oss:
 // 2, Gemma 3: 6); `global_every` 0 windows every layer.
