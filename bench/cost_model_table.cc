@@ -53,7 +53,11 @@ int Main() {
   for (const Published& p : {Published{"llama2-70b", "68,976,648,192 (Hugging Face safetensors)"},
                              Published{"llama3-8b", "8,030,261,248 (Hugging Face safetensors)"},
                              Published{"llama3-70b", "70.6 B"}, Published{"llama3-405b", "405 B"},
-                             Published{"gpt3-175b", "175 B"}, Published{"mixtral-8x7b", "46.7 B"}}) {
+                             Published{"gpt3-175b", "175 B"}, Published{"mixtral-8x7b", "46.7 B"},
+                             Published{"nemotron-h-8b", "8 B (Nemotron-H-8B-Base-8K's card)"},
+                             Published{"nemotron-h-56b", "56 B"},
+                             Published{"nemotron-3-nano-30b-a3b", "31.6 B"},
+                             Published{"qwen3-next-80b-a3b", "80 B, its multi-token-prediction layer aside"}}) {
     const ParameterCounts c = CountParameters(ModelPreset(p.preset).value());
     std::printf("| %s | %lld | %s |\n", p.preset, static_cast<long long>(c.total), p.published);
   }

@@ -1,8 +1,10 @@
 // The Hugging Face config.json reader (model/model.h), then the parameter count every report of
-// a model prints.
+// a model prints and the cost model's problem for it (every layer kind's op graph, hybrid blocks
+// included) on one device, where the setup suits the model.
 #include <cstddef>
 #include <cstdint>
 
+#include "bmpipe/cost/problem_builder.h"
 #include "bmpipe/model/model.h"
 #include "fuzz_support.h"
 
@@ -14,5 +16,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   Result<ModelSpec> model = ReadHuggingFaceConfig(doc.value(), "config.json");
   if (!model.ok()) return 0;
   (void)CountParameters(model.value());
+  static const DeviceSpec device = DevicePreset("h100-80gb").value();
+  TrainingSetup setup;
+  setup.seq = 4096;
+  setup.flash_attention = true;
+  if (model.value().layers <= 1000) (void)BuildProblem(model.value(), device, setup);
   return 0;
 }

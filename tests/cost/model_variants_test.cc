@@ -1,6 +1,7 @@
 // The cost model on the newer model shapes: windowed and chunked attention, DeepSeek's sparse
-// attention, GeGLU and squared-ReLU MLPs,
-// Gemma's extra norms, and DeepSeek-V3's multi-token-prediction modules in the head layer.
+// attention, GeGLU and squared-ReLU MLPs, Gemma's extra norms, DeepSeek-V3's
+// multi-token-prediction modules in the head layer, and hybrid stacks (Mamba-2, Gated DeltaNet,
+// gated attention, blocks without an MLP or without a mixer).
 #include <algorithm>
 #include <string>
 
@@ -268,6 +269,113 @@ TEST(MultiTokenPrediction, InTheHeadLayer) {
   EXPECT_EQ(p.layers[5].static_bytes, q.layers[5].static_bytes);
   EXPECT_GT(ModelFlopsPerIteration(m, H100(), s, AttentionFlops::kCausal),
             ModelFlopsPerIteration(without, H100(), s, AttentionFlops::kCausal));
+}
+
+bool HasOp(const LayerGraph& g, const std::string& name) {
+  return std::any_of(g.ops.begin(), g.ops.end(), [&](const LayerOp& op) { return op.name == name; });
+}
+
+// Nemotron-H 8B's Mamba-2 block at 8192 tokens: the SSD scan's FLOPs by the chunked algorithm
+// (layer_ops.cc), the projections', and both halved by two tensor-parallel ranks.
+TEST(HybridStack, MambaBlockCostsItsScanAndProjections) {
+  const ModelSpec m = ModelPreset("nemotron-h-8b").value();
+  const DecoderKind mamba{Mixer::kMamba2, Ffn::kNone, false};
+  TrainingSetup s = SeqSetup(8192, true);
+  const LayerGraph g = DecoderLayerGraph(m, H100(), s, mamba);
+  EXPECT_EQ(g.name, "mamba");
+  const double T = 8192, Q = 128, N = 128, G = 8, P = 64, H = 128, h = 4096;
+  EXPECT_DOUBLE_EQ(OpNamed(g, "ssd_scan").forward_flops, T * (2 * Q * N * G + (2 * Q * P + 4 * N * P) * H));
+  EXPECT_DOUBLE_EQ(OpNamed(g, "ssd_scan").backward_flops, 2.5 * OpNamed(g, "ssd_scan").forward_flops);
+  EXPECT_EQ(OpNamed(g, "ssd_scan").kind, OpClass::kFusedAttention);
+  EXPECT_DOUBLE_EQ(OpNamed(g, "in_proj").forward_flops, 2 * T * h * (2 * H * P + 2 * G * N + H));
+  EXPECT_DOUBLE_EQ(OpNamed(g, "out_proj").forward_flops, 2 * T * H * P * h);
+  // No MLP in a mixer block, no mixer in an MLP block.
+  EXPECT_FALSE(HasOp(g, "fc1"));
+  const LayerGraph mlp = DecoderLayerGraph(m, H100(), s, DecoderKind{Mixer::kNone, Ffn::kDense, false});
+  EXPECT_EQ(mlp.name, "mlp");
+  EXPECT_TRUE(HasOp(mlp, "fc1"));
+  EXPECT_FALSE(HasOp(mlp, "in_proj") || HasOp(mlp, "qkv") || HasOp(mlp, "norm1"));
+  s.tp = 2;
+  s.sequence_parallel = true;
+  const LayerGraph split = DecoderLayerGraph(m, H100(), s, mamba);
+  EXPECT_DOUBLE_EQ(OpNamed(split, "ssd_scan").forward_flops, OpNamed(g, "ssd_scan").forward_flops / 2);
+  EXPECT_DOUBLE_EQ(OpNamed(split, "in_proj").forward_flops, OpNamed(g, "in_proj").forward_flops / 2);
+  EXPECT_GT(OpNamed(split, "in_proj").forward_comm_s, 0);  // the all-gather into the block
+  // Megatron's selective recomputation (core attention) has nothing to rerun in a Mamba block;
+  // full recomputation reruns the whole block and keeps only its input.
+  const OptionCost none = EvaluateOption(g, "none"), selective = EvaluateOption(g, "selective");
+  EXPECT_EQ(selective.recompute_s, 0);
+  EXPECT_EQ(selective.saved_bytes, none.saved_bytes);
+  const OptionCost full = EvaluateOption(g, "full");
+  EXPECT_DOUBLE_EQ(full.recompute_s, none.forward_s);
+  EXPECT_DOUBLE_EQ(full.saved_bytes, T * h * 2);
+}
+
+// Qwen3-Next: the gated delta rule's FLOPs, the gated attention's wider query projection and its
+// output gate.
+TEST(HybridStack, GatedDeltaNetAndGatedAttention) {
+  const ModelSpec m = ModelPreset("qwen3-next-80b-a3b").value();
+  const TrainingSetup s = SeqSetup(4096, true);
+  const LayerGraph dn = DecoderLayerGraph(m, H100(), s, DecoderKindOf(m, 0));
+  EXPECT_EQ(dn.name, "deltanet-moe");
+  const double T = 4096, C = 64, dk = 128, dv = 128, nv = 32, nk = 16, h = 2048;
+  EXPECT_DOUBLE_EQ(OpNamed(dn, "delta_rule").forward_flops,
+                   T * nv * (6 * dk * dv + 2 * C * (3 * dk + 2 * dv) + C * C / 3));
+  EXPECT_DOUBLE_EQ(OpNamed(dn, "in_proj").forward_flops, 2 * T * h * (2 * nk * dk + 2 * nv * dv + 2 * nv));
+  EXPECT_TRUE(HasOp(dn, "experts.fc1"));
+  const LayerGraph attention = DecoderLayerGraph(m, H100(), s, DecoderKindOf(m, 3));
+  EXPECT_EQ(attention.name, "decoder (MoE)");
+  ModelSpec ungated = m;
+  ungated.attention_output_gate = false;
+  const LayerGraph plain = DecoderLayerGraph(ungated, H100(), s, DecoderKindOf(m, 3));
+  EXPECT_DOUBLE_EQ(OpNamed(attention, "qkv").forward_flops - OpNamed(plain, "qkv").forward_flops,
+                   2 * T * h * m.heads * m.head_dim);
+  EXPECT_TRUE(HasOp(attention, "output_gate"));
+  EXPECT_FALSE(HasOp(plain, "output_gate"));
+}
+
+// A hybrid problem has one layer kind per block kind, named as the plan shows them; setups the
+// mixers cannot take are errors naming the flag.
+TEST(HybridStack, ProblemLayersAndRefusedSetups) {
+  const ModelSpec m = ModelPreset("nemotron-3-nano-30b-a3b").value();
+  TrainingSetup s = SeqSetup(8192, true);
+  s.ep = 8;
+  s.dp = 8;
+  s.global_batch_size = 64;
+  s.distributed_optimizer = true;
+  const Result<Problem> built = BuildProblem(m, H100(), s);
+  ASSERT_TRUE(built.ok()) << built.error().message;
+  const Problem& p = built.value();
+  ASSERT_EQ(p.num_layers(), 54);
+  EXPECT_EQ(p.layers[1].name, "mamba");
+  EXPECT_EQ(p.layers[2].name, "moe");
+  EXPECT_EQ(p.layers[6].name, "attention");
+  ASSERT_TRUE(p.training.has_value());
+  EXPECT_EQ(p.training->linear_mixers, std::vector<std::string>{"mamba2"});
+  // Routed experts split over the expert-parallel ranks: only the MoE blocks shrink with ep.
+  TrainingSetup one = s;
+  one.ep = 1;
+  const Problem q = BuildProblem(m, H100(), one).value();
+  EXPECT_EQ(p.layers[1].static_bytes, q.layers[1].static_bytes);
+  EXPECT_EQ(p.layers[6].static_bytes, q.layers[6].static_bytes);
+  // ep 8 divides the experts' weights by 8; their optimizer state, sharded over the expert
+  // data-parallel ranks (8 with ep 1, 1 with ep 8), does not shrink: 18 / 7.5 bytes a parameter.
+  EXPECT_LT(p.layers[2].static_bytes, q.layers[2].static_bytes / 3);
+  EXPECT_GT(p.layers[2].static_bytes, q.layers[2].static_bytes / 4);
+  TrainingSetup cp = s;
+  cp.cp = 2;
+  cp.dp = 4;
+  const Result<Problem> refused = BuildProblem(m, H100(), cp);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.error().message.find("--cp 2: context parallelism of the model's Mamba-2 layers"),
+            std::string::npos)
+      << refused.error().message;
+  TrainingSetup tp = s;
+  tp.tp = 16;
+  tp.sequence_parallel = true;
+  const Result<Problem> groups = BuildProblem(m, H100(), tp);
+  ASSERT_FALSE(groups.ok());
+  EXPECT_NE(groups.error().message.find("--tp 16 does not divide"), std::string::npos) << groups.error().message;
 }
 
 }  // namespace

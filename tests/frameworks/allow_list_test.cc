@@ -133,6 +133,7 @@ TrainingInfo SetupWith(SetupFeature f) {
     case SetupFeature::kMoeCapacity: t.moe.capacity_factor = 1.25; break;
     case SetupFeature::kMoeCommOverlap: t.moe.comm_overlap = true; t.expert_parallel = 2; break;
     case SetupFeature::kMoeCudaGraphs: t.moe.cuda_graphs = true; t.moe.dispatcher = "flex"; break;
+    case SetupFeature::kLinearMixers: t.linear_mixers = {"mamba2"}; break;
   }
   return t;
 }

@@ -472,7 +472,12 @@ TEST(HfConfig, ArchitectureKeysOfAnotherModelTypeAreErrors) {
       << message;
   message = ErrorOfEdited("llama3-8b", {{"hybrid_override_pattern", "M-M*-"}});
   EXPECT_TRUE(Contains(message, "hybrid_override_pattern = \"M-M*-\": gives the model Mamba-2 layers (a hybrid stack), "
-                                "which bmpipe does not cost yet"))
+                                "which model_type llama does not have: bmpipe would cost the model without it; give "
+                                "model_type nemotron_h"))
+      << message;
+  message = ErrorOfEdited("llama3-8b", {{"moe_latent_size", 1024}});
+  EXPECT_TRUE(Contains(message, "moe_latent_size = 1024: gives the model experts in a latent width (Nemotron 3 Super's "
+                                "latent MoE), which bmpipe does not cost yet (under any model_type)"))
       << message;
   message = ErrorOfEdited("llama3-8b", {{"num_local_experts", 8}});
   EXPECT_TRUE(Contains(message, "give model_type mixtral or gpt_oss or llama4 or llama4_text")) << message;
@@ -483,7 +488,7 @@ TEST(HfConfig, ArchitectureKeysOfAnotherModelTypeAreErrors) {
 // Recipes' model types bmpipe cannot cost yet are named as such, with no near name to follow.
 TEST(HfConfig, UnmodeledModelTypesSayWhatIsMissing) {
   for (const auto& [type, what] : std::vector<std::pair<std::string, std::string>>{
-           {"nemotron_h", "Mamba-2 layers"}, {"qwen3_next", "Gated DeltaNet"}, {"glm_moe_dsa", "GLM-5"}}) {
+           {"qwen3_5_moe", "Gated DeltaNet"}, {"deepseek_v4", "DeepSeek-V4"}, {"glm_moe_dsa", "GLM-5"}}) {
     const std::string message = ErrorOfEdited("llama3-8b", {{"model_type", type}});
     EXPECT_TRUE(Contains(message, "bmpipe does not cost")) << message;
     EXPECT_TRUE(Contains(message, what)) << message;
@@ -728,6 +733,117 @@ TEST(HfConfig, MissingFileIsAnIoError) {
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.error().kind, ErrorKind::kIo);
   EXPECT_TRUE(Contains(r.error().message, path)) << r.error().message;
+}
+
+// Hybrid stacks. The four fixtures below are not downloaded from the hub: nemotron-h-8b is
+// Megatron-Bridge's test fixture of the checkpoint's config, nemotron-3-nano-30b-a3b and
+// nemotron-3-super-120b-a12b third-party transcriptions of theirs (the Super one without its
+// quantization_config), qwen3-next-80b-a3b Megatron-Bridge's fixture (data/sources/hybrid-runs.md).
+//
+// Nemotron-H 8B: 24 Mamba-2 blocks, 4 attention blocks and 24 MLP blocks, one a layer; 8.1 B.
+TEST(HfConfig, NemotronHBlocksAreLayersOfTheirOwn) {
+  const ModelSpec m = Read(Fixture("nemotron-h-8b"));
+  ASSERT_EQ(m.layers, 52);
+  EXPECT_EQ(m.family, "nemotron_h");
+  EXPECT_EQ(m.mlp, MlpKind::kSquaredRelu);
+  EXPECT_EQ(m.head_dim, 128);  // attention_head_dim
+  EXPECT_EQ(MixerOf(m, 0), Mixer::kMamba2);
+  EXPECT_FALSE(HasMlp(m, 0));
+  EXPECT_EQ(MixerOf(m, 1), Mixer::kNone);
+  EXPECT_TRUE(HasMlp(m, 1));
+  EXPECT_EQ(MixerOf(m, 7), Mixer::kAttention);  // "M-M-M-M*": the eighth block
+  EXPECT_FALSE(HasMlp(m, 7));
+  EXPECT_EQ(DecoderKindName(DecoderKindOf(m, 0)), "mamba");
+  EXPECT_EQ(DecoderKindName(DecoderKindOf(m, 1)), "mlp");
+  EXPECT_EQ(DecoderKindName(DecoderKindOf(m, 7)), "attention");
+  EXPECT_EQ(m.mamba.heads, 128);
+  EXPECT_EQ(m.mamba.head_dim, 64);
+  EXPECT_EQ(m.mamba.state, 128);
+  EXPECT_EQ(m.mamba.groups, 8);
+  EXPECT_EQ(m.mamba.conv_kernel, 4);
+  EXPECT_EQ(m.mamba.chunk, 128);
+  // A Mamba-2 block by hand: in_proj h x (2 x 8192 + 2 x 8 x 128 + 128), the convolution over
+  // 8192 + 2048 channels (4 taps and a bias each), A, D and dt's bias per head, the gated norm, the
+  // output projection, and the block's norm.
+  const std::int64_t h = 4096, inner = 8192, conv = inner + 2048;
+  const std::int64_t mamba = h * (2 * inner + 2048 + 128) + conv * 5 + 3 * 128 + inner + inner * h + h;
+  EXPECT_EQ(DecoderLayerParameters(m, DecoderKindOf(m, 0)), mamba);
+  EXPECT_EQ(DecoderLayerParameters(m, DecoderKindOf(m, 1)), 2 * h * 21504 + h);
+  EXPECT_LT(RelativeError(CountParameters(m).total, 8.1e9), 0.01);
+  EXPECT_EQ(CountParameters(m).total, CountParameters(ModelPreset("nemotron-h-8b").value()).total);
+  // Transformers' newer spelling of the blocks reads the same.
+  Json types = Json::array();
+  for (char c : std::string("M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-M-M-M-M-M-")) {
+    types.push_back(c == 'M' ? "mamba" : c == '*' ? "attention" : "mlp");
+  }
+  EXPECT_EQ(CountParameters(ReadEdited("nemotron-h-8b", {{"hybrid_override_pattern", "<delete>"},
+                                                         {"layers_block_type", types}}))
+                .total,
+            CountParameters(m).total);
+}
+
+// Nemotron 3 Nano: MoE blocks with 128 routed experts and a shared expert two experts wide; the
+// head width is not hidden / heads; 31.6 B.
+TEST(HfConfig, NemotronNanoHasMoeBlocks) {
+  const ModelSpec m = Read(Fixture("nemotron-3-nano-30b-a3b"));
+  EXPECT_EQ(m.head_dim, 128);
+  EXPECT_EQ(m.moe.experts, 128);
+  EXPECT_EQ(m.moe.top_k, 6);
+  EXPECT_EQ(m.moe.shared_experts, 2);
+  EXPECT_EQ(DecoderKindName(DecoderKindOf(m, 0)), "mamba");
+  EXPECT_EQ(DecoderKindName(DecoderKindOf(m, 1)), "moe");
+  EXPECT_EQ(DecoderKindName(DecoderKindOf(m, 5)), "attention");
+  EXPECT_LT(RelativeError(CountParameters(m).total, 31.6e9), 0.01);
+  EXPECT_EQ(CountParameters(m).total, CountParameters(ModelPreset("nemotron-3-nano-30b-a3b").value()).total);
+  // What the reader refuses, naming the key.
+  EXPECT_TRUE(Contains(ErrorOfEdited("nemotron-3-nano-30b-a3b", {{"hybrid_override_pattern", "MEMX"}}),
+                       "hybrid_override_pattern = \"MEMX\": has 'X'"));
+  EXPECT_TRUE(Contains(ErrorOfEdited("nemotron-3-nano-30b-a3b", {{"hybrid_override_pattern", "MEM*"}}),
+                       "has 4 blocks for num_hidden_layers = 52"));
+  EXPECT_TRUE(Contains(ErrorOfEdited("nemotron-3-nano-30b-a3b", {{"moe_shared_expert_intermediate_size", 1000}}),
+                       "must be a multiple of moe_intermediate_size = 1856"));
+  EXPECT_TRUE(Contains(ErrorOfEdited("nemotron-3-nano-30b-a3b", {{"mlp_hidden_act", "silu"}}), "'relu2'"));
+  EXPECT_TRUE(Contains(ErrorOfEdited("nemotron-3-nano-30b-a3b", {{"mamba_num_heads", 60}}),
+                       "must be a multiple of n_groups = 8"));
+  // Nemotron 3 Super's latent experts are not costed: an error, not a model without them.
+  EXPECT_TRUE(Contains(ErrorOf(Fixture("nemotron-3-super-120b-a12b")), "moe_latent_size = 1024"));
+}
+
+// Qwen3-Next 80B-A3B: three Gated DeltaNet layers to each gated attention layer, every layer MoE
+// with one shared expert; about 80 B (the card's figure, its multi-token-prediction layer aside).
+TEST(HfConfig, Qwen3NextMixesGatedDeltaNetAndGatedAttention) {
+  const ModelSpec m = Read(Fixture("qwen3-next-80b-a3b"));
+  EXPECT_EQ(m.layers, 48);
+  EXPECT_TRUE(m.attention_output_gate);
+  EXPECT_TRUE(m.qk_norm);
+  EXPECT_EQ(m.head_dim, 256);
+  EXPECT_EQ(m.moe.experts, 512);
+  EXPECT_EQ(m.moe.shared_experts, 1);
+  for (int i = 0; i < m.layers; ++i) {
+    EXPECT_EQ(MixerOf(m, i), (i + 1) % 4 == 0 ? Mixer::kAttention : Mixer::kGatedDeltaNet) << i;
+    EXPECT_TRUE(IsMoeLayer(m, i)) << i;
+  }
+  EXPECT_EQ(DecoderKindName(DecoderKindOf(m, 0)), "deltanet-moe");
+  EXPECT_EQ(DecoderKindName(DecoderKindOf(m, 3)), "decoder-moe");
+  EXPECT_EQ(m.deltanet.key_heads, 16);
+  EXPECT_EQ(m.deltanet.value_heads, 32);
+  EXPECT_LT(RelativeError(CountParameters(m).total, 80e9), 0.01);
+  EXPECT_EQ(CountParameters(m).total, CountParameters(ModelPreset("qwen3-next-80b-a3b").value()).total);
+  // layer_types, when given, decides the layers.
+  Json types = Json::array();
+  for (int i = 0; i < 48; ++i) types.push_back(i % 2 == 0 ? "full_attention" : "linear_attention");
+  const ModelSpec alternating = ReadEdited("qwen3-next-80b-a3b", {{"layer_types", types}});
+  EXPECT_EQ(MixerOf(alternating, 0), Mixer::kAttention);
+  EXPECT_EQ(MixerOf(alternating, 1), Mixer::kGatedDeltaNet);
+  types[5] = "sliding_attention";
+  EXPECT_TRUE(Contains(ErrorOfEdited("qwen3-next-80b-a3b", {{"layer_types", types}}),
+                       "linear_attention and full_attention only"));
+  EXPECT_TRUE(Contains(ErrorOfEdited("qwen3-next-80b-a3b", {{"linear_num_value_heads", 24}}),
+                       "must be a multiple of linear_num_key_heads = 16"));
+  // A multi-token-prediction layer the config declares is a note, in the plan's JSON too.
+  const ModelSpec mtp = ReadEdited("qwen3-next-80b-a3b", {{"num_nextn_predict_layers", 1}});
+  ASSERT_EQ(mtp.not_modeled.size(), 1u);
+  EXPECT_TRUE(Contains(mtp.not_modeled[0], "multi-token-prediction"));
 }
 
 }  // namespace

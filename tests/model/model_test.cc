@@ -36,7 +36,8 @@ TEST(ModelPreset, NamesInAFixedOrderAndEveryPresetIsValid) {
       "llama2-7b",    "llama2-70b",      "llama3-8b",     "llama3-70b",   "llama3-405b",     "llama3.1-8b",
       "llama3.1-70b", "llama3.1-405b",   "gpt3-175b",     "gpt-22b",      "gpt-175b",        "gpt-530b",
       "gpt-1t",       "mixtral-8x7b",    "mixtral-8x22b", "deepseek-v3",  "deepseek-v3.2", "qwen3-235b-a22b", "qwen3-30b-a3b",
-      "gpt-oss-120b", "llama4-scout",    "gemma3-27b",    "nemotron-4-15b", "nemotron-4-340b", "gpt-neox-20b"};
+      "gpt-oss-120b", "llama4-scout",    "gemma3-27b",    "nemotron-4-15b", "nemotron-4-340b", "gpt-neox-20b",
+      "nemotron-h-8b", "nemotron-h-56b", "nemotron-3-nano-30b-a3b", "qwen3-next-80b-a3b"};
   EXPECT_EQ(ModelPresetNames(), expected);
   for (const std::string& name : expected) {
     ModelSpec m = Preset(name);
@@ -371,7 +372,7 @@ TEST(ModelPreset, UnknownNameListsPresetsAndSuggests) {
   EXPECT_NE(r.error().message.find("unknown model preset 'llama3-8'; presets: llama2-7b, llama2-70b, "),
             std::string::npos)
       << r.error().message;
-  EXPECT_NE(r.error().message.find("gpt-neox-20b; did you mean 'llama3-8b'?"), std::string::npos)
+  EXPECT_NE(r.error().message.find("qwen3-next-80b-a3b; did you mean 'llama3-8b'?"), std::string::npos)
       << r.error().message;
 }
 

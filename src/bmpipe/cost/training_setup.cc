@@ -392,6 +392,14 @@ TrainingInfo SetupTrainingInfo(const ModelSpec& model, const TrainingSetup& setu
   training.tp_comm_overlap = setup.tp_comm_overlap > 0 && setup.tp > 1;
   training.offload_optimizer = setup.offload_optimizer;
   training.offload_keeps_master = setup.offload_keeps_master;
+  for (int i = 0; i < model.layers && static_cast<std::size_t>(i) < model.mixers.size(); ++i) {
+    const Mixer mixer = model.mixers[i];
+    if (mixer == Mixer::kAttention || mixer == Mixer::kNone) continue;
+    const std::string name = MixerName(mixer);
+    if (std::find(training.linear_mixers.begin(), training.linear_mixers.end(), name) == training.linear_mixers.end()) {
+      training.linear_mixers.push_back(name);
+    }
+  }
   training.not_modeled = model.not_modeled;
   if (model.moe.enabled()) {
     training.moe.experts = model.moe.experts;

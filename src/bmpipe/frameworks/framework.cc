@@ -49,12 +49,13 @@ using F = SetupFeature;
 constexpr SetupFeatures kFeaturesOfMoe = Features({F::kMoe, F::kMoeFlexDispatcher, F::kMoeCapacity, F::kMoeCommOverlap});
 // torch and MindFormers: the exports carry the pipeline and the recomputation; the model's own code
 // (and MindFormers' configuration) set up the rest.
-constexpr SetupFeatures kTorchSetups =
+constexpr SetupFeatures kMindFormersSetups =
     Features({F::kContextParallel, F::kExpertParallel, F::kShardedGradients, F::kFp8, F::kFp8Params,
               F::kNoFp8TransposeCache, F::kBf16Grads, F::kBf16Moments, F::kTpCommOverlap, F::kOffloadOptimizer,
               F::kOffloadKeepsMaster, F::kMoeCudaGraphs}) |
     kFeaturesOfMoe;
-constexpr SetupFeatures kMindFormersSetups = kTorchSetups;
+// torch pipelining runs whatever layers the model's own code has, hybrid stacks too.
+constexpr SetupFeatures kTorchSetups = kMindFormersSetups | Features({F::kLinearMixers});
 constexpr SetupFeatures kMegatronSetups =
     Features({F::kContextParallel, F::kExpertParallel, F::kShardedGradients, F::kFp8, F::kFp8Params,
               F::kNoFp8TransposeCache, F::kBf16Grads, F::kBf16Moments, F::kTpCommOverlap, F::kOffloadOptimizer,
@@ -80,6 +81,10 @@ const std::vector<Refusal>& MegatronRefusals(bool local) {
        "training.offload_keeps_master: Megatron-LM takes --optimizer-cpu-offload only with "
        "--use-precision-aware-optimizer, whose offload moves the fp32 master weights to the host too; use --offload "
        "optimizer"},
+      {SetupFeature::kLinearMixers,
+       "training.linear_mixers = {}: Megatron-LM runs hybrid stacks in its MambaModel (--hybrid-override-pattern, or "
+       "GPTModel's experimental Gated DeltaNet attention variant), whose flags and stage split the export does not "
+       "write yet; plan with --target any"},
   };
   static const std::vector<Refusal> spec_local = {
       {SetupFeature::kFp8,
@@ -88,7 +93,8 @@ const std::vector<Refusal>& MegatronRefusals(bool local) {
       {SetupFeature::kContextParallel,
        "training.context_parallel = {}: the local layer spec's attention asserts \"Context parallelism is only "
        "supported by TEDotProductAttention!\"; use --target megatron or --cp 1"},
-      te.front(),
+      te[0],
+      te[1],
       {SetupFeature::kMoeCudaGraphs,
        "training.moe.cuda_graphs: Megatron captures them with Transformer Engine's make_graphed_callables (\"CUDA "
        "Graphs are not supported without TE.\"), which the local layer spec's runs go without; use --target megatron, "
@@ -98,6 +104,16 @@ const std::vector<Refusal>& MegatronRefusals(bool local) {
        "not use; use --target megatron or --tp-comm-overlap 0"},
   };
   return local ? spec_local : te;
+}
+
+// Hybrid stacks: the exports of these frameworks name transformer layers only.
+constexpr std::string_view kNoLinearMixers =
+    "training.linear_mixers = {}: the export names transformer layers only, and the framework's model code has no "
+    "Mamba-2 or Gated DeltaNet layers it could place; plan with --target torch (the model's own layers) or any";
+
+const std::vector<Refusal>& MindFormersRefusals() {
+  static const std::vector<Refusal> refusals = {{SetupFeature::kLinearMixers, kNoLinearMixers}};
+  return refusals;
 }
 
 const std::vector<Refusal>& DeepSpeedRefusals() {
@@ -124,6 +140,7 @@ const std::vector<Refusal>& DeepSpeedRefusals() {
     {SetupFeature::kOffloadKeepsMaster,
      "training.offload_keeps_master: DeepSpeed's offload_optimizer moves the fp32 master weights to the host with the "
      "moments; use --offload optimizer"},
+    {SetupFeature::kLinearMixers, kNoLinearMixers},
   };
   return refusals;
 }
@@ -150,6 +167,7 @@ const std::vector<Refusal>& TorchTitanRefusals() {
     {SetupFeature::kOffloadOptimizer,
      "training.offload_optimizer: torchtitan's CPU offload moves parameters and gradients to the host too (FSDP's "
      "CPUOffloadPolicy), not the optimizer alone; drop optimizer from --offload"},
+    {SetupFeature::kLinearMixers, kNoLinearMixers},
   };
   return refusals;
 }
@@ -171,6 +189,7 @@ const SetupFeatureInfo kFeatureInfo[] = {
     {SetupFeature::kMoeCapacity, "training.moe.capacity_factor", "an MoE capacity factor"},
     {SetupFeature::kMoeCommOverlap, "training.moe.comm_overlap", "the MoE all-to-all overlap"},
     {SetupFeature::kMoeCudaGraphs, "training.moe.cuda_graphs", "CUDA graphs of the MoE router"},
+    {SetupFeature::kLinearMixers, "training.linear_mixers", "linear-time mixer layers (a hybrid stack)"},
 };
 static_assert(std::size(kFeatureInfo) == kSetupFeatures, "a row per SetupFeature");
 
@@ -214,6 +233,7 @@ SetupFeatures FeaturesOf(const TrainingInfo& t) {
   add(t.moe.enabled() && t.moe.capacity_factor > 0, SetupFeature::kMoeCapacity);
   add(t.moe.comm_overlap, SetupFeature::kMoeCommOverlap);
   add(t.moe.cuda_graphs, SetupFeature::kMoeCudaGraphs);
+  add(!t.linear_mixers.empty(), SetupFeature::kLinearMixers);
   return f;
 }
 
@@ -237,6 +257,8 @@ std::string FeatureValue(const TrainingInfo& t, SetupFeature feature) {
       return t.moe.dispatcher;
     case SetupFeature::kMoeCapacity:
       return fmt::format("{:g}", t.moe.capacity_factor);
+    case SetupFeature::kLinearMixers:
+      return fmt::format("{}", fmt::join(t.linear_mixers, ", "));
     default:
       return "true";
   }
@@ -263,7 +285,8 @@ const std::vector<Target>& Targets() {
        {"selective+mlp", "selective+norm", "mlp+norm", "selective+mlp+norm"}, MegatronSettings, nullptr, MegatronRules},
       {TargetKind::kMindFormers, "mindformers", "MindFormers >= 1.3 (offset and recompute lists per stage)",
        FrameworkId::kMindFormers, RecomputeGranularity::kPerStage, 0, false, false, kOneFOneBFamily,
-       kMindFormersSetups, {}, {"mlp_act", "mlp_act+norm"}, MindFormersSettings, MindFormersCanonical},
+       kMindFormersSetups, MindFormersRefusals(), {"mlp_act", "mlp_act+norm"}, MindFormersSettings,
+       MindFormersCanonical},
       {TargetKind::kDeepSpeed, "deepspeed",
        "DeepSpeed >= 0.14 (a PipelineModule subclass with the plan's parts and checkpointed layers)",
        FrameworkId::kDeepSpeed, RecomputeGranularity::kPerLayer, 0, false, true,

@@ -69,8 +69,9 @@ enum class SetupFeature : std::uint8_t {
   kMoeCapacity,         // a capacity factor (tokens dropped)
   kMoeCommOverlap,      // the MoE all-to-alls overlapped with another micro-batch's compute
   kMoeCudaGraphs,       // the router and the dispatch preprocessing as CUDA graphs
+  kLinearMixers,        // Mamba-2 or Gated DeltaNet layers (a hybrid stack)
 };
-inline constexpr int kSetupFeatures = 16;
+inline constexpr int kSetupFeatures = 17;
 using SetupFeatures = std::uint32_t;  // a set: bit f for SetupFeature f
 inline constexpr SetupFeatures kEverySetupFeature = (SetupFeatures{1} << kSetupFeatures) - 1;
 constexpr SetupFeatures FeatureBit(SetupFeature f) { return SetupFeatures{1} << static_cast<int>(f); }

@@ -87,6 +87,7 @@ Json ProblemToJson(const Problem& problem, const std::string& description) {
       if (t->moe.cuda_graphs) moe["cuda_graphs"] = true;
       training["moe"] = std::move(moe);
     }
+    if (!t->linear_mixers.empty()) training["linear_mixers"] = t->linear_mixers;
     if (!t->not_modeled.empty()) training["not_modeled"] = t->not_modeled;
     out["training"] = std::move(training);
   }

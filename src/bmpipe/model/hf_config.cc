@@ -57,7 +57,7 @@ const std::vector<std::string>& SupportedModelTypes() {
   static const std::vector<std::string> types = {
       "llama",       "mistral",      "mixtral", "qwen2",   "qwen3",       "qwen3_moe", "gpt2",   "gpt_neox",
       "starcoder2",  "deepseek_v3",  "deepseek_v32", "kimi_k2", "glm4_moe", "gpt_oss", "llama4", "llama4_text",
-      "gemma2",      "gemma3",      "gemma3_text"};
+      "gemma2",      "gemma3",      "gemma3_text",  "nemotron_h", "qwen3_next"};
   return types;
 }
 
@@ -67,8 +67,6 @@ struct UnmodeledType {
   std::string_view type, what;
 };
 constexpr UnmodeledType kUnmodeledTypes[] = {
-    {"nemotron_h", "Nemotron-H's Mamba-2 layers"},
-    {"qwen3_next", "Qwen3-Next's Gated DeltaNet layers"},
     {"qwen3_5", "Qwen3.5's Gated DeltaNet layers"},
     {"qwen3_5_moe", "Qwen3.5's Gated DeltaNet layers"},
     {"deepseek_v4", "DeepSeek-V4's attention"},
@@ -90,13 +88,14 @@ const std::vector<ArchitectureKey>& ArchitectureKeys() {
       {"index_head_dim", "DeepSeek sparse attention", {"deepseek_v32"}},
       {"kv_lora_rank", "latent attention", {"deepseek_v3", "deepseek_v32", "kimi_k2"}},
       {"attention_chunk_size", "chunked attention", {"llama4", "llama4_text"}},
-      {"n_routed_experts", "routed experts", {"deepseek_v3", "deepseek_v32", "kimi_k2", "glm4_moe"}},
-      {"num_experts", "routed experts", {"qwen3_moe"}},
+      {"n_routed_experts", "routed experts", {"deepseek_v3", "deepseek_v32", "kimi_k2", "glm4_moe", "nemotron_h"}},
+      {"num_experts", "routed experts", {"qwen3_moe", "qwen3_next"}},
       {"num_local_experts", "routed experts", {"mixtral", "gpt_oss", "llama4", "llama4_text"}},
-      {"hybrid_override_pattern", "Mamba-2 layers (a hybrid stack)", {}},
-      {"mamba_num_heads", "Mamba-2 layers", {}},
-      {"linear_num_value_heads", "Gated DeltaNet (linear attention) layers", {}},
-      {"linear_key_head_dim", "Gated DeltaNet (linear attention) layers", {}},
+      {"hybrid_override_pattern", "Mamba-2 layers (a hybrid stack)", {"nemotron_h"}},
+      {"mamba_num_heads", "Mamba-2 layers", {"nemotron_h"}},
+      {"linear_num_value_heads", "Gated DeltaNet (linear attention) layers", {"qwen3_next"}},
+      {"linear_key_head_dim", "Gated DeltaNet (linear attention) layers", {"qwen3_next"}},
+      {"moe_latent_size", "experts in a latent width (Nemotron 3 Super's latent MoE)", {}},
   };
   return keys;
 }
@@ -116,9 +115,9 @@ void RejectForeignArchitectureKeys(const JsonCursor& config, const std::string& 
     std::optional<JsonCursor> c = config.Optional(k.key);
     if (!c || !Gives(c->json())) continue;
     if (k.readers.empty()) {
-      c->Fail(fmt::format("gives the model {}, which bmpipe does not cost yet (and model_type {} does not have); it "
-                          "cannot plan this model",
-                          k.part, type));
+      c->Fail(fmt::format("gives the model {}, which bmpipe does not cost yet (under any model_type); it cannot plan "
+                          "this model",
+                          k.part));
     }
     c->Fail(fmt::format("gives the model {}, which model_type {} does not have: bmpipe would cost the model without "
                         "it; give model_type {} if that is the model, or remove the key",
@@ -621,6 +620,177 @@ ModelSpec ReadLlama4(const JsonCursor& top, const JsonCursor& config) {
   return m;
 }
 
+// An optional whole number spelled one of two ways (the checkpoints' remote code and Transformers'
+// class name some Mamba keys differently); `fallback` when neither is given.
+int EitherCount(const JsonCursor& config, std::string_view key, std::string_view other, std::string_view what,
+                std::int64_t max, std::optional<int> fallback) {
+  for (std::string_view k : {key, other}) {
+    if (std::optional<JsonCursor> c = config.Optional(k)) return ToInt(*c, what, 1, max);
+  }
+  if (!fallback) config.Required(key, fmt::format("{} (or {})", what, other));
+  return *fallback;
+}
+
+// Nemotron-H and Nemotron 3 (nemotron_h): a hybrid stack whose layers are each one block, named by
+// hybrid_override_pattern ('M' Mamba-2, '*' attention, '-' MLP, 'E' MoE) or by Transformers'
+// layers_block_type ("mamba", "attention", "mlp", "moe"); each block is a norm, its mixer or MLP
+// and a residual add. Grouped-query attention without position embeddings, squared-ReLU MLPs,
+// RMSNorm, untied embeddings. The MoE blocks have routed experts and one shared MLP of
+// moe_shared_expert_intermediate_size, costed as that many experts' widths.
+ModelSpec ReadNemotronH(const JsonCursor& config) {
+  ShapeKeys keys(MlpKind::kSquaredRelu, NormKind::kRmsNorm);
+  keys.ffn_what = "the MLP blocks' intermediate size";
+  keys.head_dim = HeadDimKey::kNone;
+  ModelSpec m = ReadDecoderShape(config, keys);
+  // The head width is not hidden / heads in every size (Nemotron 3 Nano: 2688 / 32 = 84, heads of
+  // 128); the remote code's configs spell it head_dim or attention_head_dim.
+  std::optional<JsonCursor> head_dim = config.Optional("head_dim");
+  if (!head_dim) head_dim = config.Optional("attention_head_dim");
+  m.head_dim = head_dim ? ToInt(*head_dim, "the query/key/value width per head", 1, kMaxHeadDim)
+                        : HeadDimFromHidden(config, "num_attention_heads", m.hidden, m.heads);
+  m.v_head_dim = m.head_dim;
+  if (std::optional<JsonCursor> mtp = config.Optional("num_nextn_predict_layers"); mtp && Gives(mtp->json())) {
+    m.not_modeled.push_back(fmt::format(
+        "num_nextn_predict_layers = {}: Nemotron's multi-token-prediction blocks are not costed.", mtp->json().dump()));
+  }
+  RejectAttentionBias(config, "Nemotron-H's attention");
+  for (std::string_view key : {"mlp_bias", "use_bias"}) {
+    if (Flag(config, key, false)) config.Required(key, "").Fail("biases in the linear layers are not modeled; bmpipe needs false");
+  }
+  if (std::optional<JsonCursor> act = config.Optional("mlp_hidden_act"); act && act->String() != "relu2") {
+    act->Fail("bmpipe models Nemotron-H's MLP blocks with a squared ReLU, which needs mlp_hidden_act 'relu2'");
+  }
+  // The blocks, one character or name each.
+  std::vector<char> blocks;
+  std::optional<JsonCursor> pattern = config.Optional("hybrid_override_pattern");
+  std::optional<JsonCursor> types = config.Optional("layers_block_type");
+  if (pattern) {
+    for (char c : pattern->String()) {
+      if (c != 'M' && c != '*' && c != '-' && c != 'E') {
+        pattern->Fail(fmt::format("has '{}'; bmpipe reads the blocks 'M' (Mamba-2), '*' (attention), '-' (MLP) and "
+                                  "'E' (MoE)",
+                                  c));
+      }
+      blocks.push_back(c);
+    }
+  } else if (types) {
+    for (const JsonCursor& e : types->Elements()) {
+      const std::string t = e.String();
+      const char c = t == "mamba" ? 'M' : t == "attention" ? '*' : t == "mlp" ? '-' : t == "moe" ? 'E' : '?';
+      if (c == '?') e.Fail("bmpipe reads the block types mamba, attention, mlp and moe");
+      blocks.push_back(c);
+    }
+  } else {
+    config.Required("hybrid_override_pattern", "the blocks of the hybrid stack, one character each (M, *, -, E)");
+  }
+  if (blocks.size() != static_cast<std::size_t>(m.layers)) {
+    (pattern ? *pattern : *types)
+        .FailAt(fmt::format("has {} blocks for num_hidden_layers = {}; give one per layer", blocks.size(), m.layers));
+  }
+  bool any_mamba = false, any_moe = false;
+  for (char c : blocks) {
+    m.mixers.push_back(c == 'M' ? Mixer::kMamba2 : c == '*' ? Mixer::kAttention : Mixer::kNone);
+    m.mixer_only.push_back(c == 'M' || c == '*');
+    any_mamba = any_mamba || c == 'M';
+    any_moe = any_moe || c == 'E';
+  }
+  if (any_mamba) {
+    MambaShape& mb = m.mamba;
+    mb.heads = Count(config, "mamba_num_heads", "the number of Mamba-2 heads", kMaxHeads);
+    mb.head_dim = Count(config, "mamba_head_dim", "the width of a Mamba-2 head", kMaxHeadDim);
+    mb.state = Count(config, "ssm_state_size", "the Mamba-2 state size per head", kMaxHeadDim);
+    mb.groups = EitherCount(config, "n_groups", "mamba_n_groups", "the number of Mamba-2 B/C groups", kMaxHeads,
+                            std::nullopt);
+    mb.conv_kernel = EitherCount(config, "conv_kernel", "mamba_d_conv", "the Mamba-2 convolution's taps", 64, 4);
+    // Megatron's Mamba mixer, which trains these models, scans in chunks of 128 tokens unless the
+    // config says otherwise.
+    mb.chunk = EitherCount(config, "chunk_size", "mamba_chunk_size", "the Mamba-2 scan's chunk in tokens",
+                           kMaxPositions, 128);
+    if (mb.heads % mb.groups != 0) {
+      config.Required("mamba_num_heads", "").Fail(fmt::format("must be a multiple of n_groups = {}", mb.groups));
+    }
+  }
+  if (any_moe) {
+    m.moe.experts = Count(config, "n_routed_experts", "the number of routed experts per MoE block", kMaxExperts);
+    m.moe.top_k = ReadTopK(config.Required("num_experts_per_tok", "the number of routed experts each token uses"),
+                           m.moe.experts, "n_routed_experts");
+    m.moe.ffn = Count(config, "moe_intermediate_size", "the intermediate size of one expert", kMaxFfn);
+    if (std::optional<JsonCursor> shared = config.Optional("moe_shared_expert_intermediate_size")) {
+      const int width = ToInt(*shared, "the shared expert's intermediate size, or 0 for none", 0, kMaxFfn);
+      if (width % m.moe.ffn != 0) {
+        shared->Fail(fmt::format("must be a multiple of moe_intermediate_size = {} (bmpipe costs the shared expert "
+                                 "as that many experts' widths)",
+                                 m.moe.ffn));
+      }
+      m.moe.shared_experts = width / m.moe.ffn;
+    }
+    for (int i = 0; i < m.layers; ++i) {
+      if (blocks[i] != 'E') m.moe.dense_layers.push_back(i);
+    }
+  }
+  return m;
+}
+
+// Qwen3-Next (qwen3_next): Qwen3-MoE's shape (qk norms, routed experts by decoder_sparse_step
+// and mlp_only_layers) with Gated DeltaNet in most layers and gated attention in the rest
+// (layer_types "linear_attention" and "full_attention", else attention on every
+// full_attention_interval-th layer, Transformers' default 4), and one shared expert of
+// shared_expert_intermediate_size beside the routed ones (its 1-wide sigmoid gate is not counted:
+// h parameters a layer). The delta rule runs in chunks of 64 tokens (the fla kernels').
+ModelSpec ReadQwen3Next(const JsonCursor& config) {
+  ModelSpec m = ReadLlamaFamily(config, "qwen3_moe");
+  m.attention_output_gate = true;
+  std::vector<bool> linear;
+  if (std::optional<JsonCursor> types = config.Optional("layer_types")) {
+    const std::vector<JsonCursor> entries = types->Elements();
+    if (entries.size() != static_cast<std::size_t>(m.layers)) {
+      types->FailAt(fmt::format("has {} entries for num_hidden_layers = {}; give one per decoder layer",
+                                entries.size(), m.layers));
+    }
+    for (const JsonCursor& e : entries) {
+      const std::string type = e.String();
+      if (type != "linear_attention" && type != "full_attention") {
+        e.Fail("bmpipe costs layers of type linear_attention and full_attention only for this model_type");
+      }
+      linear.push_back(type == "linear_attention");
+    }
+  } else {
+    const int every = OptionalCount(config, "full_attention_interval", "the layers per full-attention layer",
+                                    kMaxLayers, 4);
+    for (int i = 0; i < m.layers; ++i) linear.push_back((i + 1) % every != 0);
+  }
+  for (bool l : linear) m.mixers.push_back(l ? Mixer::kGatedDeltaNet : Mixer::kAttention);
+  if (std::find(linear.begin(), linear.end(), true) != linear.end()) {
+    DeltaNetShape& dn = m.deltanet;
+    dn.key_heads = Count(config, "linear_num_key_heads", "the Gated DeltaNet query/key heads", kMaxHeads);
+    dn.value_heads = Count(config, "linear_num_value_heads", "the Gated DeltaNet value heads", kMaxHeads);
+    dn.key_head_dim = Count(config, "linear_key_head_dim", "the Gated DeltaNet query/key head width", kMaxHeadDim);
+    dn.value_head_dim = Count(config, "linear_value_head_dim", "the Gated DeltaNet value head width", kMaxHeadDim);
+    dn.conv_kernel = OptionalCount(config, "linear_conv_kernel_dim", "the Gated DeltaNet convolution's taps", 64, 4);
+    dn.chunk = 64;
+    if (dn.value_heads % dn.key_heads != 0) {
+      config.Required("linear_num_value_heads", "")
+          .Fail(fmt::format("must be a multiple of linear_num_key_heads = {}", dn.key_heads));
+    }
+  }
+  if (std::optional<JsonCursor> shared = config.Optional("shared_expert_intermediate_size")) {
+    const int width = ToInt(*shared, "the shared expert's intermediate size, or 0 for none", 0, kMaxFfn);
+    if (width % m.moe.ffn != 0) {
+      shared->Fail(fmt::format("must be a multiple of moe_intermediate_size = {} (bmpipe costs the shared expert as "
+                               "that many experts' widths)",
+                               m.moe.ffn));
+    }
+    m.moe.shared_experts = width / m.moe.ffn;
+  }
+  for (std::string_view key : {"mtp_num_hidden_layers", "num_nextn_predict_layers"}) {
+    if (std::optional<JsonCursor> mtp = config.Optional(key); mtp && Gives(mtp->json())) {
+      m.not_modeled.push_back(fmt::format("{} = {}: Qwen3-Next's multi-token-prediction layers are not costed.", key,
+                                          mtp->json().dump()));
+    }
+  }
+  return m;
+}
+
 // Gemma 2 and Gemma 3: GeGLU MLP, norms before and after attention and MLP, sliding-window
 // attention on every other layer (Gemma 2) or five of every six (Gemma 3), tied embeddings.
 ModelSpec ReadGemma(const JsonCursor& config, bool gemma3) {
@@ -707,6 +877,10 @@ ModelSpec ReadConfigTree(const Json& doc, const std::string& path) {
     m = ReadGlm4Moe(config);
   } else if (type == "gpt_oss") {
     m = ReadGptOss(config);
+  } else if (type == "nemotron_h") {
+    m = ReadNemotronH(config);
+  } else if (type == "qwen3_next") {
+    m = ReadQwen3Next(config);
   } else if (type == "llama4" || type == "llama4_text") {
     m = ReadLlama4(config, language);
     family = "llama4";
@@ -721,7 +895,7 @@ ModelSpec ReadConfigTree(const Json& doc, const std::string& path) {
   // Transformers' classes of these types attend to the whole sequence whatever sliding_window
   // says; so does the cost, and the plan says so.
   const std::vector<std::string> windowless = {"gpt2",    "gpt_neox", "llama",  "deepseek_v3", "deepseek_v32",
-                                               "kimi_k2", "glm4_moe", "llama4", "llama4_text"};
+                                               "kimi_k2", "glm4_moe", "llama4", "llama4_text", "nemotron_h"};
   if (std::find(windowless.begin(), windowless.end(), type) != windowless.end()) {
     if (std::optional<JsonCursor> w = language.Optional("sliding_window"); w && Gives(w->json())) {
       m.not_modeled.push_back(fmt::format(

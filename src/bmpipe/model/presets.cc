@@ -181,6 +181,69 @@ ModelSpec GptNeox20b() {
   return m;
 }
 
+// Nemotron-H and Nemotron 3 (nemotron_h): blocks by a pattern, 'M' Mamba-2, '*' attention, '-'
+// squared-ReLU MLP, 'E' MoE (hf_config.cc, ReadNemotronH); RMSNorm, no biases, untied, vocab
+// 131072; Mamba-2 heads of 64 channels, state 128, 8 groups, 4 taps, chunks of 128.
+ModelSpec NemotronH(const std::string& name, const std::string& pattern, int hidden, int heads, int kv_heads,
+                    int ffn, int mamba_heads) {
+  ModelSpec m = Decoder(name, "nemotron_h", static_cast<int>(pattern.size()), hidden, heads, kv_heads, ffn, 131072);
+  m.head_dim = m.v_head_dim = 128;
+  m.mlp = MlpKind::kSquaredRelu;
+  m.mamba = {mamba_heads, 64, 128, 8, 4, 128};
+  for (char c : pattern) {
+    m.mixers.push_back(c == 'M' ? Mixer::kMamba2 : c == '*' ? Mixer::kAttention : Mixer::kNone);
+    m.mixer_only.push_back(c == 'M' || c == '*');
+  }
+  return m;
+}
+
+// nvidia/Nemotron-H-8B-Base-8K config.json: 52 blocks of width 4096 (24 Mamba-2 with 128 heads,
+// 4 attention with 32 query and 8 key-value heads, 24 MLPs of 21504).
+ModelSpec NemotronH8b() {
+  return NemotronH("nemotron-h-8b", "M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-M-M-M-M-M-", 4096, 32, 8, 21504, 128);
+}
+
+// Nemotron-H-56B-Base-8K: no config.json at hand; Megatron-LM's examples/post_training/modelopt/
+// conf/nvidia/Nemotron-H-56B-Base-8K.sh (118 blocks: 54 Mamba-2, 10 attention with 64 query and 8
+// key-value heads of 128, 54 MLPs of 32768; hidden 8192, state 256) and NVIDIA's
+// dgxc-benchmarking nemotronh README (256 Mamba-2 heads of 64, 8 groups, vocab 131072).
+ModelSpec NemotronH56b() {
+  ModelSpec m = NemotronH("nemotron-h-56b",
+                          "M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-M-M-M-"
+                          "M-M*-M-M-M-M-M*-M-M-M-M-M-",
+                          8192, 64, 8, 32768, 256);
+  m.mamba.state = 256;
+  return m;
+}
+
+// nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16 config.json: 52 blocks of width 2688 (23 Mamba-2 with
+// 64 heads, 6 attention with 32 query and 2 key-value heads, 23 MoE with 128 routed experts of
+// 1856, top-6, and a shared expert of 3712 = two experts' widths).
+ModelSpec Nemotron3Nano() {
+  const std::string pattern = "MEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEMEM*EMEMEMEME";
+  ModelSpec m = NemotronH("nemotron-3-nano-30b-a3b", pattern, 2688, 32, 2, 1856, 64);
+  m.moe = Experts(128, 6, 1856, 2);
+  for (int i = 0; i < m.layers; ++i) {
+    if (pattern[i] != 'E') m.moe.dense_layers.push_back(i);
+  }
+  return m;
+}
+
+// Qwen/Qwen3-Next-80B-A3B-Instruct config.json: 48 layers of width 2048, three Gated DeltaNet
+// layers (16 query/key heads and 32 value heads of 128, 4 taps) to each gated attention layer (16
+// query and 2 key-value heads of 256, q/k norms); every layer MoE with 512 routed experts of 512,
+// top-10, and one shared expert of 512; vocab 151936, untied.
+ModelSpec Qwen3Next80b() {
+  ModelSpec m = Decoder("qwen3-next-80b-a3b", "qwen3_next", 48, 2048, 16, 2, 5120, 151936);
+  m.head_dim = m.v_head_dim = 256;
+  m.qk_norm = true;
+  m.attention_output_gate = true;
+  m.moe = Experts(512, 10, 512, 1);
+  m.deltanet = {16, 32, 128, 128, 4, 64};
+  for (int i = 0; i < m.layers; ++i) m.mixers.push_back((i + 1) % 4 == 0 ? Mixer::kAttention : Mixer::kGatedDeltaNet);
+  return m;
+}
+
 std::vector<ModelSpec> AllPresets() {
   // The Korthikanti et al. (arXiv 2205.05198) shapes use Megatron's padded vocabulary of 51200;
   // gpt3-175b keeps GPT-2's 50257 tokens as in the GPT-3 paper.
@@ -211,6 +274,10 @@ std::vector<ModelSpec> AllPresets() {
       Nemotron4("nemotron-4-15b", 32, 6144, 48),
       Nemotron4("nemotron-4-340b", 96, 18432, 96),
       GptNeox20b(),
+      NemotronH8b(),
+      NemotronH56b(),
+      Nemotron3Nano(),
+      Qwen3Next80b(),
   };
 }
 

@@ -95,6 +95,9 @@ struct TrainingInfo {
   bool offload_optimizer = false;  // optimizer state and step on the host
   bool offload_keeps_master = false;  // the fp32 master weights stay on the device (only the moments leave)
   MoeInfo moe;                     // written only for a model with MoE layers
+  // The linear-time mixers of a hybrid model's layers ("mamba2", "gated_deltanet"), in the order
+  // first used; empty for attention everywhere (written only when not empty).
+  std::vector<std::string> linear_mixers;
   // What the model describes but its costs leave out, a sentence each (ModelSpec::not_modeled):
   // every plan of the problem repeats them.
   std::vector<std::string> not_modeled;

@@ -151,7 +151,7 @@ TrainingInfo ReadTraining(const JsonCursor& c) {
                 "sequence_parallel", "distributed_optimizer", "flash_attention", "overlap_grad_reduce",
                 "context_parallel", "expert_parallel", "expert_tensor_parallel", "zero_stage", "precision", "grad_dtype",
                 "optimizer_dtype", "tp_comm_overlap", "offload_optimizer", "offload_keeps_master", "fp8_params",
-                "no_fp8_transpose_cache", "moe", "not_modeled"});
+                "no_fp8_transpose_cache", "moe", "linear_mixers", "not_modeled"});
   TrainingInfo t;
   constexpr std::int64_t kMost = std::int64_t{1} << 24;
   if (auto m = c.Optional("model")) t.model = m->String();
@@ -194,6 +194,16 @@ TrainingInfo ReadTraining(const JsonCursor& c) {
   word("grad_dtype", t.grad_dtype, {"fp32", "bf16"});
   word("optimizer_dtype", t.optimizer_dtype, {"fp32", "bf16"});
   if (auto moe = c.Optional("moe")) t.moe = ReadMoe(*moe);
+  if (auto mixers = c.Optional("linear_mixers")) {
+    for (const JsonCursor& e : mixers->Elements()) {
+      const std::string name = e.String();
+      if (name != "mamba2" && name != "gated_deltanet") e.Fail("must be mamba2 or gated_deltanet");
+      if (std::find(t.linear_mixers.begin(), t.linear_mixers.end(), name) != t.linear_mixers.end()) {
+        e.Fail("is listed twice; give each mixer once");
+      }
+      t.linear_mixers.push_back(name);
+    }
+  }
   if (auto notes = c.Optional("not_modeled")) {
     const std::vector<JsonCursor> entries = notes->Elements(/*allow_empty=*/true);
     if (entries.size() > kMaxNotModeled) {

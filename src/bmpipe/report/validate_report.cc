@@ -133,6 +133,13 @@ std::string FormatValidation(const RunTable& table, const Validation& v) {
     out += fmt::format("  {:<8} {:>3} run{}  time: {}\n", k.kind, k.runs, k.runs == 1 ? " " : "s", SummaryLine(k.time));
     out += fmt::format("  {:<8}              memory: {}\n", "", SummaryLine(k.memory));
   }
+  for (auto [title, groups] : {std::pair{"model family", &v.held_out_by_family}, std::pair{"device", &v.held_out_by_device}}) {
+    out += fmt::format("\nHeld out, by {} (time)\n", title);
+    for (const KindSummary& k : *groups) {
+      if (k.time.count == 0) continue;
+      out += fmt::format("  {:<12} {:>3} run{}  {}\n", k.kind, k.runs, k.runs == 1 ? " " : "s", SummaryLine(k.time));
+    }
+  }
   out += FitParagraph(v);
   out += "\nEvery run's source, what it states and what is assumed: bmpipe validate --json, or the table file.\n";
   return out;
@@ -165,6 +172,15 @@ std::string ValidationMarkdown(const RunTable& table, const Validation& v) {
   };
   for (const KindSummary& k : v.held_out_by_kind) {
     out += fmt::format("| {} | {} | {} | {} |\n", k.kind, k.runs, cells(k.time), cells(k.memory));
+  }
+  for (auto [title, groups] : {std::pair{"model family", &v.held_out_by_family}, std::pair{"device", &v.held_out_by_device}}) {
+    out += fmt::format("\nHeld out, by {}:\n\n| {} | runs | time: measurements | mean abs error | max (run) | bias | "
+                       "memory: measurements | mean abs error | max (run) | bias |\n",
+                       title, title);
+    out += "|---|---|---|---|---|---|---|---|---|---|\n";
+    for (const KindSummary& k : *groups) {
+      out += fmt::format("| {} | {} | {} | {} |\n", k.kind, k.runs, cells(k.time), cells(k.memory));
+    }
   }
   out += FitParagraph(v);
   out += "\n| run | kind | device | layout | setup | quantity | as stated | measured | predicted | error | role |\n";
@@ -206,6 +222,14 @@ Json ValidationToJson(const RunTable& table, const Validation& v) {
     kinds.push_back({{"kind", k.kind}, {"runs", k.runs}, {"time", summary(k.time)}, {"memory", summary(k.memory)}});
   }
   out["held_out_by_kind"] = std::move(kinds);
+  for (auto [key, groups] : {std::pair{"held_out_by_family", &v.held_out_by_family},
+                             std::pair{"held_out_by_device", &v.held_out_by_device}}) {
+    Json list = Json::array();
+    for (const KindSummary& k : *groups) {
+      list.push_back({{"name", k.kind}, {"runs", k.runs}, {"time", summary(k.time)}, {"memory", summary(k.memory)}});
+    }
+    out[key] = std::move(list);
+  }
   out["not_fitting"] = v.not_fitting;
   Json others = Json::array();
   for (std::size_t i : v.other_frameworks_not_fitting) others.push_back(v.outcomes[i].run->id);

@@ -399,12 +399,13 @@ void Summarize(ErrorSummary& s, double error, const std::string& id) {
 double EfficiencyOf(const Efficiencies& e, const std::string& name) { return e.*FieldOf(name).member; }
 
 const std::vector<std::string>& AllRunKinds() {
-  static const std::vector<std::string> kinds = {"dense", "moe", "cp", "fp8", "sharded"};
+  static const std::vector<std::string> kinds = {"dense", "moe", "hybrid", "cp", "fp8", "sharded"};
   return kinds;
 }
 
 std::vector<std::string> SetupKinds(const ModelSpec& model, const TrainingSetup& s, int offload_layers) {
   std::vector<std::string> kinds;
+  if (model.mamba.enabled() || model.deltanet.enabled()) kinds.push_back("hybrid");
   if (model.moe.enabled()) kinds.push_back("moe");
   if (s.cp > 1) kinds.push_back("cp");
   if (IsFp8(s.precision)) kinds.push_back("fp8");
@@ -422,10 +423,11 @@ const std::vector<HeldOutError>& BundledHeldOutErrors() {
   // `bmpipe validate`'s "Held out, by kind of setup" table (docs/fidelity.md).
   static const std::vector<HeldOutError> errors = {
       {"dense", 64, 17, 0.064, 0.037},
-      {"moe", 8, 3, 0.083, 0.045},
+      {"moe", 12, 3, 0.132, 0.045},
+      {"hybrid", 7, 0, 0.142, 0},
       {"cp", 7, 0, 0.095, 0},
-      {"fp8", 19, 2, 0.075, 0.085},
-      {"sharded", 15, 3, 0.067, 0.077},
+      {"fp8", 26, 2, 0.093, 0.085},
+      {"sharded", 19, 3, 0.102, 0.077},
   };
   return errors;
 }
@@ -505,7 +507,7 @@ Result<Validation> Validate(const RunTable& table) {
     fitted[cal.device] = f.after;
     v.fitted.push_back(f);
   }
-  std::map<std::string, KindSummary> by_kind;
+  std::map<std::string, KindSummary> by_kind, by_family, by_device;
   for (const PublishedRun& run : table.runs) {
     DeviceSpec device = run.device;
     auto it = fitted.find(device.name);
@@ -521,8 +523,12 @@ Result<Validation> Validate(const RunTable& table) {
     if (!out.fits && whole_run && run.framework.empty()) v.not_fitting.push_back(run.id);
     if (!out.fits && !run.framework.empty()) v.other_frameworks_not_fitting.push_back(v.outcomes.size());
     const std::vector<std::string> kinds = RunKinds(run);
+    KindSummary& family = by_family[run.model.family];
+    KindSummary& on_device = by_device[run.device.name];
     if (!out.calibration) {
       for (const std::string& kind : kinds) ++by_kind[kind].runs;
+      ++family.runs;
+      ++on_device.runs;
     }
     for (std::size_t i = 0; i < run.measured.size(); ++i) {
       const double e = RelativeError(out.predicted[i], run.measured[i].value);
@@ -533,6 +539,8 @@ Result<Validation> Validate(const RunTable& table) {
       }
       Summarize(time ? v.held_out_time : v.held_out_memory, e, run.id);
       for (const std::string& kind : kinds) Summarize(time ? by_kind[kind].time : by_kind[kind].memory, e, run.id);
+      Summarize(time ? family.time : family.memory, e, run.id);
+      Summarize(time ? on_device.time : on_device.memory, e, run.id);
     }
     v.outcomes.push_back(std::move(out));
   }
@@ -541,6 +549,13 @@ Result<Validation> Validate(const RunTable& table) {
     if (it == by_kind.end()) continue;
     it->second.kind = kind;
     v.held_out_by_kind.push_back(it->second);
+  }
+  for (auto [groups, into] : {std::pair{&by_family, &v.held_out_by_family}, std::pair{&by_device, &v.held_out_by_device}}) {
+    for (auto& [name, summary] : *groups) {
+      if (summary.runs == 0) continue;  // calibration runs only
+      summary.kind = name;
+      into->push_back(summary);
+    }
   }
   return v;
 }

@@ -139,6 +139,8 @@ struct Validation {
   std::vector<RunOutcome> outcomes;  // in table order; they point into the table, which must outlive them
   ErrorSummary held_out_time, held_out_memory, calibration;
   std::vector<KindSummary> held_out_by_kind;  // in AllRunKinds() order, kinds without runs left out
+  // The same by the model's family (its model_type) and by device, each group once, by name.
+  std::vector<KindSummary> held_out_by_family, held_out_by_device;
   // Runs (they all ran) that the model predicts do not fit; of those timed by single layers, none
   // (the whole model need not have run), and of other frameworks' runs, none: those are in
   // `other_frameworks_not_fitting`, since Megatron's execution of their layout is not theirs.
