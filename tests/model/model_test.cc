@@ -421,5 +421,33 @@ TEST(LoadModel, BadConfigFileReportsTheConfigError) {
   EXPECT_EQ(r.error().message.find("presets:"), std::string::npos) << r.error().message;
 }
 
+// A hybrid stack's shape: one mixer and MLP entry per layer, every layer with a part, the mixers'
+// sizes given exactly when a layer uses them.
+TEST(ModelValidation, HybridStacksNameTheFieldAndTheFix) {
+  ModelSpec m = Preset("nemotron-h-8b");
+  ASSERT_TRUE(ValidateModel(m).ok());
+  auto error = [](const ModelSpec& spec) {
+    const Status st = ValidateModel(spec);
+    return st.ok() ? std::string() : st.error().message;
+  };
+  ModelSpec shorter = m;
+  shorter.mixers.pop_back();
+  EXPECT_NE(error(shorter).find("mixers has 51 entries for layers = 52"), std::string::npos) << error(shorter);
+  ModelSpec empty = m;
+  empty.mixers[1] = Mixer::kNone;
+  empty.mixer_only[1] = true;
+  EXPECT_NE(error(empty).find("decoder layer 1 has neither a mixer nor an MLP"), std::string::npos) << error(empty);
+  ModelSpec no_state = m;
+  no_state.mamba.state = 0;
+  EXPECT_NE(error(no_state).find("Mamba-2 layers need every field positive"), std::string::npos) << error(no_state);
+  ModelSpec unused = Preset("llama3-8b");
+  unused.deltanet.chunk = 64;
+  EXPECT_NE(error(unused).find("deltanet.value_heads = 0: the fields of Gated DeltaNet layers"), std::string::npos)
+      << error(unused);
+  ModelSpec groups = m;
+  groups.mamba.groups = 7;
+  EXPECT_NE(error(groups).find("mamba.groups = 7: must divide mamba.heads = 128"), std::string::npos) << error(groups);
+}
+
 }  // namespace
 }  // namespace bmpipe

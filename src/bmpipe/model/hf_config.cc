@@ -631,6 +631,20 @@ int EitherCount(const JsonCursor& config, std::string_view key, std::string_view
   return *fallback;
 }
 
+// One shared expert of the width `key` gives (0 or missing: none), costed as that many routed
+// experts' widths: a multiple of moe.ffn, else an error.
+void ReadSharedExpertWidth(const JsonCursor& config, std::string_view key, MoeShape& moe) {
+  std::optional<JsonCursor> shared = config.Optional(key);
+  if (!shared) return;
+  const int width = ToInt(*shared, "the shared expert's intermediate size, or 0 for none", 0, kMaxFfn);
+  if (width % moe.ffn != 0) {
+    shared->Fail(fmt::format("must be a multiple of moe_intermediate_size = {} (bmpipe costs the shared expert as "
+                             "that many experts' widths)",
+                             moe.ffn));
+  }
+  moe.shared_experts = width / moe.ffn;
+}
+
 // Nemotron-H and Nemotron 3 (nemotron_h): a hybrid stack whose layers are each one block, named by
 // hybrid_override_pattern ('M' Mamba-2, '*' attention, '-' MLP, 'E' MoE) or by Transformers'
 // layers_block_type ("mamba", "attention", "mlp", "moe"); each block is a norm, its mixer or MLP
@@ -715,15 +729,7 @@ ModelSpec ReadNemotronH(const JsonCursor& config) {
     m.moe.top_k = ReadTopK(config.Required("num_experts_per_tok", "the number of routed experts each token uses"),
                            m.moe.experts, "n_routed_experts");
     m.moe.ffn = Count(config, "moe_intermediate_size", "the intermediate size of one expert", kMaxFfn);
-    if (std::optional<JsonCursor> shared = config.Optional("moe_shared_expert_intermediate_size")) {
-      const int width = ToInt(*shared, "the shared expert's intermediate size, or 0 for none", 0, kMaxFfn);
-      if (width % m.moe.ffn != 0) {
-        shared->Fail(fmt::format("must be a multiple of moe_intermediate_size = {} (bmpipe costs the shared expert "
-                                 "as that many experts' widths)",
-                                 m.moe.ffn));
-      }
-      m.moe.shared_experts = width / m.moe.ffn;
-    }
+    ReadSharedExpertWidth(config, "moe_shared_expert_intermediate_size", m.moe);
     for (int i = 0; i < m.layers; ++i) {
       if (blocks[i] != 'E') m.moe.dense_layers.push_back(i);
     }
@@ -773,15 +779,7 @@ ModelSpec ReadQwen3Next(const JsonCursor& config) {
           .Fail(fmt::format("must be a multiple of linear_num_key_heads = {}", dn.key_heads));
     }
   }
-  if (std::optional<JsonCursor> shared = config.Optional("shared_expert_intermediate_size")) {
-    const int width = ToInt(*shared, "the shared expert's intermediate size, or 0 for none", 0, kMaxFfn);
-    if (width % m.moe.ffn != 0) {
-      shared->Fail(fmt::format("must be a multiple of moe_intermediate_size = {} (bmpipe costs the shared expert as "
-                               "that many experts' widths)",
-                               m.moe.ffn));
-    }
-    m.moe.shared_experts = width / m.moe.ffn;
-  }
+  ReadSharedExpertWidth(config, "shared_expert_intermediate_size", m.moe);
   for (std::string_view key : {"mtp_num_hidden_layers", "num_nextn_predict_layers"}) {
     if (std::optional<JsonCursor> mtp = config.Optional(key); mtp && Gives(mtp->json())) {
       m.not_modeled.push_back(fmt::format("{} = {}: Qwen3-Next's multi-token-prediction layers are not costed.", key,

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <initializer_list>
 #include <string_view>
 #include <system_error>
 
@@ -362,28 +363,31 @@ Status ValidateModel(const ModelSpec& m) {
       has_dense_layer = has_dense_layer || (HasMlp(m, i) && !IsMoeLayer(m, i));
     }
   }
+  // A mixer's sizes: all positive when a layer uses it, else all zero.
+  auto mixer_shape = [](bool used, std::initializer_list<int> widths, std::string_view field, int value,
+                        std::string_view what, std::string_view names) -> Status {
+    const bool positive = std::all_of(widths.begin(), widths.end(), [](int v) { return v > 0; });
+    const bool zero = std::all_of(widths.begin(), widths.end(), [](int v) { return v == 0; });
+    if (used ? positive : zero) return {};
+    return Invalid(field, value,
+                   used ? fmt::format("{} layers need every field positive ({})", what, names)
+                        : fmt::format("the fields of {} layers ({}) are set but no layer is one; set them to 0", what,
+                                      names));
+  };
   const MambaShape& mamba = m.mamba;
-  const int mamba_sizes[] = {mamba.heads, mamba.head_dim, mamba.state, mamba.groups, mamba.conv_kernel, mamba.chunk};
-  const bool mamba_positive = std::all_of(std::begin(mamba_sizes), std::end(mamba_sizes), [](int v) { return v > 0; });
-  const bool mamba_zero = std::all_of(std::begin(mamba_sizes), std::end(mamba_sizes), [](int v) { return v == 0; });
-  if (uses_mamba ? !mamba_positive : !mamba_zero) {
-    return Invalid("mamba.heads", mamba.heads,
-                   uses_mamba ? "Mamba-2 layers need every mamba field positive (heads, head_dim, state, groups, "
-                                "conv_kernel, chunk)"
-                              : "the mamba fields are set but no layer is a Mamba-2 layer; set them to 0");
+  const DeltaNetShape& dn = m.deltanet;
+  for (Status st : {mixer_shape(uses_mamba,
+                                {mamba.heads, mamba.head_dim, mamba.state, mamba.groups, mamba.conv_kernel, mamba.chunk},
+                                "mamba.heads", mamba.heads, "Mamba-2",
+                                "mamba.heads, head_dim, state, groups, conv_kernel, chunk"),
+                    mixer_shape(uses_deltanet,
+                                {dn.key_heads, dn.value_heads, dn.key_head_dim, dn.value_head_dim, dn.conv_kernel, dn.chunk},
+                                "deltanet.value_heads", dn.value_heads, "Gated DeltaNet",
+                                "deltanet.key_heads, value_heads, key_head_dim, value_head_dim, conv_kernel, chunk")}) {
+    if (!st.ok()) return st;
   }
   if (uses_mamba && mamba.heads % mamba.groups != 0) {
     return Invalid("mamba.groups", mamba.groups, fmt::format("must divide mamba.heads = {}", mamba.heads));
-  }
-  const DeltaNetShape& dn = m.deltanet;
-  const int dn_sizes[] = {dn.key_heads, dn.value_heads, dn.key_head_dim, dn.value_head_dim, dn.conv_kernel, dn.chunk};
-  const bool dn_positive = std::all_of(std::begin(dn_sizes), std::end(dn_sizes), [](int v) { return v > 0; });
-  const bool dn_zero = std::all_of(std::begin(dn_sizes), std::end(dn_sizes), [](int v) { return v == 0; });
-  if (uses_deltanet ? !dn_positive : !dn_zero) {
-    return Invalid("deltanet.value_heads", dn.value_heads,
-                   uses_deltanet ? "Gated DeltaNet layers need every deltanet field positive (key_heads, "
-                                   "value_heads, key_head_dim, value_head_dim, conv_kernel, chunk)"
-                                 : "the deltanet fields are set but no layer is a Gated DeltaNet layer; set them to 0");
   }
   if (uses_deltanet && dn.value_heads % dn.key_heads != 0) {
     return Invalid("deltanet.key_heads", dn.key_heads,
