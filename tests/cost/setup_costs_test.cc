@@ -313,6 +313,48 @@ TEST(SetupCosts, MxFp8IsFp8WithBlockScales) {
       << hopper.error().message;
 }
 
+// NVFP4: the quantized GEMMs at the FP4 peak x fp4_gemm (attention stays 16-bit), the saved GEMM
+// inputs and the weight copies at 0.5625 bytes an element (a half byte and a one-byte scale per
+// 16); FP4 weights replace the 16-bit copy; refused without FP4 tensor cores.
+TEST(SetupCosts, NvFp4GemmsAtTheFp4Peak) {
+  const ModelSpec m = ModelPreset("llama3-8b").value();
+  const DeviceSpec d = DevicePreset("gb200").value();
+  ASSERT_DOUBLE_EQ(d.peak_fp4_flops, 2 * d.peak_fp8_flops);  // Blackwell: FP4 twice FP8
+  TrainingSetup s = MakeSetup(1, 1, 8, 4096);
+  s.distributed_optimizer = true;
+  s.flash_attention = true;
+  s.precision = Precision::kFp8;
+  const LayerGraph fp8 = DecoderLayerGraph(m, d, s, false);
+  const Problem fp8_problem = Build("llama3-8b", s, d).value();
+  s.precision = Precision::kNvFp4;
+  const LayerGraph fp4 = DecoderLayerGraph(m, d, s, false);
+  const Problem fp4_problem = Build("llama3-8b", s, d).value();
+  const LayerOp& fc1 = Op(fp4, "fc1");
+  EXPECT_DOUBLE_EQ(fc1.forward_s, std::max(fc1.forward_flops / (d.peak_fp4_flops * d.efficiency.fp4_gemm),
+                                           fc1.forward_bytes / (d.memory_bandwidth_bytes_per_s * d.efficiency.memory)));
+  EXPECT_LT(Op(fp4, "fc1").forward_s, Op(fp8, "fc1").forward_s);
+  EXPECT_DOUBLE_EQ(Op(fp4, "flash_attention").forward_s, Op(fp8, "flash_attention").forward_s);
+  // The MLP's input, saved by fc1 alone: 0.5625 of FP8's byte.
+  const double fp8_saved = EvaluateOption(fp8, "none").saved_bytes;
+  const double fp4_saved = EvaluateOption(fp4, "none").saved_bytes;
+  EXPECT_LT(fp4_saved, fp8_saved);
+  // The weight's two FP4 copies: 2 x (1 - 0.5625) bytes a parameter fewer than FP8's.
+  const double parameters = static_cast<double>(CountParameters(m).dense_layer);
+  EXPECT_NEAR(static_cast<double>(fp8_problem.layers[1].static_bytes - fp4_problem.layers[1].static_bytes),
+              2 * 0.4375 * parameters, 2);
+  EXPECT_EQ(fp4_problem.training->precision, "nvfp4");
+  s.fp8_params = true;
+  const Problem weights = Build("llama3-8b", s, d).value();
+  EXPECT_NEAR(static_cast<double>(fp4_problem.layers[1].static_bytes - weights.layers[1].static_bytes),
+              2 * parameters, 2);
+  s.fp8_params = false;
+  const Result<Problem> hopper = Build("llama3-8b", s);
+  ASSERT_FALSE(hopper.ok());
+  EXPECT_NE(hopper.error().message.find("--precision nvfp4: the device 'h100-80gb' has no FP4 tensor cores"),
+            std::string::npos)
+      << hopper.error().message;
+}
+
 // FP8 weights (--fp8-params): no caches beside a 16-bit copy, and the ZeRO-1 parameter all-gather
 // moves 1 byte per parameter instead of 2; refused without FP8 GEMMs or a distributed optimizer.
 TEST(SetupCosts, Fp8WeightsReplaceTheCaches) {

@@ -353,11 +353,17 @@ def _check_setup(args, cfg, tr, layers):
     assert (cfg.fp8 is None) == (want_fp8 is None), "--fp8-format given exactly for FP8 precisions"
     assert want_fp8 is None or (cfg.fp8, str(getattr(cfg.fp8_recipe, "value", cfg.fp8_recipe))) == want_fp8, \
         f"--fp8-format / --fp8-recipe {want_fp8}"
+    # NVFP4: E2M1 with Transformer Engine's NVFP4BlockScaling (TransformerConfig refuses fp4 with fp8).
+    want_fp4 = tr.get("precision") == "nvfp4"
+    assert (cfg.fp4 == "e2m1") == want_fp4, "--fp4-format e2m1 given exactly for nvfp4"
+    assert not want_fp4 or str(getattr(cfg.fp4_recipe, "value", cfg.fp4_recipe)) == "nvfp4", "--fp4-recipe nvfp4"
     assert cfg.tp_comm_overlap == bool(tr.get("tp_comm_overlap", False)), "--tp-comm-overlap"
     assert cfg.disable_parameter_transpose_cache == bool(tr.get("no_fp8_transpose_cache", False)), \
         "--disable-parameter-transpose-cache"
     fp8_weights = bool(args.get("fp8_param_gather"))
-    assert fp8_weights == bool(tr.get("fp8_params", False)), "--fp8-param-gather"
+    fp4_weights = bool(cfg.fp4_param)
+    assert (fp8_weights or fp4_weights) == bool(tr.get("fp8_params", False)), "--fp8-param-gather / --fp4-param-gather"
+    assert not fp4_weights or want_fp4, "--fp4-param-gather only with nvfp4"
     if fp8_weights:
         # TransformerConfig.__post_init__: "fp8_param must be used together with fp8 mode"; and
         # Megatron-LM's validate_args: "--fp8-param-gather only supported with distributed

@@ -395,16 +395,19 @@ std::vector<SetupCase> SetupCases() {
   // What refuses FP8 GEMMs, with or without FP8 weights.
   const std::map<TargetKind, std::string> fp8_refused = {
       {TargetKind::kMegatronLocal,
-       local + "training.precision = fp8: FP8 GEMMs run in Transformer Engine's modules, which the local layer spec "
+       local + "training.precision = fp8: FP8 and FP4 GEMMs run in Transformer Engine's modules, which the local layer spec "
                "does not use; use --target megatron or --precision bf16"},
-      {TargetKind::kDeepSpeed, ds + "training.precision = fp8: DeepSpeed's pipeline engine trains in bf16 (no FP8 "
+      {TargetKind::kDeepSpeed, ds + "training.precision = fp8: DeepSpeed's pipeline engine trains in bf16 (no FP8 or FP4 "
                                     "GEMMs); use --precision bf16, or --target megatron"},
       {TargetKind::kTorchTitan, titan + "training.precision = fp8: torchtitan 0.3.0 turns float8 on in a configuration "
                                         "function's model converters (Float8LinearConverter), which no argument sets "
                                         "and the Llama 3 8B and 70B configurations lack; use --precision bf16"}};
-  std::map<TargetKind, std::string> mxfp8_refused = fp8_refused;
+  std::map<TargetKind, std::string> mxfp8_refused = fp8_refused, nvfp4_refused = fp8_refused;
   for (auto& [kind, message] : mxfp8_refused) {
     message.replace(message.find("precision = fp8"), 15, "precision = mxfp8");
+  }
+  for (auto& [kind, message] : nvfp4_refused) {
+    message.replace(message.find("precision = fp8"), 15, "precision = nvfp4");
   }
   return {
       {"moe-ep", "mixtral-8x7b", "h100-80gb",
@@ -471,6 +474,13 @@ std::vector<SetupCase> SetupCases() {
                                       "(its Ulysses sequence parallelism is not part of PipelineModule); use --cp 1"}}},
       {"fp8", "llama3-8b", "h100-80gb", [](TrainingSetup& s) { s.precision = Precision::kFp8; }, fp8_refused},
       {"mxfp8", "llama3-8b", "b200-180gb", [](TrainingSetup& s) { s.precision = Precision::kMxFp8; }, mxfp8_refused},
+      {"nvfp4", "llama3-8b", "gb200", [](TrainingSetup& s) { s.precision = Precision::kNvFp4; }, nvfp4_refused},
+      {"nvfp4-weights", "llama3-8b", "b300-288gb",
+       [](TrainingSetup& s) {
+         s.precision = Precision::kNvFp4;
+         s.fp8_params = true;
+       },
+       nvfp4_refused},
       {"fp8-weights", "llama3-8b", "h100-80gb",
        [](TrainingSetup& s) {
          s.precision = Precision::kFp8;
@@ -622,6 +632,8 @@ TEST(LauncherPlan, SetupFlagsAreWritten) {
       "--bf16\n--fp8-format hybrid\n--fp8-recipe delayed\n--fp8-amax-history-len 1024\n--fp8-amax-compute-algo max\n");
   has(text("fp8-weights", TargetKind::kMegatron), "--fp8-amax-compute-algo max\n--fp8-param-gather\n");
   has(text("mxfp8", TargetKind::kMegatron), "--bf16\n--fp8-format e4m3\n--fp8-recipe mxfp8\n");
+  has(text("nvfp4", TargetKind::kMegatron), "--bf16\n--fp4-format e2m1\n--fp4-recipe nvfp4\n");
+  has(text("nvfp4-weights", TargetKind::kMegatron), "--fp4-recipe nvfp4\n--fp4-param-gather\n");
   has(text("fp8-no-transpose-cache", TargetKind::kMegatron),
       "--fp8-param-gather\n--disable-parameter-transpose-cache\n");
   has(text("bf16-state", TargetKind::kMegatron),
@@ -700,6 +712,16 @@ TEST(LauncherPlan, SetupMismatchesAreErrors) {
   EXPECT_EQ(error(mx_text, mx, "--fp8-recipe mxfp8", "--fp8-recipe delayed"),
             "f: --fp8-recipe delayed: the problem's run has training.precision = mxfp8; this configuration is not "
             "that run (--fp8-recipe mxfp8, or give the problem of this configuration)");
+  // NVFP4 is --fp4-format, never with FP8's flags; a custom FP4 recipe is another run.
+  const Problem fp4 = find("nvfp4");
+  const std::string fp4_text = ExportPlan(fp4, EvenPlan(fp4), FrameworkId::kMegatron).value();
+  EXPECT_EQ(error(fp4_text, fp4, "--fp4-recipe nvfp4", "--fp4-recipe nvfp4"), "(no error)");
+  EXPECT_EQ(error(fp4_text, fp4, "--fp4-recipe nvfp4", "--fp4-recipe custom"),
+            "f: --fp4-recipe custom: bmpipe costs Transformer Engine's NVFP4 block scaling only (--fp4-recipe nvfp4); a "
+            "custom quantizer factory's GEMMs are not that run");
+  EXPECT_NE(error(fp4_text, fp4, "--fp4-format e2m1\n--fp4-recipe nvfp4\n", "--fp8-format e4m3\n--fp8-recipe mxfp8\n")
+                .find("--fp8-format is given: the problem's run has training.precision = nvfp4 = false"),
+            std::string::npos);
   const std::string fsdp = ExportPlan(zero3, EvenPlan(zero3), FrameworkId::kMegatron).value();
   EXPECT_EQ(error(fsdp, zero3, "optim_grads_params", "optim_grads"),
             "f: the flags give ZeRO stage 2 (--use-distributed-optimizer: 1; --use-megatron-fsdp with "

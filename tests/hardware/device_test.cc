@@ -36,6 +36,13 @@ TEST(Device, PresetsHaveTheFactsTableFigures) {
   EXPECT_EQ(b300.inter_node_bandwidth_bytes_per_s, 100e9);
   EXPECT_EQ(b300.efficiency.fp8_gemm, DevicePreset("b200-180gb").value().efficiency.fp8_gemm);
   EXPECT_EQ(gb300.efficiency.fp8_gemm, DevicePreset("gb200").value().efficiency.fp8_gemm);
+  // Dense NVFP4: twice FP8 on Blackwell, three times on Blackwell Ultra; none before Blackwell.
+  EXPECT_EQ(DevicePreset("b200-180gb").value().peak_fp4_flops, 9000e12);
+  EXPECT_EQ(DevicePreset("gb200").value().peak_fp4_flops, 10000e12);
+  EXPECT_EQ(b300.peak_fp4_flops, 13500e12);
+  EXPECT_EQ(gb300.peak_fp4_flops, 15000e12);
+  EXPECT_EQ(h100.peak_fp4_flops, 0);
+  EXPECT_EQ(b300.efficiency.fp4_gemm, gb300.efficiency.fp4_gemm);
   for (const std::string& name : DevicePresetNames()) {
     const DeviceSpec d = DevicePreset(name).value();
     EXPECT_GT(d.peak_flops, 0) << name;
@@ -56,6 +63,10 @@ TEST(Device, FileOverridesItsPreset) {
                                               "intra_node_bandwidth_bytes_per_s: 64e9\n"
                                               "efficiency: {gemm: 0.6}\n"))
                            .value();
+  const DeviceSpec fp4 = LoadDevice(WriteDevice("based_on: b200-180gb\npeak_fp4_flops: 10e15\nefficiency: {fp4_gemm: 0.3}\n"))
+                             .value();
+  EXPECT_EQ(fp4.peak_fp4_flops, 10e15);
+  EXPECT_EQ(fp4.efficiency.fp4_gemm, 0.3);
   EXPECT_EQ(d.name, "h100-pcie");
   EXPECT_EQ(d.intra_node_bandwidth_bytes_per_s, 64e9);
   EXPECT_EQ(d.efficiency.gemm, 0.6);

@@ -28,12 +28,13 @@ const char* const kZeroHelp =
     "ZeRO stage: 0, 1 (optimizer state sharded over dp x cp, as --distributed-optimizer), 2 (and gradients), 3 (and "
     "parameters: FSDP)";
 
-std::vector<std::string> PrecisionNames() { return {"bf16", "fp8", "mxfp8"}; }
+std::vector<std::string> PrecisionNames() { return {"bf16", "fp8", "mxfp8", "nvfp4"}; }
 
 std::string PrecisionHelp() {
   return "GEMM precision of the linear layers: bf16; fp8 (Transformer Engine, a scale per tensor; 2 more bytes per "
-         "parameter for its weight caches); or mxfp8 (a scale per 32 elements, Blackwell devices: 1/32 more bytes "
-         "per FP8 tensor)";
+         "parameter for its weight caches); mxfp8 (a scale per 32 elements, Blackwell devices: 1/32 more bytes "
+         "per FP8 tensor); or nvfp4 (4-bit values with a scale per 16, Blackwell devices: forward and backward "
+         "GEMMs at the FP4 peak, 0.5625 bytes per quantized element)";
 }
 
 Status ApplySetupWords(const SetupWords& w, TrainingSetup& setup) {

@@ -77,7 +77,7 @@ struct Shape {
   Shape(const ModelSpec& m, const DeviceSpec& d, const TrainingSetup& s)
       : model(m), device(d), setup(s), tokens(static_cast<double>(s.seq) * s.micro_batch_size / s.cp), seq(s.seq),
         t(s.tp), sp(s.sequence_parallel ? s.tp : 1), exposed(1 - s.tp_comm_overlap),
-        fp8(IsFp8(s.precision)), tp(d, s.tp, 1), cp(d, s.cp, s.tp),
+        fp8(IsQuantized(s.precision)), tp(d, s.tp, 1), cp(d, s.cp, s.tp),
         ep(d, s.ep, ExpertTensorParallel(s)), etp(d, ExpertTensorParallel(s), 1) {}
   // A full activation of width `width` (T x width x 2 bytes): in the tensor-parallel region when
   // `sharded`, otherwise in the sequence-parallel one.
@@ -187,7 +187,9 @@ class GraphBuilder {
     double compute = 0, overlapped = 0;  // the layer's, both passes
     for (LayerOp& op : graph_.ops) {
       const double efficiency = op.kind == OpClass::kFusedAttention ? d.efficiency.attention : d.efficiency.gemm;
-      const double flops_per_s = op.fp8 ? d.peak_fp8_flops * d.efficiency.fp8_gemm : d.peak_flops * efficiency;
+      const double quantized = IsFp4(shape_.setup.precision) ? d.peak_fp4_flops * d.efficiency.fp4_gemm
+                                                             : d.peak_fp8_flops * d.efficiency.fp8_gemm;
+      const double flops_per_s = op.fp8 ? quantized : d.peak_flops * efficiency;
       const double forward = std::max(op.forward_flops / flops_per_s, op.forward_bytes / bytes_per_s);
       const double backward = std::max(op.backward_flops / flops_per_s, op.backward_bytes / bytes_per_s);
       op.forward_s = std::max(forward, op.hidden_forward_comm_s) + op.forward_comm_s;
@@ -206,8 +208,8 @@ class GraphBuilder {
         op.backward_s += waited * op.overlapped_backward_comm_s;
       }
     }
-    // An FP8 GEMM keeps its input for the backward as FP8 (Transformer Engine): a tensor that only
-    // FP8 GEMMs save takes half its 16-bit bytes.
+    // A quantized GEMM keeps its input for the backward quantized (Transformer Engine; NVFP4 its
+    // column-wise FP4 copy): a tensor that only such GEMMs save takes the format's bytes.
     std::vector<int> savers(graph_.tensors.size(), 0), fp8_savers(graph_.tensors.size(), 0);
     for (const LayerOp& op : graph_.ops) {
       for (int t : op.saved) {
@@ -218,7 +220,7 @@ class GraphBuilder {
     for (std::size_t t = 0; t < graph_.tensors.size(); ++t) {
       OpTensor& tensor = graph_.tensors[t];
       tensor.saved_bytes = savers[t] > 0 && savers[t] == fp8_savers[t]
-                               ? tensor.bytes / 2 * Fp8BytesPerElement(shape_.setup.precision)
+                               ? tensor.bytes / 2 * QuantizedBytesPerElement(shape_.setup.precision)
                                : tensor.bytes;
     }
     if (shape_.device.host_bandwidth_bytes_per_s > 0) {

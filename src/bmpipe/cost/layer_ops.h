@@ -48,7 +48,9 @@ struct LayerOp {
   // Collectives overlapped with another micro-batch's pass through the layer (Megatron's MoE
   // all-to-all overlap): hidden while the layer's compute lasts, the rest on the critical path.
   double overlapped_forward_comm_s = 0, overlapped_backward_comm_s = 0;
-  bool fp8 = false;  // an FP8 GEMM (device.peak_fp8_flops x efficiency.fp8_gemm)
+  // A quantized GEMM: FP8 (device.peak_fp8_flops x efficiency.fp8_gemm) or NVFP4
+  // (device.peak_fp4_flops x efficiency.fp4_gemm), as the setup's precision says.
+  bool fp8 = false;
   std::vector<int> inputs, outputs, saved;        // tensor indices
   double weight_bytes = 0;                        // a GEMM's weight (0: no weight gradient)
   double forward_s = 0, backward_s = 0;           // roofline time + collectives

@@ -89,7 +89,7 @@ double GradBytes(const TrainingSetup& s) { return s.grad_dtype == StateDtype::kB
 // Bytes of a parameter the data-parallel gathers move: 16-bit, or FP8 for the linear layers'
 // weights kept in FP8 (--fp8-param-gather; ValidateSetup allows it only with FP8 GEMMs).
 double GatheredBytes(const TrainingSetup& s, bool linear_layers) {
-  return linear_layers && s.fp8_params ? Fp8BytesPerElement(s.precision) : 2;
+  return linear_layers && s.fp8_params ? QuantizedBytesPerElement(s.precision) : 2;
 }
 
 // A layer's parameters on one device, by the group whose ranks shard its training state: the
@@ -222,8 +222,8 @@ Layer MakeLayer(const std::string& name, const LayerGraph& graph, const std::vec
   // 16-bit weight; weights kept in FP8 (--fp8-param-gather) replace the 16-bit copy and keep their
   // transpose: the 2 bytes a 16-bit weight takes. Without the transpose cache, a byte less.
   // An FP8 copy takes b bytes a parameter: 1, and MXFP8's scales (1 + 1/32).
-  if (linear_layers && IsFp8(s.precision)) {
-    const double b = Fp8BytesPerElement(s.precision);
+  if (linear_layers && IsQuantized(s.precision)) {
+    const double b = QuantizedBytesPerElement(s.precision);
     state += ((s.fp8_params ? 2 * b - 2 : 2 * b) - (s.no_fp8_transpose_cache ? b : 0)) * parameters.total();
   }
   layer.static_bytes = convert.RoundBytes(state, "the " + name + "'s static memory");

@@ -81,7 +81,7 @@ void ReadSetupLayout(const JsonCursor& c, TrainingSetup& s) {
   s.sequence_parallel = ReadFlag(c, "sequence_parallel");
   s.distributed_optimizer = ReadFlag(c, "distributed_optimizer");
   if (auto z = c.Optional("zero")) s.zero = static_cast<int>(z->Integer(0, 3, "the ZeRO stage"));
-  s.precision = ReadWord(c, "precision", Precision::kBf16, ParsePrecision, "bf16, fp8 or mxfp8");
+  s.precision = ReadWord(c, "precision", Precision::kBf16, ParsePrecision, "bf16, fp8, mxfp8 or nvfp4");
 }
 
 void ReadSetupSwitches(const JsonCursor& c, TrainingSetup& s) {

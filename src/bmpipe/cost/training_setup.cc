@@ -105,7 +105,12 @@ Status ValidateNewParallelism(const ModelSpec& model, const DeviceSpec& device, 
                                     "--distributed-optimizer), 2 (and gradients) or 3 (and parameters, FSDP)",
                                     s.zero));
   }
-  if (IsFp8(s.precision) && device.peak_fp8_flops <= 0) {
+  if (IsFp4(s.precision) && device.peak_fp4_flops <= 0) {
+    return InvalidInput(fmt::format("--precision nvfp4: the device '{}' has no FP4 tensor cores (peak_fp4_flops); use "
+                                    "--precision fp8, or a Blackwell device (b200-180gb, gb200, b300-288gb, gb300)",
+                                    device.name));
+  }
+  if (s.precision != Precision::kNvFp4 && IsQuantized(s.precision) && device.peak_fp8_flops <= 0) {
     return InvalidInput(fmt::format("--precision {}: the device '{}' has no FP8 peak (peak_fp8_flops); use --precision "
                                     "bf16 or a device with FP8 units (h100-80gb, h200-141gb, ...)",
                                     PrecisionName(s.precision), device.name));
@@ -116,13 +121,13 @@ Status ValidateNewParallelism(const ModelSpec& model, const DeviceSpec& device, 
                                     "b300-288gb, gb300)",
                                     device.name));
   }
-  if (s.fp8_params && !IsFp8(s.precision)) {
-    return InvalidInput("--fp8-params keeps the weights in FP8, which needs FP8 GEMMs; add --precision fp8 or drop "
-                        "--fp8-params");
+  if (s.fp8_params && !IsQuantized(s.precision)) {
+    return InvalidInput("--fp8-params keeps the weights in the GEMMs' format (FP8 or NVFP4), which needs quantized "
+                        "GEMMs; add --precision fp8, mxfp8 or nvfp4, or drop --fp8-params");
   }
-  if (s.no_fp8_transpose_cache && !IsFp8(s.precision)) {
-    return InvalidInput("--no-fp8-transpose-cache drops the transposes of FP8 weights, which needs FP8 GEMMs; add "
-                        "--precision fp8 or drop --no-fp8-transpose-cache");
+  if (s.no_fp8_transpose_cache && !IsQuantized(s.precision)) {
+    return InvalidInput("--no-fp8-transpose-cache drops the transposes of quantized weights, which needs quantized "
+                        "GEMMs; add --precision fp8, mxfp8 or nvfp4, or drop --no-fp8-transpose-cache");
   }
   if (s.no_fp8_transpose_cache && ZeroStage(s) >= 3) {
     return InvalidInput("--no-fp8-transpose-cache with --zero 3: Megatron-FSDP keeps or drops the FP8 transposes by "
@@ -161,7 +166,22 @@ Status ValidateNewParallelism(const ModelSpec& model, const DeviceSpec& device, 
 }  // namespace
 
 std::string_view PrecisionName(Precision p) {
-  return p == Precision::kFp8 ? "fp8" : p == Precision::kMxFp8 ? "mxfp8" : "bf16";
+  switch (p) {
+    case Precision::kFp8: return "fp8";
+    case Precision::kMxFp8: return "mxfp8";
+    case Precision::kNvFp4: return "nvfp4";
+    case Precision::kBf16: break;
+  }
+  return "bf16";
+}
+std::string_view PrecisionLabel(Precision p) {
+  switch (p) {
+    case Precision::kFp8: return "FP8";
+    case Precision::kMxFp8: return "MXFP8";
+    case Precision::kNvFp4: return "NVFP4";
+    case Precision::kBf16: break;
+  }
+  return "BF16";
 }
 std::string_view StateDtypeName(StateDtype d) { return d == StateDtype::kBf16 ? "bf16" : "fp32"; }
 
@@ -179,7 +199,7 @@ std::optional<Enum> ByName(std::string_view name, std::string_view (*name_of)(En
 }  // namespace
 
 std::optional<Precision> ParsePrecision(std::string_view name) {
-  return ByName(name, PrecisionName, {Precision::kBf16, Precision::kFp8, Precision::kMxFp8});
+  return ByName(name, PrecisionName, {Precision::kBf16, Precision::kFp8, Precision::kMxFp8, Precision::kNvFp4});
 }
 std::optional<StateDtype> ParseStateDtype(std::string_view name) {
   return ByName(name, StateDtypeName, {StateDtype::kFp32, StateDtype::kBf16});

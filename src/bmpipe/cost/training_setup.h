@@ -23,15 +23,22 @@ inline constexpr int kMaxSequence = 1 << 24;    // tokens
 
 // Number formats of the state a training run keeps.
 // The linear layers' GEMM inputs: 16 bits, FP8 with a scale per tensor (Transformer Engine's
-// delayed or current scaling), or MXFP8: FP8 with a scale per block of 32 elements (Blackwell's
-// block-scaled tensor cores).
-enum class Precision { kBf16, kFp8, kMxFp8 };
+// delayed or current scaling), MXFP8: FP8 with a scale per block of 32 elements (Blackwell's
+// block-scaled tensor cores), or NVFP4: 4-bit E2M1 values with an E4M3 scale per block of 16 and
+// one per tensor (Transformer Engine's NVFP4BlockScaling: forward, data- and weight-gradient GEMMs
+// all in FP4; Blackwell).
+enum class Precision { kBf16, kFp8, kMxFp8, kNvFp4 };
 enum class StateDtype { kFp32, kBf16 };      // gradients, optimizer moments
-std::string_view PrecisionName(Precision p);  // "bf16", "fp8", "mxfp8"
-// FP8 GEMMs, per tensor or per block.
-inline bool IsFp8(Precision p) { return p != Precision::kBf16; }
-// Bytes of an FP8 tensor per element: 1, and MXFP8's one-byte scale per 32 elements.
-inline double Fp8BytesPerElement(Precision p) { return p == Precision::kMxFp8 ? 1 + 1.0 / 32 : 1; }
+std::string_view PrecisionName(Precision p);  // "bf16", "fp8", "mxfp8", "nvfp4"
+std::string_view PrecisionLabel(Precision p);  // for reports: "BF16", "FP8", "MXFP8", "NVFP4"
+// The linear layers' GEMMs run quantized: FP8 (per tensor or per block) or NVFP4.
+inline bool IsQuantized(Precision p) { return p != Precision::kBf16; }
+inline bool IsFp4(Precision p) { return p == Precision::kNvFp4; }
+// Bytes per element of a quantized tensor: FP8's 1, MXFP8's one-byte scale per 32 elements more,
+// NVFP4's half byte and one-byte scale per 16.
+inline double QuantizedBytesPerElement(Precision p) {
+  return p == Precision::kMxFp8 ? 1 + 1.0 / 32 : p == Precision::kNvFp4 ? 0.5 + 1.0 / 16 : 1;
+}
 std::string_view StateDtypeName(StateDtype d);  // "fp32", "bf16"
 // How MoE tokens reach their experts: Megatron's all-to-all sends every routed copy; the flex
 // dispatcher (DeepEP, HybridEP) sends a token once to each other node holding one of its experts

@@ -88,7 +88,7 @@ const std::vector<Refusal>& MegatronRefusals(bool local) {
   };
   static const std::vector<Refusal> spec_local = {
       {SetupFeature::kFp8,
-       "training.precision = {}: FP8 GEMMs run in Transformer Engine's modules, which the local layer spec does not "
+       "training.precision = {}: FP8 and FP4 GEMMs run in Transformer Engine's modules, which the local layer spec does not "
        "use; use --target megatron or --precision bf16"},
       {SetupFeature::kContextParallel,
        "training.context_parallel = {}: the local layer spec's attention asserts \"Context parallelism is only "
@@ -128,7 +128,7 @@ const std::vector<Refusal>& DeepSpeedRefusals() {
      "training.expert_parallel = {}: the export's PipelineModule has no expert-parallel layers; use --ep 1, or "
      "--target megatron"},
     {SetupFeature::kFp8,
-     "training.precision = {}: DeepSpeed's pipeline engine trains in bf16 (no FP8 GEMMs); use --precision bf16, or "
+     "training.precision = {}: DeepSpeed's pipeline engine trains in bf16 (no FP8 or FP4 GEMMs); use --precision bf16, or "
      "--target megatron"},
     {SetupFeature::kTpCommOverlap,
      "training.tp_comm_overlap: DeepSpeed does not overlap tensor-parallel collectives with GEMMs; use "
@@ -176,7 +176,7 @@ const SetupFeatureInfo kFeatureInfo[] = {
     {SetupFeature::kContextParallel, "training.context_parallel", "context parallelism"},
     {SetupFeature::kExpertParallel, "training.expert_parallel", "expert parallelism"},
     {SetupFeature::kShardedGradients, "training.zero_stage", "ZeRO stage 2 or 3 (sharded gradients)"},
-    {SetupFeature::kFp8, "training.precision", "FP8 GEMMs"},
+    {SetupFeature::kFp8, "training.precision", "quantized GEMMs (FP8, MXFP8, NVFP4)"},
     {SetupFeature::kFp8Params, "training.fp8_params", "FP8 weights"},
     {SetupFeature::kNoFp8TransposeCache, "training.no_fp8_transpose_cache", "FP8 weights without transpose caches"},
     {SetupFeature::kBf16Grads, "training.grad_dtype", "bf16 main gradients"},

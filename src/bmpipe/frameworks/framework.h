@@ -56,7 +56,7 @@ enum class SetupFeature : std::uint8_t {
   kContextParallel,     // training.context_parallel > 1
   kExpertParallel,      // training.expert_parallel > 1
   kShardedGradients,    // ZeRO stage 2 or 3 (gradients, and with 3 parameters, sharded)
-  kFp8,                 // training.precision fp8 or mxfp8
+  kFp8,                 // training.precision fp8, mxfp8 or nvfp4 (quantized GEMMs)
   kFp8Params,           // FP8 weights
   kNoFp8TransposeCache, // FP8 transposes remade every backward
   kBf16Grads,           // training.grad_dtype bf16

@@ -33,12 +33,14 @@ std::vector<DeviceSpec> Presets() {
     int devices_per_node = 8;
     bool approximate = false;
     bool mx_formats = false;
+    double fp4_tflops = 0;
   };
   auto add = [&](const char* name, const Figures& f) {
     DeviceSpec d;
     d.name = name;
     d.approximate = f.approximate;
     d.mx_formats = f.mx_formats;
+    d.peak_fp4_flops = f.fp4_tflops * 1e12;
     d.peak_flops = f.tflops * 1e12;
     d.peak_fp8_flops = f.fp8_tflops * 1e12;
     d.memory_bytes = f.memory;
@@ -63,12 +65,17 @@ std::vector<DeviceSpec> Presets() {
   // H200, H800 and the 96 GB H100 are the H100's chip.
   const Efficiencies ampere{0.681, 0.50, 0.984, 0.80};
   const Efficiencies hopper{0.549, 0.394, 0.984, 0.80, 0.649, 0.010, 0.210, 0.860, 0.730};
+  // NVFP4 GEMMs: GB200's and GB300's fits on one Llama 3 70B NVFP4 run each; B200 and B300,
+  // which no NVFP4 run calibrates, take them as their NVL72 siblings' (uncalibrated).
   Efficiencies b200 = hopper, gb200 = hopper;
   b200.fp8_gemm = 0.512;
   gb200.fp8_gemm = 0.500;
+  gb200.fp4_gemm = b200.fp4_gemm = 0.442;
   // Blackwell Ultra (B300, GB300) has Blackwell's dense BF16 and FP8 peaks and no calibration run
-  // in the table: it borrows B200's and GB200's fits, uncalibrated (docs/fidelity.md).
-  const Efficiencies b300 = b200, gb300 = gb200;
+  // in the table beyond GB300's NVFP4 GEMMs: it borrows B200's and GB200's fits otherwise
+  // (docs/fidelity.md).
+  Efficiencies b300 = b200, gb300 = gb200;
+  gb300.fp4_gemm = b300.fp4_gemm = 0.516;
   //                       BF16  FP8   memory           HBM   intra  inter  host  host memory
   add("a100-40gb",  {312,  0,    40960 * kMiB,  1.555, 300,  25,   32,   128});
   presets.back().efficiency = ampere;
@@ -86,22 +93,25 @@ std::vector<DeviceSpec> Presets() {
   // GPUs a node, one 400 Gb/s InfiniBand NIC each).
   add("h800-80gb",  {989,  1979, 81559 * kMiB,  3.35,  200,  50,   64,   256});
   presets.back().efficiency = hopper;
+  // Dense NVFP4 (Blackwell's FP4 tensor cores): 9 PFLOP/s on B200 and 10 on GB200, twice FP8;
+  // Blackwell Ultra 13.5 on B300 and 15 on GB300, three times FP8 (the HGX and NVL72 datasheets'
+  // dense figures; NVIDIA's dgxc-benchmarking MFU table lists 9000, 9800, 13500 and 14700 TFLOP/s).
   // HGX/DGX B200: 2.25 PFLOP/s BF16 and 4.5 PFLOP/s FP8 dense, 180 GB HBM3e at 8 TB/s, NVLink5.
-  add("b200-180gb", {2250, 4500, 183359 * kMiB, 8.0,   900,  50,   64,   256, 8, false, true});
+  add("b200-180gb", {2250, 4500, 183359 * kMiB, 8.0,   900,  50,   64,   256, 8, false, true, 9000});
   presets.back().efficiency = b200;
   // GB200 NVL72: 2.5 PFLOP/s BF16 and 5 PFLOP/s FP8 dense, 186 GB, one NVLink domain of 72 GPUs,
   // NVLink-C2C to the Grace CPU's memory.
-  add("gb200",      {2500, 5000, 189440 * kMiB, 8.0,   900,  50,   450,  240, 72, false, true});
+  add("gb200",      {2500, 5000, 189440 * kMiB, 8.0,   900,  50,   450,  240, 72, false, true, 10000});
   presets.back().efficiency = gb200;
   // HGX/DGX B300 (Blackwell Ultra): 2.25 PFLOP/s BF16 and 4.5 PFLOP/s FP8 dense (the HGX
   // datasheet's 36 and 72 PFLOP/s sparse for 8 GPUs), 288 GB HBM3e at 8 TB/s, NVLink5, one
   // ConnectX-8 800 Gb/s NIC per GPU.
-  add("b300-288gb", {2250, 4500, 274658 * kMiB, 8.0,   900,  100,  64,   256, 8, false, true});
+  add("b300-288gb", {2250, 4500, 274658 * kMiB, 8.0,   900,  100,  64,   256, 8, false, true, 13500});
   presets.back().efficiency = b300;
   // GB300 NVL72: 2.5 PFLOP/s BF16 and 5 PFLOP/s FP8 dense (360 and 720 PFLOP/s sparse for 72
   // GPUs), 288 GB HBM3e, one NVLink domain of 72 GPUs, ConnectX-8 800 Gb/s, NVLink-C2C to a
   // Grace CPU's memory (17 TB LPDDR5X for 36 Grace, two GPUs each).
-  add("gb300",      {2500, 5000, 274658 * kMiB, 8.0,   900,  100,  450,  236, 72, false, true});
+  add("gb300",      {2500, 5000, 274658 * kMiB, 8.0,   900,  100,  450,  236, 72, false, true, 15000});
   presets.back().efficiency = gb300;
   // MI300X: 1307 TFLOP/s BF16 and 2615 FP8 dense, 192 GB HBM3 at 5.3 TB/s, Infinity Fabric
   // 448 GB/s per direction to its 7 peers together.
@@ -133,7 +143,8 @@ double ReadFraction(const JsonCursor& c) {
 
 DeviceSpec ReadDeviceTree(const Json& doc) {
   JsonCursor root(doc, "");
-  root.ExpectKeys({"name", "based_on", "approximate", "peak_flops", "peak_fp8_flops", "mx_formats", "memory_bytes",
+  root.ExpectKeys({"name", "based_on", "approximate", "peak_flops", "peak_fp8_flops", "peak_fp4_flops", "mx_formats",
+                   "memory_bytes",
                    "memory_bandwidth_bytes_per_s", "devices_per_node", "intra_node_bandwidth_bytes_per_s",
                    "intra_node_latency_s", "inter_node_bandwidth_bytes_per_s", "inter_node_latency_s",
                    "host_bandwidth_bytes_per_s", "host_memory_bytes", "efficiency"});
@@ -158,6 +169,9 @@ DeviceSpec ReadDeviceTree(const Json& doc) {
   // Optional even without a preset: 0 means no FP8 units, no host link for offloading.
   if (auto v = root.Optional("peak_fp8_flops")) {
     d.peak_fp8_flops = v->Number() == 0 ? 0 : ReadRate(*v, kMinPeakFlops, kMaxPeakFlops, "give the dense FP8 peak in FLOP/s, e.g. 1979e12, or 0 for none");
+  }
+  if (auto v = root.Optional("peak_fp4_flops")) {
+    d.peak_fp4_flops = v->Number() == 0 ? 0 : ReadRate(*v, kMinPeakFlops, kMaxPeakFlops, "give the dense NVFP4 peak in FLOP/s, e.g. 9e15, or 0 for none");
   }
   if (auto v = root.Optional("mx_formats")) d.mx_formats = v->Bool();
   if (auto v = field("memory_bytes", "device memory in bytes")) {
@@ -217,6 +231,7 @@ const std::vector<EfficiencyField>& EfficiencyFields() {
        "give the milliseconds a MoE layer pass waits for the host with its router graphed, e.g. 0.9"},
       {"fp8_host_ms", &Efficiencies::fp8_host_ms, true,
        "give the milliseconds an FP8 decoder layer's pass waits for the host, e.g. 0.7"},
+      {"fp4_gemm", &Efficiencies::fp4_gemm, false, ""},
   };
   return fields;
 }

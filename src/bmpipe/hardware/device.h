@@ -33,6 +33,7 @@ struct Efficiencies {
   // Milliseconds each pass of a decoder layer with FP8 GEMMs waits for the host: Transformer
   // Engine's scaling bookkeeping and the quantization kernels it launches beside them.
   double fp8_host_ms = 0;
+  double fp4_gemm = 0.40;  // NVFP4 matrix multiplies, of the FP4 peak (quantization and Hadamard transforms included)
 };
 
 // Every field of Efficiencies by its name in device files and calibration tables: a fraction of a
@@ -51,6 +52,7 @@ struct DeviceSpec {
   double peak_flops = 0;     // dense BF16/FP16 FLOP/s
   double peak_fp8_flops = 0;  // dense FP8 FLOP/s; 0: the device has no FP8 matrix units
   bool mx_formats = false;    // block-scaled (MX) FP8 in its tensor cores: MXFP8 runs at the FP8 peak (Blackwell)
+  double peak_fp4_flops = 0;  // dense NVFP4 FLOP/s; 0: the device has no FP4 tensor cores
   Bytes memory_bytes = 0;    // device memory the framework can see
   double memory_bandwidth_bytes_per_s = 0;
   int devices_per_node = 8;

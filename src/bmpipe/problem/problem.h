@@ -87,7 +87,7 @@ struct TrainingInfo {
   int expert_parallel = 1;
   int expert_tensor_parallel = 0;  // 0: the same as tensor_parallel
   int zero_stage = 0;              // 0..3; distributed_optimizer means at least 1
-  std::string precision = "bf16";  // "bf16", "fp8" or "mxfp8"
+  std::string precision = "bf16";  // "bf16", "fp8", "mxfp8" or "nvfp4"
   bool fp8_params = false;         // the weights kept in FP8 (Megatron's --fp8-param-gather)
   bool no_fp8_transpose_cache = false;  // FP8 transposes remade each backward (--disable-parameter-transpose-cache)
   std::string grad_dtype = "fp32", optimizer_dtype = "fp32";

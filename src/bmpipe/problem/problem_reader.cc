@@ -190,7 +190,7 @@ TrainingInfo ReadTraining(const JsonCursor& c) {
     }
     v->Fail(fmt::format("must be one of {}", fmt::join(allowed, ", ")));
   };
-  word("precision", t.precision, {"bf16", "fp8", "mxfp8"});
+  word("precision", t.precision, {"bf16", "fp8", "mxfp8", "nvfp4"});
   word("grad_dtype", t.grad_dtype, {"fp32", "bf16"});
   word("optimizer_dtype", t.optimizer_dtype, {"fp32", "bf16"});
   if (auto moe = c.Optional("moe")) t.moe = ReadMoe(*moe);

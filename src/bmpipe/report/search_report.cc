@@ -211,6 +211,7 @@ std::string MegatronFlags(const SearchOptions& options, const SearchConfig& c) {
   if (c.zero >= 2) flags += fmt::format(" (ZeRO-{}: see the export)", c.zero);
   if (c.precision == Precision::kFp8) flags += " --fp8-format hybrid";
   if (c.precision == Precision::kMxFp8) flags += " --fp8-format e4m3 --fp8-recipe mxfp8";
+  if (c.precision == Precision::kNvFp4) flags += " --fp4-format e2m1 --fp4-recipe nvfp4";
   if (options.base.flash_attention) flags += " --use-flash-attn";
   flags += fmt::format("  (data parallel {} follows from {} devices)", c.dp, options.devices);
   if (TraitsOf(c.schedule).placement == Placement::kMirror) {

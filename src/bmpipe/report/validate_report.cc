@@ -29,8 +29,7 @@ std::string Switches(const TrainingSetup& s) {
   if (s.flash_attention) out += ", flash";
   if (ZeroStage(s) == 1) out += ", dist. opt.";
   if (ZeroStage(s) >= 2) out += fmt::format(", ZeRO-{}", ZeroStage(s));
-  const char* fp8 = s.precision == Precision::kMxFp8 ? "MXFP8" : "FP8";
-  if (IsFp8(s.precision)) out += fmt::format(s.fp8_params ? ", {} weights" : ", {}", fp8);
+  if (IsQuantized(s.precision)) out += fmt::format(s.fp8_params ? ", {} weights" : ", {}", PrecisionLabel(s.precision));
   if (s.no_fp8_transpose_cache) out += ", no FP8 transpose cache";
   if (s.grad_dtype == StateDtype::kBf16) out += ", bf16 grads";
   if (s.optimizer_dtype == StateDtype::kBf16) out += ", bf16 moments";

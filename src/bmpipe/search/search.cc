@@ -317,7 +317,7 @@ std::string DescribeConfig(const SearchConfig& c) {
   if (c.sequence_parallel) out += ", sequence parallel";
   if (c.zero == 1) out += ", distributed optimizer";
   if (c.zero > 1) out += fmt::format(", ZeRO-{}", c.zero);
-  if (IsFp8(c.precision)) out += c.precision == Precision::kMxFp8 ? ", MXFP8" : ", FP8";
+  if (IsQuantized(c.precision)) out += fmt::format(", {}", PrecisionLabel(c.precision));
   if (c.schedule != ScheduleKind::kOneFOneB) out += fmt::format(", {}", ScheduleName(c.schedule));
   return out;
 }
@@ -372,8 +372,8 @@ TrainingSetup SetupOf(const SearchOptions& options, const SearchConfig& c) {
   s.schedule = c.schedule;
   // FP8 weights where the configuration runs FP8 GEMMs from a distributed optimizer, and their
   // transposes dropped where it runs FP8 GEMMs without Megatron-FSDP.
-  s.fp8_params = options.base.fp8_params && IsFp8(c.precision) && c.zero >= 1;
-  s.no_fp8_transpose_cache = options.base.no_fp8_transpose_cache && IsFp8(c.precision) && c.zero <= 2;
+  s.fp8_params = options.base.fp8_params && IsQuantized(c.precision) && c.zero >= 1;
+  s.no_fp8_transpose_cache = options.base.no_fp8_transpose_cache && IsQuantized(c.precision) && c.zero <= 2;
   s.devices = options.devices;
   return s;
 }

@@ -399,7 +399,7 @@ void Summarize(ErrorSummary& s, double error, const std::string& id) {
 double EfficiencyOf(const Efficiencies& e, const std::string& name) { return e.*FieldOf(name).member; }
 
 const std::vector<std::string>& AllRunKinds() {
-  static const std::vector<std::string> kinds = {"dense", "moe", "hybrid", "cp", "fp8", "sharded"};
+  static const std::vector<std::string> kinds = {"dense", "moe", "hybrid", "cp", "fp8", "fp4", "sharded"};
   return kinds;
 }
 
@@ -408,7 +408,8 @@ std::vector<std::string> SetupKinds(const ModelSpec& model, const TrainingSetup&
   if (model.mamba.enabled() || model.deltanet.enabled()) kinds.push_back("hybrid");
   if (model.moe.enabled()) kinds.push_back("moe");
   if (s.cp > 1) kinds.push_back("cp");
-  if (IsFp8(s.precision)) kinds.push_back("fp8");
+  if (IsFp4(s.precision)) kinds.push_back("fp4");
+  if (IsQuantized(s.precision) && !IsFp4(s.precision)) kinds.push_back("fp8");
   if (ZeroStage(s) >= 2 || s.grad_dtype != StateDtype::kFp32 || s.optimizer_dtype != StateDtype::kFp32 ||
       s.offload_optimizer || offload_layers > 0) {
     kinds.push_back("sharded");
@@ -425,9 +426,10 @@ const std::vector<HeldOutError>& BundledHeldOutErrors() {
       {"dense", 64, 17, 0.064, 0.037},
       {"moe", 12, 3, 0.132, 0.045},
       {"hybrid", 7, 0, 0.142, 0},
-      {"cp", 7, 0, 0.095, 0},
-      {"fp8", 26, 2, 0.093, 0.085},
-      {"sharded", 19, 3, 0.102, 0.077},
+      {"cp", 8, 0, 0.111, 0},
+      {"fp8", 30, 2, 0.100, 0.085},
+      {"fp4", 2, 0, 0.114, 0},
+      {"sharded", 25, 3, 0.110, 0.077},
   };
   return errors;
 }

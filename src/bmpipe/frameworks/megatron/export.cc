@@ -51,9 +51,13 @@ Result<std::string> MegatronRunFlags(const Problem& problem, int layers) {
   } else if (t.precision == "mxfp8") {
     // Blackwell's block scaling: E4M3 everywhere, a scale per 32 elements.
     out += "--fp8-format e4m3\n--fp8-recipe mxfp8\n";
+  } else if (t.precision == "nvfp4") {
+    // Transformer Engine's NVFP4BlockScaling in every decoder layer (megatron-core >= 0.15 with
+    // Transformer Engine >= 2.8); FP8's flags stay off (megatron-core refuses both).
+    out += "--fp4-format e2m1\n--fp4-recipe nvfp4\n";
   }
   if (t.precision != "bf16") {
-    if (t.fp8_params) out += "--fp8-param-gather\n";
+    if (t.fp8_params) out += t.precision == "nvfp4" ? "--fp4-param-gather\n" : "--fp8-param-gather\n";
     if (t.no_fp8_transpose_cache) out += "--disable-parameter-transpose-cache\n";
   }
   if (t.distributed_optimizer) out += "--use-distributed-optimizer\n";

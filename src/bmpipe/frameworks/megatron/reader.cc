@@ -47,6 +47,9 @@ const std::map<std::string, Arity>& MegatronFlags() {
       {"--fp8-format", Arity::kOne},
       {"--fp8-recipe", Arity::kOne},
       {"--fp8-param-gather", Arity::kNone},
+      {"--fp4-format", Arity::kOne},
+      {"--fp4-recipe", Arity::kOne},
+      {"--fp4-param-gather", Arity::kNone},
       {"--disable-parameter-transpose-cache", Arity::kNone},
       {"--use-megatron-fsdp", Arity::kNone},
       {"--use-custom-fsdp", Arity::kNone},
@@ -437,10 +440,16 @@ void CheckMegatronTraining(const Flags& flags, const TrainingInfo& t) {
   CheckValue(flags, "--expert-tensor-parallel-size", t.tensor_parallel,
              t.expert_tensor_parallel > 0 ? t.expert_tensor_parallel : t.tensor_parallel,
              "training.expert_tensor_parallel (0: tensor_parallel)", kMaxRanks);
-  CheckSwitch(flags, "--fp8-format", t.precision != "bf16",
-              t.precision == "mxfp8" ? "training.precision = mxfp8" : "training.precision = fp8");
+  const bool fp4 = t.precision == "nvfp4";
+  CheckSwitch(flags, "--fp8-format", t.precision != "bf16" && !fp4, "training.precision = " + t.precision);
+  CheckSwitch(flags, "--fp4-format", fp4, "training.precision = nvfp4");
+  if (const Flag* recipe = flags.Get("--fp4-recipe"); recipe && recipe->values.front() != "nvfp4") {
+    FailConfiguration(fmt::format("--fp4-recipe {}: bmpipe costs Transformer Engine's NVFP4 block scaling only "
+                                  "(--fp4-recipe nvfp4); a custom quantizer factory's GEMMs are not that run",
+                                  recipe->values.front()));
+  }
   // The recipe tells MXFP8 (block scaling) from FP8 with a scale per tensor (delayed, tensorwise).
-  if (const Flag* recipe = flags.Get("--fp8-recipe"); recipe && t.precision != "bf16") {
+  if (const Flag* recipe = flags.Get("--fp8-recipe"); recipe && t.precision != "bf16" && !fp4) {
     const bool mx = recipe->values.front() == "mxfp8";
     if (mx != (t.precision == "mxfp8")) {
       FailConfiguration(fmt::format("--fp8-recipe {}: the problem's run has training.precision = {}; this "
@@ -449,7 +458,8 @@ void CheckMegatronTraining(const Flags& flags, const TrainingInfo& t) {
                                     recipe->values.front(), t.precision, mx ? "delayed or tensorwise" : "mxfp8"));
     }
   }
-  CheckSwitch(flags, "--fp8-param-gather", t.fp8_params, "training.fp8_params");
+  CheckSwitch(flags, "--fp8-param-gather", t.fp8_params && !fp4, "training.fp8_params");
+  CheckSwitch(flags, "--fp4-param-gather", t.fp8_params && fp4, "training.fp8_params (with nvfp4)");
   CheckSwitch(flags, "--disable-parameter-transpose-cache", t.no_fp8_transpose_cache,
               "training.no_fp8_transpose_cache");
   CheckSwitch(flags, "--tp-comm-overlap", t.tp_comm_overlap, "training.tp_comm_overlap");
