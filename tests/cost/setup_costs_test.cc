@@ -123,6 +123,7 @@ TEST(SetupCosts, ExpertAllToAllUsesTheGroupsLinks) {
   const DeviceSpec d = H100WithoutHostWait();
   TrainingSetup s = MakeSetup(1, 1, 16, 4096);
   s.ep = 8;
+  s.moe_routing = MoeRouting::kBalanced;  // every member sends its even share
   const LayerGraph inside = DecoderLayerGraph(m, d, s, /*moe=*/true);
   const double routed_bytes = 4096.0 * 2 * 4096 * 2;  // T x top-2 tokens x h x 2 bytes
   const double intra = d.intra_node_bandwidth_bytes_per_s * d.efficiency.link;
@@ -149,6 +150,7 @@ TEST(SetupCosts, FlexDispatchSendsATokenOncePerNode) {
   s.ep = 8;
   s.etp = 2;  // ep x etp = 16 spans two nodes: 4 expert-parallel members a node
   s.moe_dispatcher = MoeDispatcher::kFlex;
+  s.moe_routing = MoeRouting::kBalanced;
   const double routed_bytes = 4096.0 * 2 * 4096 * 2;
   const double intra = d.intra_node_bandwidth_bytes_per_s * d.efficiency.link;
   const double inter = d.inter_node_bandwidth_bytes_per_s * d.efficiency.link;
@@ -171,12 +173,23 @@ TEST(SetupCosts, FlexDispatchSendsATokenOncePerNode) {
   ASSERT_FALSE(Build("llama3-8b", dense).ok());
 }
 
-// Dropless routing runs at the busiest expert's load; a capacity factor caps it.
+// Dropless routing runs at the busiest expert-parallel rank's load: 1.2 x the even share with a
+// learned router (the default), the even share forced balanced, or as --moe-imbalance says; a
+// capacity factor caps it.
 TEST(SetupCosts, ImbalanceAndCapacityScaleTheExpertGemms) {
   const ModelSpec m = ModelPreset("mixtral-8x7b").value();
   TrainingSetup s = MakeSetup(1, 1, 8, 4096);
   s.ep = 8;
-  const double even = Op(DecoderLayerGraph(m, H100(), s, true), "experts.fc1").forward_flops;
+  const LayerGraph natural = DecoderLayerGraph(m, H100(), s, true);
+  s.moe_routing = MoeRouting::kBalanced;
+  const LayerGraph balanced = DecoderLayerGraph(m, H100(), s, true);
+  const double even = Op(balanced, "experts.fc1").forward_flops;
+  EXPECT_DOUBLE_EQ(Op(natural, "experts.fc1").forward_flops, kNaturalRoutingImbalance * even);
+  EXPECT_DOUBLE_EQ(Op(natural, "dispatch").forward_comm_s - Op(balanced, "dispatch").forward_comm_s,
+                   (kNaturalRoutingImbalance - 1) * (Op(balanced, "dispatch").forward_comm_s -
+                                                     H100().intra_node_latency_s -
+                                                     H100().efficiency.moe_host_ms * 1e-3 -
+                                                     H100().efficiency.moe_host_expert_ms * 1e-3));
   s.moe_imbalance = 1.5;
   EXPECT_DOUBLE_EQ(Op(DecoderLayerGraph(m, H100(), s, true), "experts.fc1").forward_flops, 1.5 * even);
   s.moe_capacity_factor = 1.25;  // a capacity factor replaces the imbalance

@@ -355,6 +355,23 @@ TEST(Validate, ReadsTheFrontierSetupKeys) {
   EXPECT_EQ(v.value().held_out_by_kind[1].time.worst, "moe");
 }
 
+// A run table's MoE rows are force-balanced benchmarks unless they say moe_routing natural (the
+// command line's default); moe_imbalance overrides both.
+TEST(Validate, TableRoutingIsBalancedUnlessARowSaysOtherwise) {
+  auto setup = [](const std::string& extra) {
+    const Result<RunTable> t = TableFrom(
+        "calibration: []\nruns:\n  - {id: r, source: test, states: test, model: mixtral-8x7b, device: h100-80gb, "
+        "tp: 1, pp: 1, dp: 8, ep: 8, mbs: 1, gbs: 8, seq: 4096, recompute: none, flash_attention: true" +
+        extra + ", measured: {iteration_time_s: 1}}\n");
+    EXPECT_TRUE(t.ok()) << (t.ok() ? "" : t.error().message);
+    return t.ok() ? t.value().runs[0].setup : TrainingSetup{};
+  };
+  EXPECT_EQ(MoeImbalance(setup("")), 1.0);
+  EXPECT_EQ(MoeImbalance(setup(", moe_routing: natural")), kNaturalRoutingImbalance);
+  EXPECT_EQ(MoeImbalance(setup(", moe_routing: natural, moe_imbalance: 1.5")), 1.5);
+  EXPECT_EQ(MoeImbalance(TrainingSetup{}), kNaturalRoutingImbalance);  // the command line's default
+}
+
 TEST(Validate, FrontierKeysRejectBadValues) {
   auto error = [](const std::string& extra) {
     const Result<RunTable> t = TableFrom(
@@ -365,6 +382,7 @@ TEST(Validate, FrontierKeysRejectBadValues) {
   };
   EXPECT_NE(error("zero: 4").find("zero"), std::string::npos) << error("zero: 4");
   EXPECT_NE(error("precision: fp4").find("use bf16, fp8, mxfp8 or nvfp4"), std::string::npos) << error("precision: fp4");
+  EXPECT_NE(error("moe_routing: even").find("use natural or balanced"), std::string::npos) << error("moe_routing: even");
   EXPECT_NE(error("grad_dtype: fp16").find("use fp32 or bf16"), std::string::npos) << error("grad_dtype: fp16");
   EXPECT_NE(error("tp_comm_overlap: 2").find("between 0 and 1"), std::string::npos) << error("tp_comm_overlap: 2");
   EXPECT_NE(error("recompute: everything").find("recompute"), std::string::npos) << error("recompute: everything");

@@ -43,6 +43,7 @@ Status ApplySetupWords(const SetupWords& w, TrainingSetup& setup) {
   setup.grad_dtype = ParseStateDtype(w.grad_dtype).value_or(StateDtype::kFp32);
   setup.optimizer_dtype = ParseStateDtype(w.optimizer_dtype).value_or(StateDtype::kFp32);
   setup.moe_dispatcher = ParseMoeDispatcher(w.moe_dispatcher).value_or(MoeDispatcher::kAllToAll);
+  setup.moe_routing = ParseMoeRouting(w.moe_routing).value_or(MoeRouting::kNatural);
   if (Status offload = ApplyOffload(w.offload, setup); !offload.ok()) return offload;
   const std::optional<Bytes> headroom = CheckedBytes(w.headroom_gb * kGigabyte);
   if (!headroom || w.headroom_gb < 0) {
@@ -68,8 +69,16 @@ Status SetReservedBytes(double gb, TrainingSetup& setup) {
 void AddSetupOptions(OptionTable& t, TrainingSetup& setup, SetupWords& words, const std::string& group,
                      const std::string& needs) {
   auto in = [&](Option& o) -> Option& { return o.Group(group).Needs(needs); };
+  in(t.Add("--moe-routing", "moe_routing", &words.moe_routing,
+           "How a dropless MoE router's load falls on the expert-parallel ranks: natural (a learned router: the "
+           "busiest rank takes 1.2 x the even share of routed tokens, from published measurements, "
+           "docs/cost-model.md) or balanced (forced even: Megatron's --moe-router-force-load-balancing, as NVIDIA's "
+           "MoE benchmarks run)"))
+      .Choices({"natural", "balanced"})
+      .ShowDefault();
   in(t.Add("--moe-imbalance", "moe_imbalance", &setup.moe_imbalance,
-           "Dropless MoE: the busiest expert's tokens over the even share"))
+           "Dropless MoE: the busiest expert-parallel rank's routed tokens over the even share, in [1, 16]; 0: from "
+           "--moe-routing"))
       .ShowDefault();
   in(t.Add("--moe-capacity-factor", "moe_capacity_factor", &setup.moe_capacity_factor,
            "MoE expert capacity over the even share (0: dropless, then --moe-imbalance applies)"))
@@ -213,6 +222,16 @@ Result<Problem> BuildModelProblem(const ModelRequest& args, std::vector<std::pai
   lines.push_back({"costs", fmt::format("analytic model on {}{}", device.value().name,
                                         device.value().approximate ? " (approximate device figures)" : "")});
   lines.push_back({"uncertainty", PredictionUncertainty(model.value(), setup)});
+  if (model.value().moe.enabled() && setup.moe_capacity_factor == 0) {
+    const std::string why =
+        setup.moe_imbalance > 0                    ? "--moe-imbalance"
+        : setup.moe_routing == MoeRouting::kNatural ? "natural routing, a learned router (--moe-routing balanced for "
+                                                      "force-balanced benchmarks)"
+                                                    : "forced balance (--moe-routing balanced)";
+    lines.push_back({"moe routing", fmt::format("the busiest expert-parallel rank takes {:g} x the even share of routed "
+                                                "tokens: {}",
+                                                MoeImbalance(setup), why)});
+  }
   for (const std::string& note : model.value().not_modeled) lines.push_back({"not modeled", note});
   for (const std::string& note : host_notes) lines.push_back({"host memory", note});
   if (!args.dump_problem.empty()) {

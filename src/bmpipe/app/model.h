@@ -21,12 +21,13 @@ struct SetupWords {
   std::string grad_dtype = "fp32";
   std::string optimizer_dtype = "fp32";
   std::string moe_dispatcher = "alltoall";
+  std::string moe_routing = "natural";
   std::vector<std::string> offload;
   double headroom_gb = 0;
 };
 
 // The words into the setup: --precision, --grad-dtype, --optimizer-dtype, --moe-dispatcher,
-// --offload, --memory-headroom-gb.
+// --moe-routing, --offload, --memory-headroom-gb.
 Status ApplySetupWords(const SetupWords& words, TrainingSetup& setup);
 // --reserved-gb in bytes; `gb` < 0 (not given) leaves the default.
 Status SetReservedBytes(double gb, TrainingSetup& setup);

@@ -657,7 +657,7 @@ void MlpBlock(GraphBuilder& g, const Shape& s, int h1, bool moe) {
     // else the even share x the load imbalance (dropless).
     const double experts = m.moe.experts, k = m.moe.top_k;
     const int etp = ExpertTensorParallel(s.setup);
-    const double factor = s.setup.moe_capacity_factor > 0 ? s.setup.moe_capacity_factor : s.setup.moe_imbalance;
+    const double factor = s.setup.moe_capacity_factor > 0 ? s.setup.moe_capacity_factor : MoeImbalance(s.setup);
     const double routed_tokens = s.tokens / s.t * k * factor;  // on this rank, before the etp gather
     const double routed_bytes = routed_tokens * m.hidden * kActivationBytes;
     const int router = g.Gemm("router", mlp, {n2}, {{"router_probs", s.tokens * experts * 4 / s.sp}}, {n2},

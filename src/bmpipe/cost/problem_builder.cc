@@ -309,11 +309,15 @@ Result<Problem> BuildProblem(const ModelSpec& model, const DeviceSpec& device, c
   if (!valid.ok()) return valid.error();
 
   Problem p;
-  p.name = fmt::format("{} on {}: tp {} pp {} dp {} vpp {}, micro-batch {} x {} tokens, global batch {}{}{}{}{}",
+  // A dropless MoE layer's load: what routing (or --moe-imbalance) gives the busiest rank.
+  const std::string routed_load = model.moe.enabled() && setup.moe_capacity_factor == 0 && MoeImbalance(setup) != 1
+                                 ? fmt::format(", routed load {:g} x even", MoeImbalance(setup))
+                                 : "";
+  p.name = fmt::format("{} on {}: tp {} pp {} dp {} vpp {}, micro-batch {} x {} tokens, global batch {}{}{}{}{}{}",
                        model.name, device.name, setup.tp, setup.pp, setup.dp, setup.vpp, setup.micro_batch_size,
                        setup.seq, setup.global_batch_size, setup.sequence_parallel ? ", sequence parallel" : "",
                        setup.flash_attention ? ", flash attention" : "",
-                       setup.distributed_optimizer ? ", distributed optimizer" : "", DescribeSetupExtras(setup));
+                       setup.distributed_optimizer ? ", distributed optimizer" : "", DescribeSetupExtras(setup), routed_load);
   p.pipeline = SetupPipeline(setup);
   p.memory_bytes = device.memory_bytes;
   p.reserved_bytes = setup.reserved_bytes.value_or(ReservedBytesDefault(device)) + setup.headroom_bytes;

@@ -53,7 +53,7 @@ const std::vector<std::string>& SetupLayoutKeys() {
 const std::vector<std::string>& SetupSwitchKeys() {
   static const std::vector<std::string> keys = {
       "flash_attention", "fp8_params", "no_fp8_transpose_cache", "grad_dtype", "optimizer_dtype", "tp_comm_overlap",
-      "dp_overlap", "offload_optimizer", "offload_keeps_master", "moe_capacity_factor", "moe_imbalance",
+      "dp_overlap", "offload_optimizer", "offload_keeps_master", "moe_capacity_factor", "moe_imbalance", "moe_routing",
       "moe_dispatcher", "ep_comm_overlap", "moe_cuda_graphs"};
   return keys;
 }
@@ -95,7 +95,10 @@ void ReadSetupSwitches(const JsonCursor& c, TrainingSetup& s) {
   s.offload_optimizer = ReadFlag(c, "offload_optimizer");
   s.offload_keeps_master = ReadFlag(c, "offload_keeps_master");
   s.moe_capacity_factor = ReadNumber(c, "moe_capacity_factor", 0, 1e3, 0);
-  s.moe_imbalance = ReadNumber(c, "moe_imbalance", 1, 1e3, 1);
+  // A run table's rows are force-balanced benchmarks unless they say otherwise (moe_routing
+  // natural), so balanced is the default here, unlike the command line's natural.
+  s.moe_routing = ReadWord(c, "moe_routing", MoeRouting::kBalanced, ParseMoeRouting, "natural or balanced");
+  s.moe_imbalance = ReadNumber(c, "moe_imbalance", 1, 1e3, 0);
   s.moe_dispatcher = ReadWord(c, "moe_dispatcher", MoeDispatcher::kAllToAll, ParseMoeDispatcher, "alltoall or flex");
   s.ep_comm_overlap = ReadNumber(c, "ep_comm_overlap", 0, 1, 0);
   s.moe_cuda_graphs = ReadFlag(c, "moe_cuda_graphs");

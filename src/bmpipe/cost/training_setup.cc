@@ -79,9 +79,10 @@ Status ValidateNewParallelism(const ModelSpec& model, const DeviceSpec& device, 
           "experts are spread over them); lower --ep or raise --dp",
           s.ep, etp, static_cast<long>(s.ep) * etp, s.tp, s.cp, s.dp, stage));
     }
-    if (!(s.moe_imbalance >= 1 && s.moe_imbalance <= 16)) {
-      return InvalidInput(fmt::format("--moe-imbalance {} must lie in [1, 16]: the busiest expert's tokens over the "
-                                      "even share (1: perfectly balanced)",
+    if (!(s.moe_imbalance == 0 || (s.moe_imbalance >= 1 && s.moe_imbalance <= 16))) {
+      return InvalidInput(fmt::format("--moe-imbalance {} must lie in [1, 16]: the busiest expert-parallel rank's "
+                                      "routed tokens over the even share (1: perfectly balanced; 0 or not given: "
+                                      "from --moe-routing)",
                                       s.moe_imbalance));
     }
     if (!(s.moe_capacity_factor == 0 || (s.moe_capacity_factor >= 1 && s.moe_capacity_factor <= 64))) {
@@ -186,6 +187,12 @@ std::string_view PrecisionLabel(Precision p) {
 std::string_view StateDtypeName(StateDtype d) { return d == StateDtype::kBf16 ? "bf16" : "fp32"; }
 
 std::string_view MoeDispatcherName(MoeDispatcher d) { return d == MoeDispatcher::kFlex ? "flex" : "alltoall"; }
+std::string_view MoeRoutingName(MoeRouting r) { return r == MoeRouting::kBalanced ? "balanced" : "natural"; }
+
+double MoeImbalance(const TrainingSetup& s) {
+  if (s.moe_imbalance > 0) return s.moe_imbalance;
+  return s.moe_routing == MoeRouting::kBalanced ? 1.0 : kNaturalRoutingImbalance;
+}
 
 namespace {
 // The value of `Enum` among `values` whose name is `name`.
@@ -206,6 +213,9 @@ std::optional<StateDtype> ParseStateDtype(std::string_view name) {
 }
 std::optional<MoeDispatcher> ParseMoeDispatcher(std::string_view name) {
   return ByName(name, MoeDispatcherName, {MoeDispatcher::kAllToAll, MoeDispatcher::kFlex});
+}
+std::optional<MoeRouting> ParseMoeRouting(std::string_view name) {
+  return ByName(name, MoeRoutingName, {MoeRouting::kNatural, MoeRouting::kBalanced});
 }
 
 int ZeroStage(const TrainingSetup& setup) { return std::max(setup.zero, setup.distributed_optimizer ? 1 : 0); }

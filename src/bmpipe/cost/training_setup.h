@@ -45,10 +45,24 @@ std::string_view StateDtypeName(StateDtype d);  // "fp32", "bf16"
 // and fans it out over the node's links there.
 enum class MoeDispatcher { kAllToAll, kFlex };
 std::string_view MoeDispatcherName(MoeDispatcher d);  // "alltoall", "flex"
+// How a dropless MoE router's load falls on the expert-parallel ranks: as a learned router leaves
+// it (natural: the busiest rank takes kNaturalRoutingImbalance x the even share of routed
+// tokens), or forced even (balanced: Megatron's --moe-router-force-load-balancing, as NVIDIA's MoE
+// benchmarks run).
+enum class MoeRouting { kNatural, kBalanced };
+std::string_view MoeRoutingName(MoeRouting r);  // "natural", "balanced"
+// Natural routing's busiest-rank load over the even share, a stated default from published
+// measurements (docs/cost-model.md, data/sources/moe-routing.md): GLM-5 with 128 experts at EP 8
+// wastes 18.6 % of each MoE layer's GPU time waiting for the busiest rank (about 1.23), DeepSeek's
+// bias balancing holds the busiest expert within 1.04 of the mean over a validation set and an
+// auxiliary loss within 1.5 to 1.7, and Megatron-Bridge's cards run natural routing 1.18 times
+// slower end to end than forced balancing at most.
+inline constexpr double kNaturalRoutingImbalance = 1.2;
 // The inverses of the names; nullopt for any other word.
 std::optional<Precision> ParsePrecision(std::string_view name);
 std::optional<StateDtype> ParseStateDtype(std::string_view name);
 std::optional<MoeDispatcher> ParseMoeDispatcher(std::string_view name);
+std::optional<MoeRouting> ParseMoeRouting(std::string_view name);
 
 struct TrainingSetup {
   int tp = 1;   // tensor-parallel size (within a node, as Megatron places it)
@@ -89,8 +103,10 @@ struct TrainingSetup {
   int offload_layers = 0;
   // MoE routing: 0 = dropless; else each expert takes at most capacity x its even share of tokens.
   double moe_capacity_factor = 0;
-  // Dropless: the busiest expert's tokens over the even share (the critical path of the grouped GEMM).
-  double moe_imbalance = 1.0;
+  // Dropless: the busiest expert-parallel rank's routed tokens over the even share (the critical
+  // path of the grouped GEMM and the exchanges); 0 takes it from moe_routing (MoeImbalance).
+  double moe_imbalance = 0;
+  MoeRouting moe_routing = MoeRouting::kNatural;
   MoeDispatcher moe_dispatcher = MoeDispatcher::kAllToAll;
   // Fraction of the dispatch and combine all-to-alls hidden behind another micro-batch's compute
   // (Megatron's --overlap-moe-expert-parallel-comm, DualPipe).
@@ -117,6 +133,9 @@ int ZeroStage(const TrainingSetup& setup);
 // one pipeline stage (tp x cp x dp) over ep x etp.
 int ExpertTensorParallel(const TrainingSetup& setup);
 int ExpertDataParallel(const TrainingSetup& setup);
+// The busiest expert-parallel rank's routed tokens over the even share of a dropless MoE layer:
+// moe_imbalance when given, else by moe_routing.
+double MoeImbalance(const TrainingSetup& setup);
 
 // Framework context, communication buffers and allocator fragmentation (Megatron reports about
 // 5 %): 1 GiB plus 5 % of the device memory.
