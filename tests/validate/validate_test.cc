@@ -372,6 +372,26 @@ TEST(Validate, TableRoutingIsBalancedUnlessARowSaysOtherwise) {
   EXPECT_EQ(MoeImbalance(TrainingSetup{}), kNaturalRoutingImbalance);  // the command line's default
 }
 
+// Memory as it was read: torch's peak allocated (memory_gb, memory_gib) against the model's peak,
+// and the device's reading (memory_reserved_gb, memory_reserved_gib: nvidia-smi, or max reserved)
+// against that peak and the framework reserve the plans are checked with.
+TEST(Validate, ReservedMemoryIsThePeakAndTheReserve) {
+  const Result<RunTable> table = TableFrom(
+      "calibration: []\nruns:\n  - {id: r, source: test, states: test, model: llama3-8b, device: h100-80gb, tp: 1, "
+      "pp: 1, dp: 8, mbs: 1, gbs: 8, seq: 4096, recompute: full, flash_attention: true, distributed_optimizer: true, "
+      "measured: {memory_gb: 40, memory_reserved_gb: 50}}\n");
+  ASSERT_TRUE(table.ok()) << table.error().message;
+  const Result<Validation> v = Validate(table.value());
+  ASSERT_TRUE(v.ok()) << v.error().message;
+  const RunOutcome& o = v.value().outcomes[0];
+  ASSERT_EQ(o.predicted.size(), 2u);
+  EXPECT_EQ(table.value().runs[0].measured[1].quantity, Quantity::kReservedMemory);
+  EXPECT_EQ(QuantityName(Quantity::kReservedMemory), "memory reserved");
+  EXPECT_NEAR(o.predicted[1] - o.predicted[0],
+              static_cast<double>(ReservedBytesDefault(DevicePreset("h100-80gb").value())), 1);
+  EXPECT_EQ(v.value().held_out_memory.count, 2);
+}
+
 TEST(Validate, FrontierKeysRejectBadValues) {
   auto error = [](const std::string& extra) {
     const Result<RunTable> t = TableFrom(

@@ -67,7 +67,8 @@ ModelSpec ReadModel(const JsonCursor& c, std::string& name) {
 std::vector<Measurement> ReadMeasured(const JsonCursor& m, const ModelSpec& model, const DeviceSpec& device,
                                       const TrainingSetup& setup) {
   m.ExpectKeys({"iteration_time_s", "tflops_per_gpu", "flops", "mfu", "samples_per_gpu_per_s", "tokens_per_gpu_per_s",
-                "layer_forward_ms", "layer_backward_ms", "memory_gib", "memory_gb"});
+                "layer_forward_ms", "layer_backward_ms", "memory_gib", "memory_gb", "memory_reserved_gib",
+                "memory_reserved_gb"});
   std::vector<Measurement> out;
   auto positive = [](const JsonCursor& c) {
     const double v = c.Number();
@@ -132,6 +133,12 @@ std::vector<Measurement> ReadMeasured(const JsonCursor& m, const ModelSpec& mode
   }
   if (auto v = m.Optional("memory_gb")) {
     out.push_back({Quantity::kPeakMemory, positive(*v) * kGigabyte, fmt::format("{} GB", v->Number())});
+  }
+  if (auto v = m.Optional("memory_reserved_gib")) {
+    out.push_back({Quantity::kReservedMemory, positive(*v) * kGiB, fmt::format("{} GiB reserved", v->Number())});
+  }
+  if (auto v = m.Optional("memory_reserved_gb")) {
+    out.push_back({Quantity::kReservedMemory, positive(*v) * kGigabyte, fmt::format("{} GB reserved", v->Number())});
   }
   if (out.empty()) m.FailAt("give at least one measurement");
   return out;
@@ -311,6 +318,9 @@ Result<RunOutcome> Predict(const PublishedRun& run, const DeviceSpec& device) {
       case Quantity::kPeakMemory:
         out.predicted.push_back(static_cast<double>(out.peak_bytes - pb.reserved_bytes));
         break;
+      case Quantity::kReservedMemory:
+        out.predicted.push_back(static_cast<double>(out.peak_bytes));
+        break;
     }
   }
   return out;
@@ -464,11 +474,13 @@ std::string QuantityName(Quantity q) {
       return "iteration";
     case Quantity::kPeakMemory:
       return "memory";
+    case Quantity::kReservedMemory:
+      return "memory reserved";
   }
   return "";
 }
 
-bool IsTime(Quantity q) { return q != Quantity::kPeakMemory; }
+bool IsTime(Quantity q) { return q != Quantity::kPeakMemory && q != Quantity::kReservedMemory; }
 
 Result<RunTable> ReadRunTable(const Json& doc, const std::string& source) {
   return ReadDocument<RunTable>(source, [&] { return ReadTable(doc, source); });
@@ -520,7 +532,7 @@ Result<Validation> Validate(const RunTable& table) {
     out.calibration = calibration_ids.count(run.id) > 0;
     // A run timed by single layers ran those layers, not necessarily the whole model.
     const bool whole_run = std::any_of(run.measured.begin(), run.measured.end(), [](const Measurement& m) {
-      return m.quantity == Quantity::kIterationTime || m.quantity == Quantity::kPeakMemory;
+      return m.quantity == Quantity::kIterationTime || !IsTime(m.quantity);
     });
     if (!out.fits && whole_run && run.framework.empty()) v.not_fitting.push_back(run.id);
     if (!out.fits && !run.framework.empty()) v.other_frameworks_not_fitting.push_back(v.outcomes.size());

@@ -27,9 +27,13 @@ enum class Quantity {
   kLayerForward,   // one decoder layer's forward, seconds
   kLayerBackward,  // one decoder layer's backward including its recomputation, seconds
   kIterationTime,  // seconds
-  kPeakMemory,     // the fullest rank's peak, bytes, without the framework reserve
+  kPeakMemory,     // the fullest rank's peak allocated (torch's max_memory_allocated), bytes
+  // The fullest rank's peak as the device reads it (nvidia-smi, torch's max_memory_reserved with
+  // the CUDA context): the allocated peak and the framework reserve (the allocator's cache and
+  // fragmentation, the CUDA context, NCCL buffers, workspaces), bytes.
+  kReservedMemory,
 };
-std::string QuantityName(Quantity q);  // "layer forward", "iteration", "memory", ...
+std::string QuantityName(Quantity q);  // "layer forward", "iteration", "memory", "memory reserved", ...
 bool IsTime(Quantity q);
 
 struct Measurement {
