@@ -116,6 +116,24 @@ def test_what_the_costs_leave_out_comes_with_the_plan():
     assert bmpipe.plan(bmpipe.Problem.load(DEMO / "problem.yaml"), time_limit=20).not_modeled == ()
 
 
+def test_hybrid_nvfp4_and_routing_keywords_equal_the_command_lines(tmp_path):
+    """A hybrid stack in NVFP4 on Blackwell with forced-balance routing, as the command line builds it."""
+    setup = dict(pp=4, dp=8, ep=8, gbs=64, seq=8192, flash_attention=True, distributed_optimizer=True,
+                 precision="nvfp4", moe_routing="balanced")
+    pb = bmpipe.Problem.from_model("nemotron-3-nano-30b-a3b", "gb200", **setup)
+    dump = tmp_path / "p.json"
+    cli("plan", "--model", "nemotron-3-nano-30b-a3b", "--device", "gb200", "--pp", 4, "--dp", 8, "--ep", 8,
+        "--gbs", 64, "--seq", 8192, "--flash-attn", "--distributed-optimizer", "--precision", "nvfp4",
+        "--moe-routing", "balanced", "--dump-problem", dump, "--node-limit", 0, "--progress", "none")
+    assert pb.to_dict() == json.loads(dump.read_text())
+    training = pb.to_dict()["training"]
+    assert training["precision"] == "nvfp4" and training["linear_mixers"] == ["mamba2"]
+    natural = bmpipe.Problem.from_model("nemotron-3-nano-30b-a3b", "gb200", **{**setup, "moe_routing": "natural"})
+    assert "routed load 1.2 x even" in natural.to_dict()["name"]
+    with pytest.raises(bmpipe.InvalidInputError, match="no FP4 tensor cores"):
+        bmpipe.Problem.from_model("nemotron-3-nano-30b-a3b", "h100-80gb", **setup)
+
+
 def test_compare_and_validate_equal_the_command_line():
     pb = bmpipe.Problem.load(DEMO / "problem.yaml")
     rows = bmpipe.compare(pb, baselines=["megatron", "pipedream"], time_limit=20)

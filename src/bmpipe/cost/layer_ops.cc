@@ -730,7 +730,7 @@ LayerGraph DecoderLayerGraph(const ModelSpec& m, const DeviceSpec& d, const Trai
     name = std::string(moe ? "decoder (MoE)" : "decoder") + local;
   }
   GraphBuilder g(s, name);
-  const Groups attn = {"attn"}, mlp = {"mlp"};
+  const Groups attn = {"attn"};
   const int x = g.Input("input", s.Activation(m.hidden, false));
   int h1 = x;  // the residual stream after the mixer
   if (kind.mixer != Mixer::kNone) {
