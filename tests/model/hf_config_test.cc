@@ -488,7 +488,7 @@ TEST(HfConfig, ArchitectureKeysOfAnotherModelTypeAreErrors) {
 // Recipes' model types bmpipe cannot cost yet are named as such, with no near name to follow.
 TEST(HfConfig, UnmodeledModelTypesSayWhatIsMissing) {
   for (const auto& [type, what] : std::vector<std::pair<std::string, std::string>>{
-           {"qwen3_5_moe", "Gated DeltaNet"}, {"deepseek_v4", "DeepSeek-V4"}, {"glm_moe_dsa", "GLM-5"}}) {
+           {"deepseek_v4", "DeepSeek-V4"}, {"glm_moe_dsa", "GLM-5"}}) {
     const std::string message = ErrorOfEdited("llama3-8b", {{"model_type", type}});
     EXPECT_TRUE(Contains(message, "bmpipe does not cost")) << message;
     EXPECT_TRUE(Contains(message, what)) << message;
@@ -844,6 +844,45 @@ TEST(HfConfig, Qwen3NextMixesGatedDeltaNetAndGatedAttention) {
   const ModelSpec mtp = ReadEdited("qwen3-next-80b-a3b", {{"num_nextn_predict_layers", 1}});
   ASSERT_EQ(mtp.not_modeled.size(), 1u);
   EXPECT_TRUE(Contains(mtp.not_modeled[0], "multi-token-prediction"));
+}
+
+// Qwen3.5 (qwen3_5_moe): Qwen3-Next's layers in a vision-language config, read from text_config;
+// no dense MLP width; the output gate as attn_output_gate says. The fixture is built from the
+// published shape of Qwen3.5-35B-A3B (Megatron-Bridge's card and third-party transcriptions of
+// its text_config), not downloaded from the hub.
+TEST(HfConfig, Qwen35ReadsItsTextConfig) {
+  const ModelSpec m = Read(Fixture("qwen3.5-35b-a3b"));
+  EXPECT_EQ(m.family, "qwen3_5_moe");
+  EXPECT_EQ(m.layers, 40);
+  EXPECT_EQ(m.ffn, 0);
+  EXPECT_EQ(m.moe.experts, 256);
+  EXPECT_EQ(m.moe.shared_experts, 1);
+  EXPECT_TRUE(m.attention_output_gate);
+  EXPECT_EQ(MixerOf(m, 0), Mixer::kGatedDeltaNet);
+  EXPECT_EQ(MixerOf(m, 3), Mixer::kAttention);
+  EXPECT_LT(RelativeError(CountParameters(m).total, 35e9), 0.015);
+  ASSERT_EQ(m.not_modeled.size(), 2u);  // the MTP layer and the vision encoder
+  Json text = Json::parse(testing::ReadFile(Fixture("qwen3.5-35b-a3b")))["text_config"];
+  text["attn_output_gate"] = false;
+  const ModelSpec ungated = ReadEdited("qwen3.5-35b-a3b", {{"text_config", text}});
+  EXPECT_FALSE(ungated.attention_output_gate);
+  EXPECT_LT(CountParameters(ungated).total, CountParameters(m).total);
+  // The dense Qwen3.5 (qwen3_5): the same layers with a dense MLP.
+  Json dense = Json::parse(testing::ReadFile(Fixture("qwen3.5-35b-a3b")))["text_config"];
+  for (const char* key : {"num_experts", "num_experts_per_tok", "moe_intermediate_size", "shared_expert_intermediate_size"}) {
+    dense.erase(key);
+  }
+  dense["model_type"] = "qwen3_5_text";
+  dense["intermediate_size"] = 8192;
+  const ModelSpec d = ReadEdited("qwen3.5-35b-a3b", {{"model_type", "qwen3_5"}, {"text_config", dense}});
+  EXPECT_EQ(d.family, "qwen3_5");
+  EXPECT_FALSE(d.moe.enabled());
+  EXPECT_EQ(d.ffn, 8192);
+  EXPECT_EQ(MixerOf(d, 0), Mixer::kGatedDeltaNet);
+  // Experts under the dense type are another model: an error naming the types that have them.
+  dense["num_experts"] = 8;
+  EXPECT_TRUE(Contains(ErrorOfEdited("qwen3.5-35b-a3b", {{"model_type", "qwen3_5"}, {"text_config", dense}}),
+                       "give model_type qwen3_moe or qwen3_next or qwen3_5_moe"));
 }
 
 }  // namespace

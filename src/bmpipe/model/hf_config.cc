@@ -57,7 +57,8 @@ const std::vector<std::string>& SupportedModelTypes() {
   static const std::vector<std::string> types = {
       "llama",       "mistral",      "mixtral", "qwen2",   "qwen3",       "qwen3_moe", "gpt2",   "gpt_neox",
       "starcoder2",  "deepseek_v3",  "deepseek_v32", "kimi_k2", "glm4_moe", "gpt_oss", "llama4", "llama4_text",
-      "gemma2",      "gemma3",      "gemma3_text",  "nemotron_h", "qwen3_next"};
+      "gemma2",      "gemma3",      "gemma3_text",  "nemotron_h", "qwen3_next", "qwen3_5", "qwen3_5_text",
+      "qwen3_5_moe", "qwen3_5_moe_text"};
   return types;
 }
 
@@ -67,8 +68,6 @@ struct UnmodeledType {
   std::string_view type, what;
 };
 constexpr UnmodeledType kUnmodeledTypes[] = {
-    {"qwen3_5", "Qwen3.5's Gated DeltaNet layers"},
-    {"qwen3_5_moe", "Qwen3.5's Gated DeltaNet layers"},
     {"deepseek_v4", "DeepSeek-V4's attention"},
     {"glm_moe_dsa", "GLM-5's layers"},
 };
@@ -81,6 +80,8 @@ struct ArchitectureKey {
   std::string_view key, part;
   std::vector<std::string_view> readers;  // empty: no model type bmpipe reads has the part
 };
+const std::vector<std::string_view> kGatedDeltaNetTypes = {"qwen3_next", "qwen3_5", "qwen3_5_text", "qwen3_5_moe",
+                                                           "qwen3_5_moe_text"};
 const std::vector<ArchitectureKey>& ArchitectureKeys() {
   static const std::vector<ArchitectureKey> keys = {
       {"index_topk", "DeepSeek sparse attention", {"deepseek_v32"}},
@@ -89,12 +90,12 @@ const std::vector<ArchitectureKey>& ArchitectureKeys() {
       {"kv_lora_rank", "latent attention", {"deepseek_v3", "deepseek_v32", "kimi_k2"}},
       {"attention_chunk_size", "chunked attention", {"llama4", "llama4_text"}},
       {"n_routed_experts", "routed experts", {"deepseek_v3", "deepseek_v32", "kimi_k2", "glm4_moe", "nemotron_h"}},
-      {"num_experts", "routed experts", {"qwen3_moe", "qwen3_next"}},
+      {"num_experts", "routed experts", {"qwen3_moe", "qwen3_next", "qwen3_5_moe", "qwen3_5_moe_text"}},
       {"num_local_experts", "routed experts", {"mixtral", "gpt_oss", "llama4", "llama4_text"}},
       {"hybrid_override_pattern", "Mamba-2 layers (a hybrid stack)", {"nemotron_h"}},
       {"mamba_num_heads", "Mamba-2 layers", {"nemotron_h"}},
-      {"linear_num_value_heads", "Gated DeltaNet (linear attention) layers", {"qwen3_next"}},
-      {"linear_key_head_dim", "Gated DeltaNet (linear attention) layers", {"qwen3_next"}},
+      {"linear_num_value_heads", "Gated DeltaNet (linear attention) layers", kGatedDeltaNetTypes},
+      {"linear_key_head_dim", "Gated DeltaNet (linear attention) layers", kGatedDeltaNetTypes},
       {"moe_latent_size", "experts in a latent width (Nemotron 3 Super's latent MoE)", {}},
   };
   return keys;
@@ -258,6 +259,7 @@ struct ShapeKeys {
   NormKind norm;
   std::string_view ffn_key = "intermediate_size";
   std::string_view ffn_what = "the MLP's intermediate size";
+  bool ffn_optional = false;  // missing: 0 (a model whose layers are all MoE; ValidateModel checks)
   KvHeadsKey kv_heads = KvHeadsKey::kOptional;
   HeadDimKey head_dim = HeadDimKey::kOptional;  // kNone: the caller sets head_dim and v_head_dim
   int vocab_default = 0;                        // 0: vocab_size is required
@@ -272,7 +274,7 @@ ModelSpec ReadDecoderShape(const JsonCursor& config, const ShapeKeys& keys) {
   m.mlp = keys.mlp;
   m.norm = keys.norm;
   m.hidden = Count(config, "hidden_size", "the model width h", kMaxHidden);
-  m.ffn = Count(config, keys.ffn_key, keys.ffn_what, kMaxFfn);
+  m.ffn = keys.ffn_optional && !config.Has(keys.ffn_key) ? 0 : Count(config, keys.ffn_key, keys.ffn_what, kMaxFfn);
   m.layers = Count(config, "num_hidden_layers", "the number of decoder layers", kMaxLayers);
   const bool grouped = keys.kv_heads != KvHeadsKey::kNone;
   m.heads = Count(config, "num_attention_heads",
@@ -316,13 +318,14 @@ void ReadRoutedExperts(const JsonCursor& config, std::string_view experts_key, s
 
 // llama, mistral, mixtral, qwen2, qwen3, qwen3_moe: RoPE, RMSNorm, SwiGLU, optional grouped-query
 // attention.
-ModelSpec ReadLlamaFamily(const JsonCursor& config, const std::string& type) {
+ModelSpec ReadLlamaFamily(const JsonCursor& config, const std::string& type, bool ffn_optional = false) {
   const bool qwen3 = type == "qwen3" || type == "qwen3_moe";
   // Qwen3's head width is not hidden / heads for every size (Qwen3-0.6B: 1024 / 16 = 64, but
   // head_dim is 128), and Transformers' default of 128 is easy to get wrong; require the key.
   // Mistral-family configs may give head_dim, possibly as null, meaning hidden / heads.
   ShapeKeys keys(MlpKind::kSwiGlu, NormKind::kRmsNorm);
   keys.head_dim = qwen3 ? HeadDimKey::kRequired : HeadDimKey::kOptional;
+  keys.ffn_optional = ffn_optional;
   ModelSpec m = ReadDecoderShape(config, keys);
 
   if (type == "qwen2") {
@@ -737,15 +740,20 @@ ModelSpec ReadNemotronH(const JsonCursor& config) {
   return m;
 }
 
-// Qwen3-Next (qwen3_next): Qwen3-MoE's shape (qk norms, routed experts by decoder_sparse_step
-// and mlp_only_layers) with Gated DeltaNet in most layers and gated attention in the rest
-// (layer_types "linear_attention" and "full_attention", else attention on every
-// full_attention_interval-th layer, Transformers' default 4), and one shared expert of
-// shared_expert_intermediate_size beside the routed ones (its 1-wide sigmoid gate is not counted:
-// h parameters a layer). The delta rule runs in chunks of 64 tokens (the fla kernels').
-ModelSpec ReadQwen3Next(const JsonCursor& config) {
-  ModelSpec m = ReadLlamaFamily(config, "qwen3_moe");
-  m.attention_output_gate = true;
+// Qwen3-Next (qwen3_next) and Qwen3.5 (qwen3_5, qwen3_5_moe, read from their text_config): Qwen3's
+// shape (qk norms; Qwen3-MoE's routed experts by decoder_sparse_step and mlp_only_layers for the
+// MoE ones) with Gated DeltaNet in most layers and gated attention in the rest (layer_types
+// "linear_attention" and "full_attention", else attention on every full_attention_interval-th
+// layer, Transformers' default 4), and one shared expert of shared_expert_intermediate_size beside
+// the routed ones (its 1-wide sigmoid gate is not counted: h parameters a layer). Qwen3-Next's
+// attention is always gated; Qwen3.5's as attn_output_gate says (Transformers' default true). The
+// delta rule runs in chunks of 64 tokens (the fla kernels'). Multi-token-prediction layers are a
+// note.
+ModelSpec ReadQwenGatedDeltaNet(const JsonCursor& config, const std::string& type) {
+  const bool moe = type != "qwen3_5";
+  // Qwen3.5's MoE configs give no dense MLP width (every layer is MoE unless mlp_only_layers says).
+  ModelSpec m = ReadLlamaFamily(config, moe ? "qwen3_moe" : "qwen3", /*ffn_optional=*/type == "qwen3_5_moe");
+  m.attention_output_gate = type == "qwen3_next" || Flag(config, "attn_output_gate", true);
   std::vector<bool> linear;
   if (std::optional<JsonCursor> types = config.Optional("layer_types")) {
     const std::vector<JsonCursor> entries = types->Elements();
@@ -754,11 +762,11 @@ ModelSpec ReadQwen3Next(const JsonCursor& config) {
                                 entries.size(), m.layers));
     }
     for (const JsonCursor& e : entries) {
-      const std::string type = e.String();
-      if (type != "linear_attention" && type != "full_attention") {
+      const std::string layer = e.String();
+      if (layer != "linear_attention" && layer != "full_attention") {
         e.Fail("bmpipe costs layers of type linear_attention and full_attention only for this model_type");
       }
-      linear.push_back(type == "linear_attention");
+      linear.push_back(layer == "linear_attention");
     }
   } else {
     const int every = OptionalCount(config, "full_attention_interval", "the layers per full-attention layer",
@@ -779,10 +787,10 @@ ModelSpec ReadQwen3Next(const JsonCursor& config) {
           .Fail(fmt::format("must be a multiple of linear_num_key_heads = {}", dn.key_heads));
     }
   }
-  ReadSharedExpertWidth(config, "shared_expert_intermediate_size", m.moe);
+  if (moe) ReadSharedExpertWidth(config, "shared_expert_intermediate_size", m.moe);
   for (std::string_view key : {"mtp_num_hidden_layers", "num_nextn_predict_layers"}) {
     if (std::optional<JsonCursor> mtp = config.Optional(key); mtp && Gives(mtp->json())) {
-      m.not_modeled.push_back(fmt::format("{} = {}: Qwen3-Next's multi-token-prediction layers are not costed.", key,
+      m.not_modeled.push_back(fmt::format("{} = {}: the multi-token-prediction layers are not costed.", key,
                                           mtp->json().dump()));
     }
   }
@@ -854,7 +862,7 @@ ModelSpec ReadConfigTree(const Json& doc, const std::string& path) {
     }
     type_cursor.Fail(fmt::format("unsupported model_type; bmpipe reads {}{}", fmt::join(types, ", "), DidYouMean(type, types)));
   }
-  // Multimodal Llama 4 and Gemma 3 configs nest the language model's keys in text_config.
+  // Multimodal Llama 4, Gemma 3 and Qwen3.5 configs nest the language model's keys in text_config.
   std::optional<JsonCursor> text = config.Optional("text_config");
   const JsonCursor language = text ? *text : config;
   RejectForeignArchitectureKeys(language, type);
@@ -878,7 +886,11 @@ ModelSpec ReadConfigTree(const Json& doc, const std::string& path) {
   } else if (type == "nemotron_h") {
     m = ReadNemotronH(config);
   } else if (type == "qwen3_next") {
-    m = ReadQwen3Next(config);
+    m = ReadQwenGatedDeltaNet(config, type);
+  } else if (type == "qwen3_5" || type == "qwen3_5_text" || type == "qwen3_5_moe" || type == "qwen3_5_moe_text") {
+    // Qwen3.5's configs are vision-language ones: the language model's keys in text_config.
+    family = type.rfind("qwen3_5_moe", 0) == 0 ? "qwen3_5_moe" : "qwen3_5";
+    m = ReadQwenGatedDeltaNet(language, family);
   } else if (type == "llama4" || type == "llama4_text") {
     m = ReadLlama4(config, language);
     family = "llama4";
