@@ -205,8 +205,9 @@ std::vector<std::string> ModelPresetNames();
 Result<ModelSpec> ModelPreset(const std::string& name);
 
 // Reads a Hugging Face config.json (Llama-2/3, Llama 4, Qwen2/Qwen3, Qwen3-MoE, Mistral, Mixtral,
-// GPT-2, GPT-NeoX, StarCoder2, DeepSeek-V3 and V3.2, gpt-oss, Gemma 2 and Gemma 3 families, chosen by `model_type`;
-// multimodal Llama 4 and Gemma 3 configs are read from their text_config).
+// GPT-2, GPT-NeoX, StarCoder2, DeepSeek-V3 and V3.2, Kimi K2, GLM-4.5, gpt-oss, Gemma 2 and 3,
+// Nemotron-H and Nemotron 3, Qwen3-Next and Qwen3.5 families, chosen by `model_type`; multimodal
+// Llama 4, Gemma 3 and Qwen3.5 configs are read from their text_config).
 Result<ModelSpec> ReadHuggingFaceConfig(const std::string& path);
 // The same from a parsed config; `name` becomes the model's name and prefixes messages.
 Result<ModelSpec> ReadHuggingFaceConfig(const Json& config, const std::string& name);
