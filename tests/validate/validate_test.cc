@@ -201,7 +201,8 @@ TEST(Validate, PresetsCarryTheFittedEfficiencies) {
 TEST(Validate, PredictionsStateTheHeldOutErrorOfTheirKinds) {
   BMPIPE_SLOW_TEST();
   // If this fails, the held-out errors moved: copy `bmpipe validate`'s "Held out, by kind of
-  // setup" numbers into BundledHeldOutErrors (src/bmpipe/validate/validate.cc).
+  // setup" and "by device" numbers into BundledHeldOutErrors and BundledHeldOutErrorsByDevice
+  // (src/bmpipe/validate/validate.cc).
   const Validation& v = BundledValidation();
   ASSERT_EQ(BundledHeldOutErrors().size(), v.held_out_by_kind.size());
   for (std::size_t i = 0; i < v.held_out_by_kind.size(); ++i) {
@@ -212,6 +213,14 @@ TEST(Validate, PredictionsStateTheHeldOutErrorOfTheirKinds) {
     EXPECT_EQ(e.memory_count, k.memory.count) << k.kind;
     EXPECT_NEAR(e.time_mean_abs, k.time.mean_abs, 5e-4) << k.kind;
     EXPECT_NEAR(e.memory_mean_abs, k.memory.mean_abs, 5e-4) << k.kind;
+  }
+  ASSERT_EQ(BundledHeldOutErrorsByDevice().size(), v.held_out_by_device.size());
+  for (std::size_t i = 0; i < v.held_out_by_device.size(); ++i) {
+    const KindSummary& k = v.held_out_by_device[i];
+    const HeldOutError& e = BundledHeldOutErrorsByDevice()[i];
+    EXPECT_EQ(e.kind, k.kind);
+    EXPECT_EQ(e.time_count, k.time.count) << k.kind;
+    EXPECT_NEAR(e.time_mean_abs, k.time.mean_abs, 5e-4) << k.kind;
   }
 }
 
@@ -230,6 +239,16 @@ TEST(Validate, UncertaintyIsTheLargestOfTheSetupsKinds) {
   // A hybrid stack takes the hybrid runs' error, the largest of its kinds.
   const std::string hybrid = PredictionUncertainty(ModelPreset("nemotron-3-nano-30b-a3b").value(), dense);
   EXPECT_NE(hybrid.find("±14.2 % time (hybrid, 7 held out)"), std::string::npos) << hybrid;
+  // A device whose held-out runs miss by more says so; one with none says that.
+  const std::string gb300 = PredictionUncertainty(ModelPreset("llama3-8b").value(), dense, "gb300");
+  EXPECT_NE(gb300.find("±6.4 % time (dense, 64 held out), ±3.7 % memory (dense, 17 held out), ±18.8 % time (on "
+                       "gb300, 4 held out)"),
+            std::string::npos)
+      << gb300;
+  EXPECT_EQ(PredictionUncertainty(ModelPreset("llama3-8b").value(), dense, "a100-80gb"),
+            PredictionUncertainty(ModelPreset("llama3-8b").value(), dense));
+  EXPECT_NE(PredictionUncertainty(ModelPreset("llama3-8b").value(), dense, "l4").find("no held-out run on l4"),
+            std::string::npos);
 }
 
 TEST(Validate, FitRecoversEfficienciesThatMadeTheMeasurements) {

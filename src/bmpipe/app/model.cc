@@ -221,7 +221,7 @@ Result<Problem> BuildModelProblem(const ModelRequest& args, std::vector<std::pai
                                         static_cast<double>(counts.total) / kBillion, model.value().layers)});
   lines.push_back({"costs", fmt::format("analytic model on {}{}", device.value().name,
                                         device.value().approximate ? " (approximate device figures)" : "")});
-  lines.push_back({"uncertainty", PredictionUncertainty(model.value(), setup)});
+  lines.push_back({"uncertainty", PredictionUncertainty(model.value(), setup, device.value().name)});
   if (model.value().moe.enabled() && setup.moe_capacity_factor == 0) {
     const std::string why =
         setup.moe_imbalance > 0                    ? "--moe-imbalance"

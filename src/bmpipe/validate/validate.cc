@@ -444,7 +444,16 @@ const std::vector<HeldOutError>& BundledHeldOutErrors() {
   return errors;
 }
 
-std::string PredictionUncertainty(const ModelSpec& model, const TrainingSetup& setup) {
+const std::vector<HeldOutError>& BundledHeldOutErrorsByDevice() {
+  // `bmpipe validate`'s "Held out, by device" table (docs/fidelity.md), time only.
+  static const std::vector<HeldOutError> errors = {
+      {"a100-80gb", 60, 0, 0.053, 0}, {"b200-180gb", 3, 0, 0.116, 0}, {"b300-288gb", 1, 0, 0.247, 0},
+      {"gb200", 7, 0, 0.112, 0},      {"gb300", 4, 0, 0.188, 0},      {"h100-80gb", 23, 0, 0.088, 0},
+  };
+  return errors;
+}
+
+std::string PredictionUncertainty(const ModelSpec& model, const TrainingSetup& setup, const std::string& device) {
   const HeldOutError* time = nullptr;
   const HeldOutError* memory = nullptr;
   for (const std::string& kind : SetupKinds(model, setup)) {
@@ -460,6 +469,15 @@ std::string PredictionUncertainty(const ModelSpec& model, const TrainingSetup& s
   std::vector<std::string> parts;
   if (time) parts.push_back(part("time", time->time_mean_abs, time->kind, time->time_count));
   if (memory) parts.push_back(part("memory", memory->memory_mean_abs, memory->kind, memory->memory_count));
+  if (!device.empty()) {
+    const auto& by_device = BundledHeldOutErrorsByDevice();
+    auto it = std::find_if(by_device.begin(), by_device.end(), [&](const HeldOutError& e) { return e.kind == device; });
+    if (it == by_device.end()) {
+      parts.push_back(fmt::format("no held-out run on {}", device));
+    } else if (!time || it->time_mean_abs > time->time_mean_abs) {
+      parts.push_back(part("time", it->time_mean_abs, "on " + device, it->time_count));
+    }
+  }
   if (parts.empty()) return "no held-out published run of this kind (docs/fidelity.md)";
   return fmt::format("{}: mean |error| on published runs not fitted on (docs/fidelity.md)", fmt::join(parts, ", "));
 }

@@ -127,10 +127,14 @@ struct HeldOutError {
   double time_mean_abs = 0, memory_mean_abs = 0;
 };
 const std::vector<HeldOutError>& BundledHeldOutErrors();
+// The same table's held-out time error by device (`kind` is the device preset's name).
+const std::vector<HeldOutError>& BundledHeldOutErrorsByDevice();
 
 // What a prediction for the model and setup may be off by: the largest held-out error of the
 // kinds it exercises, for time and for memory, with the kind and count it comes from.
-std::string PredictionUncertainty(const ModelSpec& model, const TrainingSetup& setup);
+// With `device` (a preset's name), the device's held-out time error too when it is larger, or that
+// no published run on it is held out.
+std::string PredictionUncertainty(const ModelSpec& model, const TrainingSetup& setup, const std::string& device = "");
 
 struct KindSummary {
   std::string kind;
