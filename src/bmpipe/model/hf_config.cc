@@ -756,22 +756,11 @@ ModelSpec ReadQwenGatedDeltaNet(const JsonCursor& config, const std::string& typ
   m.attention_output_gate = type == "qwen3_next" || Flag(config, "attn_output_gate", true);
   std::vector<bool> linear;
   if (std::optional<JsonCursor> types = config.Optional("layer_types")) {
-    const std::vector<JsonCursor> entries = types->Elements();
-    if (entries.size() != static_cast<std::size_t>(m.layers)) {
-      types->FailAt(fmt::format("has {} entries for num_hidden_layers = {}; give one per decoder layer",
-                                entries.size(), m.layers));
-    }
-    for (const JsonCursor& e : entries) {
-      const std::string layer = e.String();
-      if (layer != "linear_attention" && layer != "full_attention") {
-        e.Fail("bmpipe costs layers of type linear_attention and full_attention only for this model_type");
-      }
-      linear.push_back(layer == "linear_attention");
-    }
+    linear = ReadLayerTypes(*types, m.layers, "linear_attention");
   } else {
     const int every = OptionalCount(config, "full_attention_interval", "the layers per full-attention layer",
                                     kMaxLayers, 4);
-    for (int i = 0; i < m.layers; ++i) linear.push_back((i + 1) % every != 0);
+    linear = WindowedLayers(m.layers, every);  // all but every `every`-th
   }
   for (bool l : linear) m.mixers.push_back(l ? Mixer::kGatedDeltaNet : Mixer::kAttention);
   if (std::find(linear.begin(), linear.end(), true) != linear.end()) {
