@@ -75,7 +75,12 @@ CLI::Option* AddFlag(CLI::App& cmd, const Option& o) {
   if (o.show_default) opt->capture_default_str();
   if (o.required) opt->required();
   if (!o.group.empty()) opt->group(o.group);
-  if (o.given) opt->each([given = o.given](const std::string&) { *given = true; });
+  if (o.given || o.given_keys) {
+    opt->each([given = o.given, keys = o.given_keys, key = o.key](const std::string&) {
+      if (given) *given = true;
+      if (keys && !key.empty()) keys->insert(key);
+    });
+  }
   return opt;
 }
 

@@ -682,7 +682,7 @@ TEST(CliValidate, BadInputIsAClearError) {
       "simulate --model gpt-175b --device a100-80gb --tp 8 --pp 8 --dp 1 --mbs 1 --gbs 64 --seq 2048 "
       "--recompute selective,full");
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_NE(r.err.find("one global setting"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("one setting on every decoder layer"), std::string::npos) << r.err;
   r = RunBmpipe("simulate --model gpt-175b --device a100-80gb --tp 8 --pp 5 --vpp 2 --dp 1 --mbs 1 --gbs 60 --seq 2048 "
                 "--vpp 97");
   EXPECT_EQ(r.exit_code, 2);

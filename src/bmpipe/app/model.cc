@@ -3,9 +3,14 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
+#include <type_traits>
+
 #include "bmpipe/app/builtin_example.h"
+#include "bmpipe/app/common.h"
 #include "bmpipe/core/document.h"
 #include "bmpipe/core/units.h"
+#include "bmpipe/frameworks/formats.h"
 #include "bmpipe/cost/problem_builder.h"
 #include "bmpipe/cost/setup_reader.h"
 #include "bmpipe/io/problem_json.h"
@@ -17,6 +22,30 @@ namespace bmpipe::app {
 namespace {
 
 std::string Joined(const std::vector<std::string>& names) { return fmt::format("{}", fmt::join(names, ", ")); }
+
+// An option's value as the command line would give it.
+std::string OptionValue(const Option& o) {
+  return std::visit(
+      [](auto* field) -> std::string {
+        using T = std::decay_t<decltype(*field)>;
+        if constexpr (std::is_same_v<T, bool>) {
+          return *field ? "true" : "false";
+        } else if constexpr (std::is_same_v<T, std::string>) {
+          return field->empty() ? "(none)" : *field;
+        } else if constexpr (std::is_same_v<T, std::vector<std::string>> || std::is_same_v<T, std::vector<int>>) {
+          return field->empty() ? "(none)" : fmt::format("{}", fmt::join(*field, ","));
+        } else {
+          return fmt::format("{}", *field);
+        }
+      },
+      o.field);
+}
+
+// The settings that are not a setting of the run: what to read, where to write, the check of sizes.
+bool IsSetting(const std::string& key) {
+  return !key.empty() && key != "model" && key != "device" && key != "setup_from" && key != "devices" &&
+         key != "offload_optimizer" && key != "offload_keeps_master";
+}
 
 }  // namespace
 
@@ -133,6 +162,7 @@ void AddSetupOptions(OptionTable& t, TrainingSetup& setup, SetupWords& words, co
 void AddModelOptions(OptionTable& t, ModelRequest& m, const std::string& problem_flag) {
   const std::string group = "Cost model (instead of --problem)";
   auto in = [&](Option& o) -> Option& { return o.Group(group).Needs("--model"); };
+  t.RecordGiven(&m.given);
   t.Add("--model", "model", &m.model,
         "Model preset (" + Joined(ModelPresetNames()) + ") or a Hugging Face config.json")
       .Group(group)
@@ -150,7 +180,15 @@ void AddModelOptions(OptionTable& t, ModelRequest& m, const std::string& problem
   in(t.Add("--gbs", "gbs", &m.setup.global_batch_size,
            "Global batch size (sequences per iteration); micro-batches = gbs / (mbs x dp)"));
   in(t.Add("--seq", "seq", &m.setup.seq, "Sequence length (tokens)"));
-  t.Find("--model")->needs = "--device,--gbs,--seq";
+  t.Find("--model")->needs = "--device";
+  in(t.Add("--setup-from", "setup_from", &m.setup_from,
+           "A launcher's file stating the training setup: Megatron-LM arguments (a file of flags or a command line: "
+           "parallel sizes, virtual stages, batch, sequence parallelism, attention backend, distributed optimizer or "
+           "FSDP, recomputation, precision and FP8 weights, gradient and optimizer dtypes, overlap switches, "
+           "optimizer offload, MoE dispatcher, routing, capacity, overlap, CUDA graphs). What it states replaces "
+           "the defaults, flags it leaves out take Megatron's defaults, options given here win over it; the data-"
+           "parallel size (the launcher's world size) comes from --dp or --devices. The report lists every setting "
+           "and where it came from"));
   in(t.Add("--sequence-parallel", "sequence_parallel", &m.setup.sequence_parallel,
            "Megatron sequence parallelism (norm, dropout and residual activations split over TP)"));
   in(t.Add("--flash-attn", "flash_attention", &m.setup.flash_attention, "Fused (flash) attention: no s x s activations"));
@@ -194,13 +232,126 @@ void AddModelOptions(OptionTable& t, ModelRequest& m, const std::string& problem
   in(t.Add("--dump-problem", "", &m.dump_problem,
            "Write the problem the cost model built (docs/file-formats.md) to this file, to re-run with --problem, "
            "share or edit"));
+  t.RecordGiven(nullptr);
 }
 
-Result<Problem> BuildModelProblem(const ModelRequest& args, std::vector<std::pair<std::string, std::string>>& lines,
+Lines SettingLines(const ModelRequest& resolved) {
+  ModelRequest shown = resolved;
+  OptionTable table;
+  AddModelOptions(table, shown, "--problem");
+  std::vector<std::string> given, filed, defaulted;
+  for (const Option& o : table.options()) {
+    if (!IsSetting(o.key)) continue;
+    std::string value = OptionValue(o);
+    if (o.key == "reserved_gb" && shown.reserved_gb < 0) value = "1 GiB + 5 % of the device";
+    if (o.key == "recompute" && shown.recompute_layers > 0) {
+      value += fmt::format(" (full on the first {} layers of each stage)", shown.recompute_layers);
+    }
+    const std::string item = fmt::format("{} {}", o.key, value);
+    (resolved.given.count(o.key) ? given : resolved.from_file.count(o.key) ? filed : defaulted).push_back(item);
+  }
+  Lines lines;
+  lines.push_back({"settings", "given: " + (given.empty() ? std::string("none") : Joined(given))});
+  if (!resolved.setup_source.empty()) {
+    lines.push_back({"", fmt::format("from {}: {}", resolved.setup_source, filed.empty() ? "none" : Joined(filed))});
+  }
+  lines.push_back({"", "bmpipe's defaults: " + Joined(defaulted)});
+  return lines;
+}
+
+Result<ModelRequest> ResolveSetup(const ModelRequest& args, Lines& lines) {
+  if (args.setup_from.empty()) return args;
+  Result<std::string> text = LoadText(args.setup_from);
+  if (!text.ok()) return text.error();
+  Result<LauncherSetup> read = ReadLauncherSetup(text.value(), args.setup_from);
+  if (!read.ok()) return read.error();
+  ModelRequest r = args;
+  OptionTable table;
+  AddModelOptions(table, r, "--problem");
+  Json apply = Json::object();
+  std::vector<std::string> overridden;
+  for (const auto& [key, value] : read.value().keywords.items()) {
+    if (args.given.count(key) || (key == "recompute_num_layers" && args.given.count("recompute"))) {
+      overridden.push_back(fmt::format("{} (the file: {})", key, value.is_array() ? value[0].dump() : value.dump()));
+      continue;
+    }
+    if (key == "recompute_num_layers") {
+      r.recompute_layers = value.get<int>();
+      continue;
+    }
+    if (key == "recompute" && !args.file_recompute_only) {
+      // The planner chooses among its options: the file's setting is one of them.
+      for (const Json& option : value) {
+        const std::string name = option.get<std::string>();
+        if (std::find(r.setup.recompute.begin(), r.setup.recompute.end(), name) == r.setup.recompute.end()) {
+          r.setup.recompute.push_back(name);
+        }
+      }
+      continue;
+    }
+    apply[key] = value;
+  }
+  if (Status applied = ReadOptions(table, apply, "--setup-from " + args.setup_from); !applied.ok()) {
+    return applied.error();
+  }
+  r.given = args.given;  // what the file set is not given
+  r.setup_from.clear();
+  r.setup_source = args.setup_from;
+  r.file_model_shape = read.value().model_shape;
+  for (const auto& [key, value] : read.value().keywords.items()) {
+    if (!args.given.count(key)) r.from_file.insert(key == "recompute_num_layers" ? "recompute" : key);
+  }
+  // The data-parallel size is the launcher's world size over the model-parallel sizes.
+  if (!args.given.count("dp") && args.setup.devices > 0) {
+    const long model_parallel = static_cast<long>(r.setup.tp) * r.setup.cp * r.setup.pp;
+    if (args.setup.devices % model_parallel != 0) {
+      return InvalidInput(fmt::format("--devices {} is not a multiple of tp {} x cp {} x pp {} = {}; give --devices "
+                                      "as data-parallel replicas of the file's layout",
+                                      args.setup.devices, r.setup.tp, r.setup.cp, r.setup.pp, model_parallel));
+    }
+    r.setup.dp = static_cast<int>(args.setup.devices / model_parallel);
+  } else if (!args.given.count("dp")) {
+    return InvalidInput(fmt::format("--setup-from {}: Megatron's arguments do not state the data-parallel size (the "
+                                    "launcher's world size does); give --dp N or --devices N",
+                                    args.setup_from));
+  }
+  std::vector<std::string> stated;
+  for (const auto& [key, value] : apply.items()) stated.push_back(key);
+  lines.push_back({"setup", fmt::format("{} (Megatron-LM arguments): {} settings read{}", args.setup_from,
+                                        stated.size() + (r.recompute_layers > 0),
+                                        overridden.empty() ? "" : "; given here instead: " + Joined(overridden))});
+  for (const std::string& note : read.value().notes) lines.push_back({"", note});
+  return r;
+}
+
+Result<Problem> BuildModelProblem(const ModelRequest& request, std::vector<std::pair<std::string, std::string>>& lines,
                                   std::vector<std::pair<std::string, std::string>>& files,
                                   const std::vector<TargetKind>& targets) {
+  Result<ModelRequest> resolved = ResolveSetup(request, lines);
+  if (!resolved.ok()) return resolved.error();
+  const ModelRequest& args = resolved.value();
+  if (args.setup.global_batch_size <= 0 || args.setup.seq <= 0) {
+    return InvalidInput(fmt::format("--model needs {}{}{}: give it (or --setup-from a launcher file that states it)",
+                                    args.setup.global_batch_size <= 0 ? "--gbs (sequences per iteration)" : "",
+                                    args.setup.global_batch_size <= 0 && args.setup.seq <= 0 ? " and " : "",
+                                    args.setup.seq <= 0 ? "--seq (tokens per sequence)" : ""));
+  }
   Result<ModelSpec> model = LoadModel(args.model);
   if (!model.ok()) return model.error();
+  // The file's model shape against --model's: the setup of one model read for another is an error.
+  for (const auto& [flag, value] : args.file_model_shape) {
+    const ModelSpec& m = model.value();
+    const std::int64_t has = flag == "--num-layers"        ? m.layers
+                             : flag == "--hidden-size"     ? m.hidden
+                             : flag == "--num-experts"     ? m.moe.experts
+                             : flag == "--moe-router-topk" ? m.moe.top_k
+                                                           : m.moe.ffn;
+    if (has != value) {
+      return InvalidInput(fmt::format("--setup-from {} states {} {}, but --model {} has {}: the file is another "
+                                      "model's launch; give that model's config as --model",
+                                      args.setup_source, flag, value, args.model, has));
+    }
+  }
   Result<DeviceSpec> device = LoadDevice(args.device);
   if (!device.ok()) return device.error();
   TrainingSetup setup = args.setup;
@@ -234,6 +385,7 @@ Result<Problem> BuildModelProblem(const ModelRequest& args, std::vector<std::pai
   }
   for (const std::string& note : model.value().not_modeled) lines.push_back({"not modeled", note});
   for (const std::string& note : host_notes) lines.push_back({"host memory", note});
+  for (auto& line : SettingLines(args)) lines.push_back(std::move(line));
   if (!args.dump_problem.empty()) {
     files.push_back({args.dump_problem, ProblemJsonText(problem.value(), "")});
     lines.push_back({"problem", "written to " + args.dump_problem});

@@ -3,6 +3,8 @@
 // simulate, compare and search share with the Python package's Problem.from_model.
 #pragma once
 
+#include <cstdint>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -56,13 +58,30 @@ struct ModelRequest {
   std::string schedule = "1f1b";
   double reserved_gb = -1;       // < 0: the default
   std::string dump_problem;      // the command line's --dump-problem
+  std::string setup_from;        // --setup-from: a launcher's file stating the setup
+  std::set<std::string> given;   // the keywords of the options given (command line or Python)
+  std::set<std::string> from_file;  // ResolveSetup: the keywords the file set
+  std::string setup_source;         // ResolveSetup: the file they came from
+  std::vector<std::pair<std::string, std::int64_t>> file_model_shape;  // ResolveSetup: checked against --model
+  int recompute_layers = 0;      // simulate's --recompute-num-layers (Megatron's block method)
+  // The file's recomputation is the one setting simulated (simulate), rather than an option the
+  // planner may choose beside the others (plan, compare).
+  bool file_recompute_only = false;
 };
 
 // The cost model's options (group "Cost model (instead of --problem)"), each excluded by or needing
 // --model on the command line; `problem_flag` (--problem) excludes --model.
 void AddModelOptions(OptionTable& table, ModelRequest& m, const std::string& problem_flag);
 
-// The problem of --model, --device and the setup; `lines` gets what the report says about where the
+// The request with --setup-from's file applied: what the file states replaces the defaults, what
+// was given wins over the file (each such case in `lines`), the file's notes in `lines`. The
+// request itself when there is no file.
+Result<ModelRequest> ResolveSetup(const ModelRequest& request, std::vector<std::pair<std::string, std::string>>& lines);
+// The report's lines listing every setting of the resolved request with where it came from: given
+// (the command line or Python), the --setup-from file, or bmpipe's default.
+std::vector<std::pair<std::string, std::string>> SettingLines(const ModelRequest& resolved);
+
+// The problem of --model, --device and the setup (ResolveSetup first); `lines` gets what the report says about where the
 // costs came from, `files` the --dump-problem file. Without --recompute the setup also offers the
 // options the settings of `targets` use.
 Result<Problem> BuildModelProblem(const ModelRequest& request, std::vector<std::pair<std::string, std::string>>& lines,

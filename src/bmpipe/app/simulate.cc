@@ -13,6 +13,7 @@
 #include "bmpipe/frameworks/formats.h"
 #include "bmpipe/frameworks/megatron/megatron.h"
 #include "bmpipe/io/plan_json.h"
+#include "bmpipe/problem/recompute.h"
 #include "bmpipe/report/chrome_trace.h"
 #include "bmpipe/sim/simulator.h"
 
@@ -32,6 +33,7 @@ struct SimulateRequest {
   std::string out;
   SvgRequest svg;
   std::string trace;
+  int recompute_layers = 0;  // --recompute-num-layers: full recomputation by Megatron's block method
 };
 
 OptionTable SimulateOptions(SimulateRequest& r) {
@@ -58,7 +60,20 @@ OptionTable SimulateOptions(SimulateRequest& r) {
   t.Add("--trace", "", &r.trace, kTraceHelp);
   r.model.setup.recompute = {"none"};
   AddModelOptions(t, r.model, "--problem");
-  t.Find("--recompute")->Help("Megatron's global recomputation setting for every decoder layer: none, selective or full");
+  t.Find("--recompute")
+      ->Help("Megatron's recomputation setting for every decoder layer: none, selective, full, or the modules of "
+             "--recompute-granularity selective --recompute-modules as bmpipe names them, joined by '+' (e.g. "
+             "mla_up_proj, norm+mlp_act; Megatron's core_attn, layernorm, moe_act and moe are read as selective, norm, "
+             "mlp_act and mlp)");
+  t.RecordGiven(&r.model.given);
+  t.Add("--recompute-num-layers", "recompute_num_layers", &r.recompute_layers,
+        "With --recompute full: Megatron's --recompute-method block --recompute-num-layers N, full recomputation of "
+        "the first N decoder layers of every stage (chunk), the others none; without it every layer (method uniform, "
+        "--recompute-num-layers 1)")
+      .Group("Cost model (instead of --problem)")
+      .Needs("--model")
+      .Positive();
+  t.RecordGiven(nullptr);
   return t;
 }
 
@@ -70,20 +85,41 @@ Result<Output> RunSimulate(const SimulateRequest& r, const Context& context) {
   const bool model = !r.model.model.empty();
   const std::string strategy = !r.strategy.empty() ? r.strategy : model ? "megatron" : "even";
   GlobalRecompute recompute = GlobalRecompute::kNone;
+  ModelRequest given = r.model;
+  given.file_recompute_only = true;  // the file's recomputation is the setting simulated
+  if (r.recompute_layers > 0) given.recompute_layers = r.recompute_layers;
+  Result<ModelRequest> resolved = model ? ResolveSetup(given, origin) : Result<ModelRequest>(given);
+  if (!resolved.ok()) return resolved.error();
+  ModelRequest request = resolved.value();
   if (model || strategy == "megatron") {
-    const std::vector<std::string>& names = r.model.setup.recompute;
+    // One setting on every decoder layer, as Megatron applies it: a global one, or a set of modules
+    // (the problem then offers that option alone, which the plan's layers take).
+    std::vector<std::string> names = request.setup.recompute;
+    if (request.recompute_layers > 0 && names == std::vector<std::string>{"none", "full"}) names = {"full"};
     const std::optional<GlobalRecompute> global = names.size() == 1 ? ParseGlobalRecompute(names.front()) : std::nullopt;
     if (!global) {
-      return InvalidInput(fmt::format("--recompute {}: simulate applies one global setting as Megatron does; use none, "
-                                      "selective or full",
-                                      fmt::join(names, ",")));
+      const Result<Recompute> parts = names.size() == 1 ? ParseRecompute(names.front()) : InvalidInput("");
+      if (!parts.ok() || (parts.value().parts & kOffloadActivations)) {
+        return InvalidInput(fmt::format(
+            "--recompute {}: simulate applies one setting on every decoder layer, as Megatron does; use none, "
+            "selective, full or one set of modules joined by '+' (e.g. mla_up_proj, norm+mlp_act){}",
+            fmt::join(names, ","), parts.ok() || names.size() != 1 ? "" : "; " + parts.error().message));
+      }
     }
-    recompute = *global;
+    recompute = global.value_or(GlobalRecompute::kNone);
+    if (request.recompute_layers > 0) {
+      if (recompute != GlobalRecompute::kFull) {
+        return InvalidInput(fmt::format("--recompute-num-layers {} needs --recompute full (Megatron's block method "
+                                        "applies to full recomputation only)",
+                                        request.recompute_layers));
+      }
+      request.setup.recompute = {"none", "full"};  // the block's layers full, the others none
+    }
   }
   Files files;
   Result<Problem> problem = r.given   ? Result<Problem>(*r.given)
                             : !model ? LoadProblemFile(r.problem, context)
-                                     : BuildModelProblem(r.model, origin, files, {});
+                                     : BuildModelProblem(request, origin, files, {});
   if (!problem.ok()) return problem.error();
   const Problem& pb = problem.value();
   if (origin.empty()) origin.push_back({"problem", r.problem + (pb.name.empty() ? "" : " (" + pb.name + ")")});
@@ -104,7 +140,7 @@ Result<Output> RunSimulate(const SimulateRequest& r, const Context& context) {
   }
   std::vector<std::string> notes;
   if (!plan_given && strategy == "megatron") {
-    Result<MegatronLaunch> launch = MegatronDefaultPlan(pb, recompute);
+    Result<MegatronLaunch> launch = MegatronDefaultPlan(pb, recompute, request.recompute_layers);
     if (!launch.ok()) return launch.error();
     plan = launch.value().plan;
     plan_origin = "Megatron-LM: " + launch.value().flags;

@@ -145,6 +145,7 @@ Option& OptionTable::Add(std::string flags, std::string key, OptionField field, 
   o.key = std::move(key);
   o.field = field;
   o.help = std::move(help);
+  o.given_keys = record_;
   options_.push_back(std::move(o));
   return options_.back();
 }
@@ -182,6 +183,7 @@ Status ReadOptions(const OptionTable& table, const Json& keywords, const std::st
     }
     if (Status read = KeywordReader(*option, value, command).Read(); !read.ok()) return read;
     if (option->given) *option->given = true;
+    if (option->given_keys) option->given_keys->insert(option->key);
   }
   return {};
 }

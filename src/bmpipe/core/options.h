@@ -5,6 +5,7 @@
 // declared twice.
 #pragma once
 
+#include <set>
 #include <string>
 #include <variant>
 #include <vector>
@@ -34,6 +35,7 @@ struct Option {
   std::string needs;                 // the flag it needs on the command line (--device needs --model)
   std::string excludes;              // the flag it cannot be given with
   bool* given = nullptr;             // set when it is given
+  std::set<std::string>* given_keys = nullptr;  // gets its keyword when it is given (OptionTable::RecordGiven)
 
   // Chained setters, for tables that read as a list of options.
   Option& Choices(std::vector<std::string> words) { choices = std::move(words); return *this; }
@@ -59,9 +61,13 @@ class OptionTable {
   std::vector<Option>& options() { return options_; }
   // The option named `flag` (one of its flags) or keyword; nullptr when none.
   Option* Find(const std::string& flag_or_key);
+  // The options added from now on put their keyword in `keys` when given, on the command line or
+  // as a keyword (nullptr: no longer): what a command tells apart from defaults and files.
+  void RecordGiven(std::set<std::string>* keys) { record_ = keys; }
 
  private:
   std::vector<Option> options_;
+  std::set<std::string>* record_ = nullptr;
 };
 
 // Sets the fields of the options whose keywords `keywords` (a JSON object) names, as the command

@@ -94,6 +94,23 @@ Result<Plan> ReadLauncherPlan(const std::string& text, PlanFormat format, const 
   return framework.read(text, problem, source, out);
 }
 
+Result<LauncherSetup> ReadLauncherSetup(const std::string& text, const std::string& source) {
+  if (Status valid = CheckDocumentText(text, source); !valid.ok()) return valid.error();
+  std::vector<std::string> readable;
+  for (const Framework& f : Frameworks()) {
+    if (f.read_setup) readable.push_back(std::string(f.format));
+  }
+  Result<PlanFormat> format = DetectPlanFormat(text);
+  if (!format.ok()) return InvalidInput(source + ": " + format.error().message);
+  if (!format.value().framework || FrameworkOf(*format.value().framework).read_setup == nullptr) {
+    return InvalidInput(fmt::format("--setup-from {}: the training setup is read from {} launcher files; this is {}",
+                                    source, fmt::join(readable, ", "),
+                                    format.value().framework ? "a " + PlanFormatName(format.value()) + " configuration"
+                                                             : "none of them"));
+  }
+  return FrameworkOf(*format.value().framework).read_setup(text, source);
+}
+
 Result<LoadedPlan> ReadAnyPlan(const std::string& text, std::optional<PlanFormat> format, const Problem& problem,
                                const std::string& source) {
   LoadedPlan loaded;

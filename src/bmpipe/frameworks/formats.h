@@ -45,6 +45,10 @@ Result<PlanFormat> DetectPlanFormat(const std::string& text);
 Result<Plan> ReadLauncherPlan(const std::string& text, PlanFormat format, const Problem& problem,
                               const std::string& source, std::vector<std::string>* notes = nullptr);
 
+// The training setup a launcher's file states (--setup-from; framework.h's LauncherSetup): the
+// framework told from the content as for plans; an error naming the formats read for any other.
+Result<LauncherSetup> ReadLauncherSetup(const std::string& text, const std::string& source);
+
 struct LoadedPlan {
   PlanDocument document;
   PlanFormat format;

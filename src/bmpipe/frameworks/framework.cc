@@ -397,7 +397,7 @@ const std::vector<Framework>& Frameworks() {
   static const std::vector<Framework> kFrameworks = {
       {FrameworkId::kMegatron, "megatron",
        "pipeline layout and flags; the closest global recomputation setting and the per-layer list",
-       TargetKind::kMegatron, ExportMegatron, ReadMegatron, "", DetectMegatron, 4},
+       TargetKind::kMegatron, ExportMegatron, ReadMegatron, "", DetectMegatron, 4, ReadMegatronSetup},
       {FrameworkId::kMindFormers, "mindformers", "offset and recompute lists", TargetKind::kMindFormers,
        ExportMindFormers, ReadMindFormers, "", DetectMindFormers, 5},
       {FrameworkId::kDeepSpeed, "deepspeed", "parts and checkpointing", TargetKind::kDeepSpeed, ExportDeepSpeed,

@@ -33,6 +33,7 @@
 #include <string_view>
 #include <vector>
 
+#include "bmpipe/core/document.h"
 #include "bmpipe/core/error.h"
 #include "bmpipe/problem/plan.h"
 #include "bmpipe/problem/problem.h"
@@ -190,6 +191,17 @@ using ExportFn = Result<std::string> (*)(const Problem& problem, const Plan& pla
 // Errors name the flag or key, its value and the fix.
 using ReadFn = Result<Plan> (*)(const std::string& text, const Problem& problem, const std::string& source,
                                 std::vector<std::string>& notes);
+// The training setup a launcher's file states (--setup-from), as the keywords of bmpipe's options
+// (app/model.cc: tp, pp, vpp, recompute, precision, ...), and notes: what the framework's defaults
+// or the published-runs table's conventions supplied, and what was not read.
+struct LauncherSetup {
+  Json keywords = Json::object();
+  std::vector<std::string> notes;
+  // The model's shape as the file states it (flag, value: "--num-layers" 32, "--hidden-size",
+  // "--num-experts", "--moe-router-topk", "--moe-ffn-hidden-size"), for a check against --model.
+  std::vector<std::pair<std::string, std::int64_t>> model_shape;
+};
+using ReadSetupFn = Result<LauncherSetup> (*)(const std::string& text, const std::string& source);
 // Whether a file's text is this framework's configuration; an error when it looks like one but
 // cannot be (the message says what to give).
 using DetectFn = Result<bool> (*)(const PlanText& text);
@@ -204,6 +216,7 @@ struct Framework {
   std::string_view why_not_read;
   DetectFn detect;
   int detect_order;         // detectors run in increasing order; the first that says yes wins
+  ReadSetupFn read_setup = nullptr;  // null: --setup-from does not read its files yet
 };
 
 // Every framework, in the order --help lists their formats.

@@ -236,6 +236,24 @@ const std::vector<EfficiencyField>& EfficiencyFields() {
   return fields;
 }
 
+std::string DeviceFileText(const DeviceSpec& d) {
+  // "{}" writes the shortest text that reads back to the same double.
+  std::string out = fmt::format("name: \"{}\"\n", d.name);
+  if (d.approximate) out += "approximate: true\n";
+  out += fmt::format("peak_flops: {}\npeak_fp8_flops: {}\npeak_fp4_flops: {}\nmx_formats: {}\n", d.peak_flops,
+                     d.peak_fp8_flops, d.peak_fp4_flops, d.mx_formats);
+  out += fmt::format("memory_bytes: {}\nmemory_bandwidth_bytes_per_s: {}\ndevices_per_node: {}\n", d.memory_bytes,
+                     d.memory_bandwidth_bytes_per_s, d.devices_per_node);
+  out += fmt::format("intra_node_bandwidth_bytes_per_s: {}\nintra_node_latency_s: {}\n",
+                     d.intra_node_bandwidth_bytes_per_s, d.intra_node_latency_s);
+  out += fmt::format("inter_node_bandwidth_bytes_per_s: {}\ninter_node_latency_s: {}\n",
+                     d.inter_node_bandwidth_bytes_per_s, d.inter_node_latency_s);
+  out += fmt::format("host_bandwidth_bytes_per_s: {}\nhost_memory_bytes: {}\nefficiency:\n", d.host_bandwidth_bytes_per_s,
+                     d.host_memory_bytes);
+  for (const EfficiencyField& f : EfficiencyFields()) out += fmt::format("  {}: {}\n", f.name, d.efficiency.*f.member);
+  return out;
+}
+
 std::vector<std::string> DevicePresetNames() {
   std::vector<std::string> names;
   for (const DeviceSpec& d : Presets()) names.push_back(d.name);

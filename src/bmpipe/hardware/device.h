@@ -78,6 +78,10 @@ Result<DeviceSpec> DevicePreset(const std::string& name);
 // preset whose values the file's keys override; without it every figure is required.
 Result<DeviceSpec> LoadDeviceFile(const std::string& path);
 
+// The device as a complete device file (YAML, every figure, no `based_on`) that LoadDeviceFile
+// reads back to the same DeviceSpec.
+std::string DeviceFileText(const DeviceSpec& device);
+
 // A preset name, or else a path to a device file.
 Result<DeviceSpec> LoadDevice(const std::string& name_or_path);
 

@@ -68,6 +68,17 @@ struct MoeInfo {
   bool enabled() const { return experts > 0; }
 };
 
+// What an overlap switch of a launcher hides when it is on and no fraction is known: the convention
+// of data/published-runs.yaml (docs/fidelity.md), which launcher readers and profiles use too. The
+// data-parallel sync of the distributed optimizer is a gradient reduce-scatter and a parameter
+// all-gather: both overlapped hide all but the last bucket, about 0.9; the reduce-scatter alone
+// 0.45; the all-gather alone 0.5.
+inline constexpr double kDpOverlapSwitchedOn = 0.9;
+inline constexpr double kDpOverlapGradReduceOnly = 0.45;
+inline constexpr double kDpOverlapParamGatherOnly = 0.5;
+inline constexpr double kTpCommOverlapSwitchedOn = 0.8;  // userbuffers' TP overlap
+inline constexpr double kEpCommOverlapSwitchedOn = 0.8;  // --overlap-moe-expert-parallel-comm
+
 // The training run whose costs a problem describes, when it is known (the cost model states it; a
 // problem file may, under `training`): what an export needs beyond the plan to launch that run.
 struct TrainingInfo {
@@ -81,6 +92,7 @@ struct TrainingInfo {
   bool distributed_optimizer = false;  // optimizer state sharded over data parallel (ZeRO-1)
   bool flash_attention = false;
   bool overlap_grad_reduce = false;    // the data-parallel gradient reduce overlaps the backward
+  // (the export then also overlaps the distributed optimizer's parameter gather)
   // Written only when not the default (1, 1, 0 = tensor_parallel, 0 or 1, "bf16", false, "fp32",
   // false).
   int context_parallel = 1;

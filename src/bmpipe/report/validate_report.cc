@@ -304,7 +304,7 @@ std::string FittedValues(const DeviceCalibration& c, const Efficiencies& e) {
 std::string FormatCalibration(const RunTable& table, const DeviceCalibration& c) {
   std::string out = fmt::format("bmpipe calibrate: {} on {} run{} of {}\n", c.device.name, table.runs.size(),
                                 table.runs.size() == 1 ? "" : "s", table.source);
-  out += fmt::format("  fitted     {} (the preset: {})\n\n", FittedValues(c, c.device.efficiency), FittedValues(c, c.before));
+  out += fmt::format("  fitted     {} (before: {})\n\n", FittedValues(c, c.device.efficiency), FittedValues(c, c.before));
   out += fmt::format("{:<28} {:<12} {:>12} {:>22} {:>22}\n", "run", "quantity", "measured", "predicted before",
                      "predicted after");
   for (std::size_t i = 0; i < table.runs.size(); ++i) {
@@ -347,6 +347,12 @@ std::string CalibratedDeviceYaml(const RunTable& table, const DeviceCalibration&
   std::string out = fmt::format("# bmpipe calibrate: {} of {} fitted to the runs of {}\n",
                                 fmt::join(c.fit, " and "), c.device.name, table.source);
   out += "# Use it as --device FILE (docs/cost-model.md, \"Devices\").\n";
+  if (!DevicePreset(c.device.name).ok()) {
+    // The runs' device came from a device file: every figure, the fitted ones replaced.
+    DeviceSpec device = c.device;
+    if (device.name.find("(calibrated)") == std::string::npos) device.name += " (calibrated)";
+    return out + DeviceFileText(device);
+  }
   out += fmt::format("name: {} (calibrated)\nbased_on: {}\nefficiency:\n", c.device.name, c.device.name);
   for (const std::string& name : c.fit) out += fmt::format("  {}: {:.3f}\n", name, EfficiencyOf(c.device.efficiency, name));
   return out;

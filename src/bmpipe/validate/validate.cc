@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <map>
 #include <set>
 
@@ -49,12 +50,39 @@ constexpr std::size_t kMaxCalibrationRuns = 100;
 
 double Devices(const TrainingSetup& s) { return static_cast<double>(s.tp) * s.pp * s.cp * s.dp; }
 
-ModelSpec ReadModel(const JsonCursor& c, std::string& name) {
+// A path of the run table, relative to its directory; a failure without one (the table is no file).
+std::string TablePath(const JsonCursor& c, const std::string& path, const std::optional<std::string>& files_dir) {
+  if (!files_dir) {
+    c.Fail(fmt::format("'{}' is no preset, and this table is not a file, so paths are not read; give a preset name "
+                       "or an inline config, or load the table from a file",
+                       path));
+  }
+  const std::filesystem::path p(path);
+  return p.is_absolute() || files_dir->empty() ? path : (std::filesystem::path(*files_dir) / p).string();
+}
+
+// A name with a path separator or a file ending (.json, .yaml, .yml) names a file; any other a preset.
+bool LooksLikePath(const std::string& name) {
+  const std::string ext = std::filesystem::path(name).extension().string();
+  return name.find('/') != std::string::npos || ext == ".json" || ext == ".yaml" || ext == ".yml";
+}
+
+bool IsModelPreset(const std::string& name) {
+  const std::vector<std::string> presets = ModelPresetNames();
+  return std::find(presets.begin(), presets.end(), name) != presets.end();
+}
+
+ModelSpec ReadModel(const JsonCursor& c, std::string& name, const std::optional<std::string>& files_dir) {
   if (c.json().is_string()) {
     name = c.String();
-    Result<ModelSpec> preset = ModelPreset(name);
-    if (!preset.ok()) c.Fail(preset.error().message);
-    return preset.value();
+    if (IsModelPreset(name) || !LooksLikePath(name)) {
+      Result<ModelSpec> preset = ModelPreset(name);
+      if (!preset.ok()) c.Fail(preset.error().message);
+      return preset.value();
+    }
+    Result<ModelSpec> model = LoadModel(TablePath(c, name, files_dir));
+    if (!model.ok()) c.Fail(model.error().message);
+    return model.value();
   }
   Result<ModelSpec> model = ReadHuggingFaceConfig(c.json(), c.path());
   if (!model.ok()) c.FailAt(model.error().message);
@@ -144,7 +172,7 @@ std::vector<Measurement> ReadMeasured(const JsonCursor& m, const ModelSpec& mode
   return out;
 }
 
-PublishedRun ReadRun(const JsonCursor& c) {
+PublishedRun ReadRun(const JsonCursor& c, const std::optional<std::string>& files_dir) {
   std::vector<std::string> keys = {"id",      "source",    "states",         "assumes", "model",
                                    "device",  "recompute", "offload_layers", "framework", "measured"};
   keys.insert(keys.end(), SetupFieldKeys().begin(), SetupFieldKeys().end());
@@ -155,11 +183,17 @@ PublishedRun ReadRun(const JsonCursor& c) {
   run.states = c.Required("states", "what the source says about the configuration").String();
   if (auto a = c.Optional("assumes")) run.assumes = a->String();
   if (auto f = c.Optional("framework")) run.framework = f->String();
-  const JsonCursor model = c.Required("model", "a model preset or an inline Hugging Face config");
-  run.model = ReadModel(model, run.model_name);
+  const JsonCursor model =
+      c.Required("model", "a model preset, the path of a Hugging Face config.json, or an inline config");
+  run.model = ReadModel(model, run.model_name, files_dir);
   run.model_json = model.json();
-  const JsonCursor device = c.Required("device", "a device preset");
-  Result<DeviceSpec> preset = DevicePreset(device.String());
+  const JsonCursor device = c.Required("device", "a device preset or the path of a device file");
+  const std::string device_name = device.String();
+  const std::vector<std::string> devices = DevicePresetNames();
+  const bool device_preset =
+      std::find(devices.begin(), devices.end(), device_name) != devices.end() || !LooksLikePath(device_name);
+  Result<DeviceSpec> preset =
+      device_preset ? DevicePreset(device_name) : LoadDeviceFile(TablePath(device, device_name, files_dir));
   if (!preset.ok()) device.Fail(preset.error().message);
   run.device = preset.value();
   TrainingSetup& s = run.setup;
@@ -235,7 +269,7 @@ Calibration ReadCalibration(const JsonCursor& c, const std::set<std::string>& id
   return cal;
 }
 
-RunTable ReadTable(const Json& doc, const std::string& source) {
+RunTable ReadTable(const Json& doc, const std::string& source, const std::optional<std::string>& files_dir) {
   const JsonCursor root(doc, "");
   root.ExpectKeys({"calibration", "runs"});
   RunTable table;
@@ -246,7 +280,7 @@ RunTable ReadTable(const Json& doc, const std::string& source) {
     root.Required("runs", "").FailAt(fmt::format("{} runs; a table holds at most {}", runs.size(), kMaxRuns));
   }
   for (const JsonCursor& r : runs) {
-    PublishedRun run = ReadRun(r);
+    PublishedRun run = ReadRun(r, files_dir);
     if (!ids.insert(run.id).second) r.Required("id", "").Fail("two runs have this id");
     table.runs.push_back(std::move(run));
   }
@@ -500,14 +534,15 @@ std::string QuantityName(Quantity q) {
 
 bool IsTime(Quantity q) { return q != Quantity::kPeakMemory && q != Quantity::kReservedMemory; }
 
-Result<RunTable> ReadRunTable(const Json& doc, const std::string& source) {
-  return ReadDocument<RunTable>(source, [&] { return ReadTable(doc, source); });
+Result<RunTable> ReadRunTable(const Json& doc, const std::string& source, const std::optional<std::string>& files_dir) {
+  return ReadDocument<RunTable>(source, [&] { return ReadTable(doc, source, files_dir); });
 }
 
 Result<RunTable> LoadRunTable(const std::string& path) {
   Result<Json> doc = path.empty() ? ParseDocument(BundledRunTableText(), "published-runs.yaml") : LoadDocument(path);
   if (!doc.ok()) return doc.error();
-  return ReadRunTable(doc.value(), path.empty() ? "data/published-runs.yaml (built in)" : path);
+  if (path.empty()) return ReadRunTable(doc.value(), "data/published-runs.yaml (built in)");
+  return ReadRunTable(doc.value(), path, std::filesystem::path(path).parent_path().string());
 }
 
 Result<Validation> Validate(const RunTable& table) {
@@ -615,7 +650,7 @@ Result<DeviceCalibration> CalibrateDevice(const RunTable& table, const std::vect
   }
   DeviceCalibration cal;
   cal.fit = fit;
-  cal.device = DevicePreset(name).value();
+  cal.device = table.runs.front().device;  // a preset, or the runs' device file
   cal.before = cal.device.efficiency;
   std::vector<const PublishedRun*> runs;
   for (const PublishedRun& run : table.runs) {

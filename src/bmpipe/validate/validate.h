@@ -14,6 +14,7 @@
 // reserve.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -82,7 +83,12 @@ struct RunTable {
 
 // The bundled table (data/published-runs.yaml).
 const std::string& BundledRunTableText();
-Result<RunTable> ReadRunTable(const Json& doc, const std::string& source);
+// A run's `model` is a preset name, an inline Hugging Face config, or the path of a config.json
+// (or checkpoint directory); its `device` a preset name or the path of a device file. Paths are
+// read relative to `files_dir` when one is given (LoadRunTable gives the table's own directory),
+// and refused without one (a table that is not a file: the bundled one, a fuzzer's input).
+Result<RunTable> ReadRunTable(const Json& doc, const std::string& source,
+                              const std::optional<std::string>& files_dir = std::nullopt);
 Result<RunTable> LoadRunTable(const std::string& path);  // empty path: the bundled table
 
 struct RunOutcome {
@@ -161,14 +167,14 @@ Result<Validation> Validate(const RunTable& table);
 
 // `bmpipe calibrate`: a device preset's efficiencies fitted to a user's own measured runs.
 struct DeviceCalibration {
-  DeviceSpec device;        // the preset with the fitted efficiencies
-  Efficiencies before;      // the preset's own
+  DeviceSpec device;        // the runs' device (a preset or a device file) with the fitted efficiencies
+  Efficiencies before;      // the device's own
   std::vector<std::string> fit;
   std::vector<RunOutcome> before_outcomes, after_outcomes;  // every run of the table, in order
 };
 
-// Fits `fit` (one or two efficiency names, a joint grid search as Validate's) of the device preset
-// that every run of `table` is on, starting from the preset's efficiencies, to the runs'
+// Fits `fit` (one or two efficiency names, a joint grid search as Validate's) of the device (preset
+// or device file) that every run of `table` is on, starting from its efficiencies, to the runs'
 // measurements (the table's calibration entries are not used). Fails when the runs are on
 // several devices or a name is unknown.
 Result<DeviceCalibration> CalibrateDevice(const RunTable& table, const std::vector<std::string>& fit);

@@ -30,7 +30,7 @@ std::string MoeLayerFreq(const MoeInfo& moe, int layers) {
 }
 
 // The launch flags of the problem's training run, or comments naming what to fill in.
-Result<std::string> MegatronRunFlags(const Problem& problem, int layers) {
+Result<std::string> MegatronRunFlags(const Problem& problem, int layers, TargetKind spec) {
   const Pipeline& p = problem.pipeline;
   if (!problem.training) {
     return fmt::format("# the problem states no training run (its `training` section): add --tensor-model-parallel-size, "
@@ -74,7 +74,14 @@ Result<std::string> MegatronRunFlags(const Problem& problem, int layers) {
     if (t.offload_optimizer) out += "--optimizer-cpu-offload\n";
   }
   if (t.tp_comm_overlap) out += "--tp-comm-overlap\n";
-  if (t.flash_attention) out += "--attention-backend flash\n";
+  // Without flash attention: Transformer Engine's unfused kernel, which keeps the s x s scores as
+  // the plan costs them (the default backend, auto, would pick a fused one); the local spec's core
+  // attention is unfused already.
+  if (t.flash_attention) {
+    out += "--attention-backend flash\n";
+  } else if (spec == TargetKind::kMegatron) {
+    out += "--attention-backend unfused\n";
+  }
   if (t.moe.enabled()) {
     const MoeInfo& m = t.moe;
     for (int l : m.dense_layers) {
@@ -113,7 +120,7 @@ Result<std::string> ExportMegatron(const Problem& problem, const Plan& plan, Tar
   const Target& target = TargetOf(spec);
   std::string out = Header(problem, plan, "#");
   out += fmt::format("# for {}\n", target.framework);
-  Result<std::string> run = MegatronRunFlags(problem, shape.body());
+  Result<std::string> run = MegatronRunFlags(problem, shape.body(), spec);
   if (!run.ok()) return run.error();
   out += run.value();
   out += fmt::format("--transformer-impl {}\n", spec == TargetKind::kMegatronLocal ? "local" : "transformer_engine");

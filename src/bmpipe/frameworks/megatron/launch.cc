@@ -106,7 +106,7 @@ std::optional<GlobalRecompute> ParseGlobalRecompute(const std::string& name) {
   return std::nullopt;
 }
 
-Result<MegatronLaunch> MegatronDefaultPlan(const Problem& problem, GlobalRecompute recompute) {
+Result<MegatronLaunch> MegatronDefaultPlan(const Problem& problem, GlobalRecompute recompute, int block_layers) {
   const Pipeline& pipeline = problem.pipeline;
   const ModelShape shape = ShapeOf(problem);
   std::optional<Plan> best;
@@ -155,8 +155,11 @@ Result<MegatronLaunch> MegatronDefaultPlan(const Problem& problem, GlobalRecompu
       flags += ", --recompute-granularity selective";
       break;
     case GlobalRecompute::kFull:
-      best = WithRecompute(problem, shape, *best, problem.num_layers(), FullOption);
-      flags += ", --recompute-granularity full --recompute-method uniform --recompute-num-layers 1";
+      best = WithRecompute(problem, shape, *best, block_layers > 0 ? block_layers : problem.num_layers(), FullOption);
+      flags += block_layers > 0
+                   ? fmt::format(", --recompute-granularity full --recompute-method block --recompute-num-layers {}",
+                                 block_layers)
+                   : ", --recompute-granularity full --recompute-method uniform --recompute-num-layers 1";
       break;
   }
   return MegatronLaunch{*best, flags};

@@ -39,6 +39,14 @@ Result<std::string> ExportMegatron(const Problem& problem, const Plan& plan, Tar
 // plan (--hidden-size, --lr, the launcher's own...) are not read; the notes list them.
 Result<Plan> ReadMegatron(const std::string& text, const Problem& problem, const std::string& source,
                           std::vector<std::string>& notes);
+// The training setup a Megatron-LM argument file (or command line) states: parallel sizes, virtual
+// stages, batch, sequence parallelism, attention backend, ZeRO, recomputation, precision and FP8
+// weights, state dtypes, overlap switches, optimizer offload, and the MoE dispatcher, routing,
+// capacity, overlap and CUDA graphs; a flag left out at Megatron's default (bf16 gradients only with
+// --grad-reduce-in-bf16 or the precision-aware optimizer's --main-grads-dtype bf16, the attention
+// backend auto). Contradictions and what bmpipe does not cost are errors naming the flag and the fix.
+Result<LauncherSetup> ReadMegatronSetup(const std::string& text, const std::string& source);
+
 // Lines of flags ("--num-layers 32"), or a command line with --pipeline-model-parallel-size or
 // --num-layers.
 Result<bool> DetectMegatron(const PlanText& text);
@@ -51,13 +59,15 @@ std::string MegatronLayout(const Problem& problem, const Plan& plan);
 // the decoder layers split by the first rule that divides them (equal layers per stage; else the
 // embedding counted as a layer, then the loss, then both; else, without
 // interleaving, uneven first and last stages with the fewest layers on the fullest stage), and the
-// global recomputation setting on every decoder layer. `flags` names the Megatron flags.
+// global recomputation setting on every decoder layer. `flags` names the Megatron flags. Full
+// recomputation is method uniform with --recompute-num-layers 1 (every layer keeps its input), or
+// with `block_layers` > 0 method block: the first `block_layers` decoder layers of every chunk.
 enum class GlobalRecompute { kNone, kSelective, kFull };
 struct MegatronLaunch {
   Plan plan;
   std::string flags;
 };
-Result<MegatronLaunch> MegatronDefaultPlan(const Problem& problem, GlobalRecompute recompute);
+Result<MegatronLaunch> MegatronDefaultPlan(const Problem& problem, GlobalRecompute recompute, int block_layers = 0);
 // "none", "selective" or "full"; nullopt for anything else.
 std::optional<GlobalRecompute> ParseGlobalRecompute(const std::string& name);
 

@@ -9,12 +9,12 @@
 
 #include "bmpipe/core/json_cursor.h"
 #include "bmpipe/frameworks/launcher_args.h"
+#include "bmpipe/frameworks/megatron/args.h"
 #include "bmpipe/frameworks/megatron/megatron.h"
 #include "bmpipe/frameworks/stages.h"
 #include "bmpipe/problem/layer_roles.h"
 
 namespace bmpipe {
-namespace {
 
 const std::map<std::string, Arity>& MegatronFlags() {
   static const std::map<std::string, Arity> flags = {
@@ -75,6 +75,8 @@ const std::map<std::string, Arity>& MegatronFlags() {
   };
   return flags;
 }
+
+namespace {
 
 // Megatron-LM's --moe-layer-freq (moe_freq_type): N, one MoE layer in every N (layer i is MoE
 // when i mod N == 0), or a Python list expression of 1 (MoE) and 0 (dense) per decoder layer made
@@ -309,7 +311,8 @@ std::vector<StageSpec> MegatronSplitStages(const Flags& flags, int layers, const
   return specs;
 }
 
-// The virtual stages the flags give (1 when none), as Megatron derives them.
+}  // namespace
+
 int MegatronChunks(const Flags& flags, int layers, int ranks) {
   const Flag* layout = flags.Get("--pipeline-model-parallel-layout");
   const Flag* per_rank = flags.Get("--num-virtual-stages-per-pipeline-rank");
@@ -345,6 +348,8 @@ int MegatronChunks(const Flags& flags, int layers, int ranks) {
   }
   return 1;
 }
+
+namespace {
 
 void MegatronRecompute(const Flags& flags, const Problem& problem, Plan& plan) {
   const ModelShape shape = ShapeOf(problem);

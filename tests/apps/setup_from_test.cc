@@ -1,0 +1,139 @@
+// The user's own run as they launch it: --setup-from a launcher's file, every setting listed with
+// where it came from, Megatron's recomputation as Megatron says it, and calibration on the user's
+// own model and device files.
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "test_support.h"
+
+namespace bmpipe {
+namespace {
+
+using testing::CommandResult;
+using testing::RunBmpipe;
+
+std::string Line(const std::string& out, const std::string& start) {
+  const std::size_t at = out.find(start);
+  if (at == std::string::npos) return "";
+  return out.substr(at, out.find('\n', at) - at);
+}
+
+// Every Megatron export bmpipe wrote, read back as the setup and the plan, simulates to the time
+// the export's header states: what is written is what was planned.
+TEST(SetupFrom, GoldenMegatronExportsReproduceTheirProblems) {
+  const std::regex header(R"(# bmpipe plan for (\S+) on ([^:]+): .* dp (\d+) .*simulated iteration ([0-9.]+ m?s))");
+  int checked = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(testing::SourcePath("tests/golden/exports"))) {
+    const std::filesystem::path args = entry.path() / "megatron.args";
+    if (!std::filesystem::exists(args)) continue;
+    const std::string text = testing::ReadFile(args.string());
+    std::smatch m;
+    const std::string first = text.substr(0, text.find('\n'));
+    ASSERT_TRUE(std::regex_search(first, m, header)) << args;
+    const std::string file = "tests/golden/exports/" + entry.path().filename().string() + "/megatron.args";
+    const CommandResult r = RunBmpipe("simulate --model " + m[1].str() + " --device " + m[2].str() + " --dp " +
+                                      m[3].str() + " --setup-from " + file + " --plan " + file);
+    ASSERT_EQ(r.exit_code, 0) << file << ": " << r.err;
+    EXPECT_EQ(Line(r.out, "Iteration time"), "Iteration time   " + m[4].str()) << file;
+    ++checked;
+  }
+  EXPECT_GE(checked, 17);
+}
+
+TEST(SetupFrom, CommandLineWinsAndEverySettingSaysWhereItCameFrom) {
+  const std::string file = "tests/golden/exports/llama3-70b-fp8-megatron/megatron.args";
+  const CommandResult r =
+      RunBmpipe("simulate --model llama3-70b --device h100-80gb --dp 8 --setup-from " + file + " --tp 4 --pp 8");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("given here instead: tp (the file: 8)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("given: tp 4, pp 8, dp 8"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("from " + file + ": mbs 1, gbs 256, seq 8192, sequence_parallel true, flash_attention true"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("precision fp8"), std::string::npos);
+  EXPECT_NE(r.out.find("tp_comm_overlap 0.8"), std::string::npos);  // the switch at the table's fraction
+  // Without a file, the defaults are listed as such.
+  const CommandResult plain = RunBmpipe("simulate --model llama3-8b --device h100-80gb --gbs 8 --seq 4096");
+  ASSERT_EQ(plain.exit_code, 0) << plain.err;
+  EXPECT_NE(plain.out.find("given: gbs 8, seq 4096"), std::string::npos) << plain.out;
+  EXPECT_NE(plain.out.find("bmpipe's defaults: tp 1, pp 1, dp 1"), std::string::npos) << plain.out;
+  EXPECT_NE(plain.out.find("flash_attention false"), std::string::npos) << plain.out;
+}
+
+TEST(SetupFrom, WhatTheFileCannotSayIsAnError) {
+  const std::string file = "tests/data/launchers/megatron-lm-llama3-8b-h100-fp8.args";
+  CommandResult r = RunBmpipe("simulate --model llama3-8b --device h100-80gb --setup-from " + file);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("give --dp N or --devices N"), std::string::npos) << r.err;
+  r = RunBmpipe("simulate --model llama3-8b --device h100-80gb --devices 8 --setup-from " + file);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("dp 8"), std::string::npos);
+  r = RunBmpipe("simulate --model llama3-70b --device h100-80gb --dp 8 --setup-from " + file);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("states --num-layers 32, but --model llama3-70b has 80"), std::string::npos) << r.err;
+  r = RunBmpipe("simulate --model llama3-8b --device h100-80gb --dp 8 --setup-from examples/tiny/problem.json");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("read from megatron launcher files"), std::string::npos) << r.err;
+  r = RunBmpipe("simulate --model llama3-8b --device h100-80gb --dp 8");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--model needs --gbs"), std::string::npos) << r.err;
+}
+
+// The reproducer of issue 39: DeepSeek-V3's recipes recompute mla_up_proj, one global setting.
+TEST(SetupFrom, SimulateTakesMegatronsRecomputeModulesAndBlockMethod) {
+  CommandResult r = RunBmpipe(
+      "simulate --model deepseek-v3 --device h100-80gb --tp 2 --pp 16 --dp 32 --ep 64 --etp 1 --gbs 4096 --seq 4096 "
+      "--flash-attn --sequence-parallel --distributed-optimizer --recompute mla_up_proj");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("every decoder layer recomputes mla_up_proj"), std::string::npos) << r.out;
+  r = RunBmpipe("simulate --model llama3-8b --device h100-80gb --pp 4 --gbs 8 --seq 4096 --recompute norm+mlp_act");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  // Block: the first 2 decoder layers of each stage full, the others none.
+  r = RunBmpipe("simulate --model llama3-8b --device h100-80gb --pp 4 --gbs 8 --seq 4096 --recompute full "
+                "--recompute-num-layers 2");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("--recompute-method block --recompute-num-layers 2"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("full x2, none x6"), std::string::npos) << r.out;
+  r = RunBmpipe("simulate --model llama3-8b --device h100-80gb --pp 4 --gbs 8 --seq 4096 --recompute-num-layers 2");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("needs --recompute full"), std::string::npos) << r.err;
+}
+
+// calibrate on the user's own model (a config path, relative to the table) and device file, and
+// the device file it writes read back by simulate.
+TEST(SetupFrom, CalibrateReadsAConfigPathAndADeviceFile) {
+  const std::string dir = testing::MakeTempDir();
+  std::filesystem::create_directories(dir + "/models");
+  std::filesystem::copy_file(testing::SourcePath("tests/data/hf/llama3-8b.json"), dir + "/models/mine.json");
+  std::ofstream(dir + "/my-device.yaml") << "name: my-h100\nbased_on: h100-80gb\nefficiency:\n  gemm: 0.6\n";
+  std::ofstream(dir + "/runs.yaml") << "runs:\n"
+                                       "  - id: mine\n"
+                                       "    source: my cluster\n"
+                                       "    states: llama3 8b, tp 1 pp 2 dp 4\n"
+                                       "    model: models/mine.json\n"
+                                       "    device: my-device.yaml\n"
+                                       "    tp: 1\n    pp: 2\n    dp: 4\n    mbs: 1\n    gbs: 64\n    seq: 8192\n"
+                                       "    recompute: full\n    flash_attention: true\n"
+                                       "    measured: {iteration_time_s: 9.5}\n";
+  CommandResult r = RunBmpipe("calibrate --runs runs.yaml --fit gemm --device-out fitted.yaml", dir);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("my-h100"), std::string::npos) << r.out;
+  r = RunBmpipe("simulate --model models/mine.json --device fitted.yaml --pp 2 --dp 4 --gbs 64 --seq 8192 "
+                "--flash-attn --recompute full",
+                dir);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("my-h100 (calibrated)"), std::string::npos) << r.out;
+  // The fit reproduces the measurement with the written file.
+  const std::string time = Line(r.out, "Iteration time");
+  ASSERT_FALSE(time.empty());
+  const double seconds = std::stod(time.substr(std::string("Iteration time").size()));
+  EXPECT_NEAR(seconds, 9.5, 9.5 * 0.02);
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace bmpipe

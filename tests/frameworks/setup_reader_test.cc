@@ -1,0 +1,147 @@
+// The training setup read from a launcher's file (--setup-from): real launches read as a hand-written
+// expectation says, Megatron's defaults for what a file leaves out, and contradictions refused.
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "bmpipe/core/document.h"
+#include "bmpipe/frameworks/formats.h"
+#include "test_support.h"
+
+namespace bmpipe {
+namespace {
+
+LauncherSetup Read(const std::string& text) {
+  Result<LauncherSetup> r = ReadLauncherSetup(text, "test.args");
+  EXPECT_TRUE(r.ok()) << r.error().message;
+  return r.ok() ? r.value() : LauncherSetup{};
+}
+
+std::string ReadError(const std::string& text) {
+  Result<LauncherSetup> r = ReadLauncherSetup(text, "test.args");
+  EXPECT_FALSE(r.ok());
+  return r.ok() ? "" : r.error().message;
+}
+
+std::string Source(const std::string& path) { return LoadText(testing::SourcePath(path)).value(); }
+
+bool NotesMention(const LauncherSetup& s, const std::string& text) {
+  for (const std::string& n : s.notes) {
+    if (n.find(text) != std::string::npos) return true;
+  }
+  return false;
+}
+
+// Megatron-LM's own Llama 3 8B FP8 example (tests/data/launchers names the commit).
+TEST(SetupReader, MegatronLlama3FP8ExampleReadsAsItsScriptSays) {
+  const LauncherSetup s = Read(Source("tests/data/launchers/megatron-lm-llama3-8b-h100-fp8.args"));
+  const Json want = Json::parse(R"({
+    "tp": 1, "cp": 1, "mbs": 1, "gbs": 128, "seq": 8192,
+    "sequence_parallel": false, "flash_attention": true, "distributed_optimizer": true,
+    "recompute": ["none"], "precision": "fp8", "fp8_params": true, "no_fp8_transpose_cache": false,
+    "grad_dtype": "bf16", "optimizer_dtype": "fp32", "dp_overlap": 0.9, "tp_comm_overlap": 0.0})");
+  EXPECT_EQ(s.keywords, want) << s.keywords.dump();
+  EXPECT_TRUE(NotesMention(s, "--sequence-parallel with tensor-parallel size 1"));
+  EXPECT_TRUE(NotesMention(s, "--fp8-recipe delayed"));  // Megatron's default recipe, said
+  EXPECT_TRUE(NotesMention(s, "--empty-unused-memory-level"));  // not read, and listed
+  const std::vector<std::pair<std::string, std::int64_t>> shape = {{"--num-layers", 32}, {"--hidden-size", 4096}};
+  EXPECT_EQ(s.model_shape, shape);
+}
+
+// Megatron-LM's DeepSeek-V2-Lite example: MoE on the local layer spec, unfused attention.
+TEST(SetupReader, MegatronDeepSeekLiteExampleReadsAsItsScriptSays) {
+  const LauncherSetup s = Read(Source("tests/data/launchers/megatron-lm-deepseek2-lite-h100.args"));
+  const Json want = Json::parse(R"({
+    "tp": 8, "pp": 1, "cp": 1, "mbs": 1, "gbs": 64, "seq": 1024,
+    "sequence_parallel": true, "flash_attention": false, "distributed_optimizer": true,
+    "recompute": ["none"], "precision": "bf16", "fp8_params": false, "no_fp8_transpose_cache": false,
+    "grad_dtype": "bf16", "optimizer_dtype": "fp32", "dp_overlap": 0.9, "tp_comm_overlap": 0.0,
+    "moe_dispatcher": "alltoall", "moe_routing": "natural", "moe_capacity_factor": 0.0,
+    "ep_comm_overlap": 0.0, "moe_cuda_graphs": false})");
+  EXPECT_EQ(s.keywords, want) << s.keywords.dump();
+  EXPECT_TRUE(NotesMention(s, "the local layer spec's unfused core attention"));
+}
+
+TEST(SetupReader, RecomputationAsMegatronSaysIt) {
+  EXPECT_EQ(Read("--recompute-granularity selective\n").keywords["recompute"], Json::parse(R"(["selective"])"));
+  EXPECT_EQ(Read("--recompute-granularity selective --recompute-modules mla_up_proj moe_act layernorm\n")
+                .keywords["recompute"],
+            Json::parse(R"(["mla_up_proj+mlp_act+norm"])"));
+  EXPECT_EQ(Read("--recompute-activations\n").keywords["recompute"], Json::parse(R"(["selective"])"));
+  EXPECT_EQ(Read("--recompute-granularity full --recompute-method uniform --recompute-num-layers 1\n")
+                .keywords["recompute"],
+            Json::parse(R"(["full"])"));
+  const LauncherSetup block = Read("--recompute-granularity full --recompute-method block --recompute-num-layers 3\n");
+  EXPECT_EQ(block.keywords["recompute"], Json::parse(R"(["none", "full"])"));
+  EXPECT_EQ(block.keywords["recompute_num_layers"], 3);
+  EXPECT_NE(ReadError("--recompute-granularity full --recompute-method uniform --recompute-num-layers 2\n")
+                .find("groups of 2 decoder layers"),
+            std::string::npos);
+  EXPECT_NE(ReadError("--recompute-granularity selective --recompute-modules shared_experts\n").find("shared_experts"),
+            std::string::npos);
+  EXPECT_NE(ReadError("--recompute-num-layers 2\n").find("without --recompute-granularity"), std::string::npos);
+}
+
+TEST(SetupReader, PrecisionAndDtypesFollowTheFlags) {
+  EXPECT_EQ(Read("--bf16 --fp8-format hybrid --fp8-recipe mxfp8\n").keywords["precision"], "mxfp8");
+  EXPECT_EQ(Read("--bf16 --fp8-format e4m3 --fp8-recipe tensorwise\n").keywords["precision"], "fp8");
+  EXPECT_EQ(Read("--bf16 --fp4-format e2m1 --fp4-recipe nvfp4\n").keywords["precision"], "nvfp4");
+  // bf16 training reduces its gradients in fp32 unless told otherwise (Megatron's --bf16 default).
+  EXPECT_EQ(Read("--bf16\n").keywords["grad_dtype"], "fp32");
+  EXPECT_EQ(Read("--bf16 --use-precision-aware-optimizer --main-grads-dtype bf16\n").keywords["grad_dtype"], "bf16");
+  EXPECT_EQ(Read("--bf16 --use-precision-aware-optimizer --exp-avg-dtype bf16 --exp-avg-sq-dtype bf16\n")
+                .keywords["optimizer_dtype"],
+            "bf16");
+  EXPECT_NE(ReadError("--fp8-format hybrid --fp4-format e2m1\n").find("Megatron refuses both"), std::string::npos);
+  EXPECT_NE(ReadError("--grad-reduce-in-bf16 --accumulate-allreduce-grads-in-fp32\n").find("contradict"),
+            std::string::npos);
+  EXPECT_NE(ReadError("--main-grads-dtype bf16\n").find("--use-precision-aware-optimizer"), std::string::npos);
+  EXPECT_NE(ReadError("--exp-avg-dtype bf16 --use-precision-aware-optimizer\n").find("one dtype"), std::string::npos);
+}
+
+TEST(SetupReader, OverlapSwitchesTakeTheTablesFractions) {
+  EXPECT_EQ(Read("--use-distributed-optimizer --overlap-grad-reduce --overlap-param-gather\n").keywords["dp_overlap"],
+            0.9);
+  EXPECT_EQ(Read("--use-distributed-optimizer --overlap-grad-reduce\n").keywords["dp_overlap"], 0.45);
+  EXPECT_EQ(Read("--use-distributed-optimizer --overlap-param-gather\n").keywords["dp_overlap"], 0.5);
+  EXPECT_EQ(Read("--overlap-grad-reduce\n").keywords["dp_overlap"], 0.9);
+  EXPECT_EQ(Read("--tp-comm-overlap --tensor-model-parallel-size 2 --sequence-parallel\n").keywords["tp_comm_overlap"],
+            0.8);
+  EXPECT_NE(ReadError("--overlap-param-gather\n").find("--use-distributed-optimizer"), std::string::npos);
+}
+
+TEST(SetupReader, MoeSettingsAndRefusals) {
+  const LauncherSetup s = Read(
+      "--num-experts 8 --moe-token-dispatcher-type flex --moe-router-force-load-balancing "
+      "--overlap-moe-expert-parallel-comm --cuda-graph-impl transformer_engine --cuda-graph-scope moe_router "
+      "moe_preprocess --expert-model-parallel-size 8 --moe-expert-capacity-factor 1.25\n");
+  EXPECT_EQ(s.keywords["moe_dispatcher"], "flex");
+  EXPECT_EQ(s.keywords["moe_routing"], "balanced");
+  EXPECT_EQ(s.keywords["ep_comm_overlap"], 0.8);
+  EXPECT_EQ(s.keywords["moe_cuda_graphs"], true);
+  EXPECT_EQ(s.keywords["moe_capacity_factor"], 1.25);
+  EXPECT_EQ(s.keywords["ep"], 8);
+  EXPECT_NE(ReadError("--num-experts 8\n").find("allgather"), std::string::npos);
+  EXPECT_NE(ReadError("--cuda-graph-impl local\n").find("--cuda-graph-scope"), std::string::npos);
+  // A dense launch states no MoE settings: the defaults stay (and say so).
+  EXPECT_FALSE(Read("--tensor-model-parallel-size 2\n").keywords.contains("moe_routing"));
+}
+
+TEST(SetupReader, VirtualStagesFromTheLayoutOrTheCounts) {
+  EXPECT_EQ(Read("--pipeline-model-parallel-size 4 --pipeline-model-parallel-layout \"Et*4|t*4|t*4|t*4|t*4|t*4|t*4|t*4L\"\n")
+                .keywords["vpp"],
+            2);
+  EXPECT_EQ(Read("--pipeline-model-parallel-size 4 --num-layers 32 --num-layers-per-virtual-pipeline-stage 2\n")
+                .keywords["vpp"],
+            4);
+  EXPECT_NE(ReadError("--pipeline-model-parallel-size 4 --num-layers-per-virtual-pipeline-stage 2\n").find("--num-layers"),
+            std::string::npos);
+}
+
+TEST(SetupReader, OnlyLauncherFilesWhoseSetupIsRead) {
+  const std::string message = ReadError("stages: []\n");
+  EXPECT_NE(message.find("read from megatron launcher files"), std::string::npos) << message;
+}
+
+}  // namespace
+}  // namespace bmpipe
