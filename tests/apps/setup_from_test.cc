@@ -103,6 +103,29 @@ TEST(SetupFrom, SimulateTakesMegatronsRecomputeModulesAndBlockMethod) {
   EXPECT_NE(r.err.find("needs --recompute full"), std::string::npos) << r.err;
 }
 
+// The search's launch line is the export's flags, one source for both.
+TEST(SetupFrom, SearchLaunchLineIsTheExport) {
+  const CommandResult r =
+      RunBmpipe("search --model llama3-8b --device h100-80gb --devices 8 --gbs 64 --seq 4096 --flash-attn");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string launch = Line(r.out, "  launch     ");
+  const std::size_t exported = r.out.find("# bmpipe plan for");
+  ASSERT_FALSE(launch.empty());
+  ASSERT_NE(exported, std::string::npos);
+  std::string flags;
+  std::size_t at = exported;
+  while (at < r.out.size()) {
+    const std::size_t end = r.out.find('\n', at);
+    const std::string line = r.out.substr(at, end - at);
+    if (!line.empty() && line[0] != '#') flags += (flags.empty() ? "" : " ") + line;
+    if (end == std::string::npos) break;
+    at = end + 1;
+  }
+  EXPECT_EQ(launch.substr(std::string("  launch     ").size(), flags.size()), flags);
+  EXPECT_NE(flags.find("--pipeline-model-parallel-layout"), std::string::npos);
+  EXPECT_NE(flags.find("--attention-backend flash"), std::string::npos);
+}
+
 // calibrate on the user's own model (a config path, relative to the table) and device file, and
 // the device file it writes read back by simulate.
 TEST(SetupFrom, CalibrateReadsAConfigPathAndADeviceFile) {

@@ -258,6 +258,10 @@ def test_megatron_args(case):
     if "flash_attention" in tr:
         flash = bool(args.get("use_flash_attn")) or str(args.get("attention_backend", "")).endswith("flash")
         assert flash == bool(tr["flash_attention"]), "--use-flash-attn / --attention-backend flash"
+        if not tr["flash_attention"] and args.get("transformer_impl") == "transformer_engine":
+            # Megatron's default backend (auto) would pick a fused kernel: the s x s scores the plan
+            # costs are Transformer Engine's unfused attention.
+            assert str(args.get("attention_backend", "")).endswith("unfused"), "--attention-backend unfused"
     # Megatron-LM: num_microbatches = global_batch_size / (micro_batch_size * data_parallel_size)
     assert gbs % (mbs * M) == 0, f"global batch {gbs} is not micro {mbs} x {M} micro-batches x dp"
     dp = gbs // (mbs * M)
@@ -349,7 +353,9 @@ def _check_setup(args, cfg, tr, layers):
     etp = tr.get("expert_tensor_parallel", 0) or cfg.tensor_model_parallel_size
     assert (cfg.expert_tensor_parallel_size or cfg.tensor_model_parallel_size) == etp, "--expert-tensor-parallel-size"
     # FP8 with a scale per tensor: hybrid E4M3/E5M2, delayed scaling; MXFP8: E4M3, a scale per 32 elements.
-    want_fp8 = {"fp8": ("hybrid", "delayed"), "mxfp8": ("e4m3", "mxfp8")}.get(tr.get("precision", "bf16"))
+    # FP8 with a scale per tensor by the problem's recipe (tensorwise when it states none).
+    want_fp8 = {"fp8": ("hybrid", tr.get("fp8_recipe", "tensorwise")),
+                "mxfp8": ("e4m3", "mxfp8")}.get(tr.get("precision", "bf16"))
     assert (cfg.fp8 is None) == (want_fp8 is None), "--fp8-format given exactly for FP8 precisions"
     assert want_fp8 is None or (cfg.fp8, str(getattr(cfg.fp8_recipe, "value", cfg.fp8_recipe))) == want_fp8, \
         f"--fp8-format / --fp8-recipe {want_fp8}"

@@ -473,6 +473,12 @@ std::vector<SetupCase> SetupCases() {
         {TargetKind::kDeepSpeed, ds + "training.context_parallel = 2: DeepSpeed's pipeline engine splits no sequence "
                                       "(its Ulysses sequence parallelism is not part of PipelineModule); use --cp 1"}}},
       {"fp8", "llama3-8b", "h100-80gb", [](TrainingSetup& s) { s.precision = Precision::kFp8; }, fp8_refused},
+      {"fp8-delayed", "llama3-8b", "h100-80gb",
+       [](TrainingSetup& s) {
+         s.precision = Precision::kFp8;
+         s.fp8_recipe = "delayed";
+       },
+       fp8_refused},
       {"mxfp8", "llama3-8b", "b200-180gb", [](TrainingSetup& s) { s.precision = Precision::kMxFp8; }, mxfp8_refused},
       {"nvfp4", "llama3-8b", "gb200", [](TrainingSetup& s) { s.precision = Precision::kNvFp4; }, nvfp4_refused},
       {"nvfp4-weights", "llama3-8b", "b300-288gb",
@@ -628,9 +634,11 @@ TEST(LauncherPlan, SetupFlagsAreWritten) {
       "--cuda-graph-scope moe_router moe_preprocess\n");
   has(text("cp", TargetKind::kMegatron), "--context-parallel-size 2\n");
   has(text("cp", TargetKind::kTorchTitan), "--parallelism.context_parallel_degree 2\n");
-  has(text("fp8", TargetKind::kMegatron),
-      "--bf16\n--fp8-format hybrid\n--fp8-recipe delayed\n--fp8-amax-history-len 1024\n--fp8-amax-compute-algo max\n");
-  has(text("fp8-weights", TargetKind::kMegatron), "--fp8-amax-compute-algo max\n--fp8-param-gather\n");
+  // The recipe the runs were fitted on (current scaling) unless the problem states its own.
+  has(text("fp8", TargetKind::kMegatron), "--bf16\n--fp8-format hybrid\n--fp8-recipe tensorwise\n");
+  has(text("fp8-weights", TargetKind::kMegatron), "--fp8-recipe tensorwise\n--fp8-param-gather\n");
+  has(text("fp8-delayed", TargetKind::kMegatron),
+      "--fp8-format hybrid\n--fp8-recipe delayed\n--fp8-amax-history-len 1024\n--fp8-amax-compute-algo max\n");
   has(text("mxfp8", TargetKind::kMegatron), "--bf16\n--fp8-format e4m3\n--fp8-recipe mxfp8\n");
   has(text("nvfp4", TargetKind::kMegatron), "--bf16\n--fp4-format e2m1\n--fp4-recipe nvfp4\n");
   has(text("nvfp4-weights", TargetKind::kMegatron), "--fp4-recipe nvfp4\n--fp4-param-gather\n");

@@ -38,7 +38,8 @@ TEST(SetupReader, MegatronLlama3FP8ExampleReadsAsItsScriptSays) {
   const Json want = Json::parse(R"({
     "tp": 1, "cp": 1, "mbs": 1, "gbs": 128, "seq": 8192,
     "sequence_parallel": false, "flash_attention": true, "distributed_optimizer": true,
-    "recompute": ["none"], "precision": "fp8", "fp8_params": true, "no_fp8_transpose_cache": false,
+    "recompute": ["none"], "precision": "fp8", "fp8_recipe": "delayed", "fp8_params": true,
+    "no_fp8_transpose_cache": false,
     "grad_dtype": "bf16", "optimizer_dtype": "fp32", "dp_overlap": 0.9, "tp_comm_overlap": 0.0})");
   EXPECT_EQ(s.keywords, want) << s.keywords.dump();
   EXPECT_TRUE(NotesMention(s, "--sequence-parallel with tensor-parallel size 1"));

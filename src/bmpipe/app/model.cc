@@ -132,6 +132,12 @@ void AddSetupOptions(OptionTable& t, TrainingSetup& setup, SetupWords& words, co
            "Adam's moments: fp32 or bf16 (master weights stay fp32)"))
       .Choices({"fp32", "bf16"})
       .ShowDefault();
+  in(t.Add("--fp8-recipe", "fp8_recipe", &setup.fp8_recipe,
+           "With --precision fp8: the scaling recipe the export states (Megatron's --fp8-recipe): tensorwise "
+           "(current scaling, as NVIDIA's recipes run and the FP8 efficiency was fitted on), delayed or blockwise; "
+           "costed alike"))
+      .Choices({"tensorwise", "delayed", "blockwise"})
+      .ShowDefault();
   in(t.Add("--fp8-params", "fp8_params", &setup.fp8_params,
            "With --precision fp8: the linear layers' weights kept in FP8 (1 byte and a 1-byte transpose instead of "
            "16-bit weights and Transformer Engine's FP8 caches; the parameter all-gathers move FP8): Megatron's "

@@ -10,6 +10,7 @@
 #include "bmpipe/app/model.h"
 #include "bmpipe/core/text.h"
 #include "bmpipe/frameworks/formats.h"
+#include "bmpipe/frameworks/megatron/megatron.h"
 #include "bmpipe/io/problem_json.h"
 #include "bmpipe/problem/recompute.h"
 #include "bmpipe/report/search_report.h"
@@ -244,8 +245,14 @@ Result<Output> RunSearch(const SearchRequest& r, const Context& context) {
   const Problem& problem = built.value();
   Result<SimResult> sim = SimulatePlan(problem, best.planner.plan);
   if (!sim.ok()) return sim.error();
+  // The launch line is the Megatron export's flags: what is written is what was planned.
+  Result<std::string> megatron = ExportPlan(problem, best.planner.plan, FrameworkId::kMegatron, TargetKind::kMegatron);
+  const std::string launch =
+      megatron.ok() ? fmt::format("{}  (data parallel {} follows from {} devices)",
+                                  MegatronCommandLine(megatron.value()), best.config.dp, options.devices)
+                    : "none for Megatron-LM: " + megatron.error().message;
   ReportHeader plan_header{"The best configuration's plan",
-                           {{"setup", DescribeConfig(best.config)}, {"launch", MegatronFlags(options, best.config)}}};
+                           {{"setup", DescribeConfig(best.config)}, {"launch", launch}}};
   if (!best.setting.empty()) plan_header.lines.push_back({"setting", best.setting});
   for (auto& line : PlannerLines(best.planner)) plan_header.lines.push_back(line);
   if (!r.plan_out.empty()) {

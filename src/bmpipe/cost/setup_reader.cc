@@ -52,7 +52,7 @@ const std::vector<std::string>& SetupLayoutKeys() {
 
 const std::vector<std::string>& SetupSwitchKeys() {
   static const std::vector<std::string> keys = {
-      "flash_attention", "fp8_params", "no_fp8_transpose_cache", "grad_dtype", "optimizer_dtype", "tp_comm_overlap",
+      "flash_attention", "fp8_params", "fp8_recipe", "no_fp8_transpose_cache", "grad_dtype", "optimizer_dtype", "tp_comm_overlap",
       "dp_overlap", "offload_optimizer", "offload_keeps_master", "moe_capacity_factor", "moe_imbalance", "moe_routing",
       "moe_dispatcher", "ep_comm_overlap", "moe_cuda_graphs"};
   return keys;
@@ -87,6 +87,12 @@ void ReadSetupLayout(const JsonCursor& c, TrainingSetup& s) {
 void ReadSetupSwitches(const JsonCursor& c, TrainingSetup& s) {
   s.flash_attention = ReadFlag(c, "flash_attention");
   s.fp8_params = ReadFlag(c, "fp8_params");
+  if (auto r = c.Optional("fp8_recipe")) {
+    s.fp8_recipe = r->String();
+    if (s.fp8_recipe != "tensorwise" && s.fp8_recipe != "delayed" && s.fp8_recipe != "blockwise") {
+      r->Fail("give tensorwise, delayed or blockwise (Megatron's --fp8-recipe; MXFP8 is precision mxfp8)");
+    }
+  }
   s.no_fp8_transpose_cache = ReadFlag(c, "no_fp8_transpose_cache");
   s.grad_dtype = ReadWord(c, "grad_dtype", StateDtype::kFp32, ParseStateDtype, "fp32 or bf16");
   s.optimizer_dtype = ReadWord(c, "optimizer_dtype", StateDtype::kFp32, ParseStateDtype, "fp32 or bf16");

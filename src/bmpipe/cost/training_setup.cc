@@ -116,6 +116,11 @@ Status ValidateNewParallelism(const ModelSpec& model, const DeviceSpec& device, 
                                     "bf16 or a device with FP8 units (h100-80gb, h200-141gb, ...)",
                                     PrecisionName(s.precision), device.name));
   }
+  if (s.fp8_recipe != "tensorwise" && s.fp8_recipe != "delayed" && s.fp8_recipe != "blockwise") {
+    return InvalidInput(fmt::format("--fp8-recipe {}: give tensorwise, delayed or blockwise (MXFP8 is --precision "
+                                    "mxfp8)",
+                                    s.fp8_recipe));
+  }
   if (s.precision == Precision::kMxFp8 && !device.mx_formats) {
     return InvalidInput(fmt::format("--precision mxfp8: the device '{}' has no block-scaled (MX) tensor cores "
                                     "(mx_formats); use --precision fp8, or a Blackwell device (b200-180gb, gb200, "
@@ -416,6 +421,7 @@ TrainingInfo SetupTrainingInfo(const ModelSpec& model, const TrainingSetup& setu
   training.precision = std::string(PrecisionName(setup.precision));
   training.fp8_params = setup.fp8_params;
   training.no_fp8_transpose_cache = setup.no_fp8_transpose_cache;
+  if (setup.precision == Precision::kFp8) training.fp8_recipe = setup.fp8_recipe;
   training.grad_dtype = std::string(StateDtypeName(setup.grad_dtype));
   training.optimizer_dtype = std::string(StateDtypeName(setup.optimizer_dtype));
   // An overlap of collectives a run does not have (TP 1, EP 1) is not part of it.

@@ -88,6 +88,10 @@ struct TrainingSetup {
   // --disable-parameter-transpose-cache): a byte less per linear parameter, a transpose in every
   // backward.
   bool no_fp8_transpose_cache = false;
+  // FP8 with a scale per tensor: Megatron's --fp8-recipe, tensorwise (current scaling, the recipe of
+  // the runs the FP8 efficiency was fitted on: NVIDIA's recipes), delayed or blockwise. Costed
+  // alike; the exports write it.
+  std::string fp8_recipe = "tensorwise";
   StateDtype grad_dtype = StateDtype::kFp32;       // the main gradients the optimizer reads
   StateDtype optimizer_dtype = StateDtype::kFp32;  // Adam's two moments (master weights stay fp32)
   double tp_comm_overlap = 0;  // fraction of the tensor-parallel collectives hidden behind GEMMs

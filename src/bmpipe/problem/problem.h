@@ -102,6 +102,7 @@ struct TrainingInfo {
   std::string precision = "bf16";  // "bf16", "fp8", "mxfp8" or "nvfp4"
   bool fp8_params = false;         // the weights kept in FP8 (Megatron's --fp8-param-gather)
   bool no_fp8_transpose_cache = false;  // FP8 transposes remade each backward (--disable-parameter-transpose-cache)
+  std::string fp8_recipe;          // precision fp8: "tensorwise", "delayed" or "blockwise"; empty: not stated
   std::string grad_dtype = "fp32", optimizer_dtype = "fp32";
   bool tp_comm_overlap = false;    // tensor-parallel collectives overlapped with GEMMs
   bool offload_optimizer = false;  // optimizer state and step on the host

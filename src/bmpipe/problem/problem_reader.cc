@@ -149,7 +149,7 @@ constexpr std::size_t kMaxNotModeled = 256;
 TrainingInfo ReadTraining(const JsonCursor& c) {
   c.ExpectKeys({"model", "tensor_parallel", "data_parallel", "micro_batch_size", "global_batch_size", "seq_length",
                 "sequence_parallel", "distributed_optimizer", "flash_attention", "overlap_grad_reduce",
-                "context_parallel", "expert_parallel", "expert_tensor_parallel", "zero_stage", "precision", "grad_dtype",
+                "context_parallel", "expert_parallel", "expert_tensor_parallel", "zero_stage", "precision", "fp8_recipe", "grad_dtype",
                 "optimizer_dtype", "tp_comm_overlap", "offload_optimizer", "offload_keeps_master", "fp8_params",
                 "no_fp8_transpose_cache", "moe", "linear_mixers", "not_modeled"});
   TrainingInfo t;
@@ -191,6 +191,10 @@ TrainingInfo ReadTraining(const JsonCursor& c) {
     v->Fail(fmt::format("must be one of {}", fmt::join(allowed, ", ")));
   };
   word("precision", t.precision, {"bf16", "fp8", "mxfp8", "nvfp4"});
+  word("fp8_recipe", t.fp8_recipe, {"tensorwise", "delayed", "blockwise"});
+  if (!t.fp8_recipe.empty() && t.precision != "fp8") {
+    c.Required("fp8_recipe", "").Fail("applies to precision fp8 only (MXFP8 and NVFP4 name their own scaling)");
+  }
   word("grad_dtype", t.grad_dtype, {"fp32", "bf16"});
   word("optimizer_dtype", t.optimizer_dtype, {"fp32", "bf16"});
   if (auto moe = c.Optional("moe")) t.moe = ReadMoe(*moe);

@@ -199,33 +199,6 @@ std::string FormatSearch(const std::vector<std::pair<std::string, std::string>>&
   return out;
 }
 
-std::string MegatronFlags(const SearchOptions& options, const SearchConfig& c) {
-  std::string flags = fmt::format("--tensor-model-parallel-size {} --pipeline-model-parallel-size {}", c.tp, c.pp);
-  flags += fmt::format(" --micro-batch-size {} --global-batch-size {} --seq-length {}", c.mbs,
-                       options.base.global_batch_size, options.base.seq);
-  if (c.cp > 1) flags += fmt::format(" --context-parallel-size {}", c.cp);
-  if (c.ep > 1) flags += fmt::format(" --expert-model-parallel-size {}", c.ep);
-  if (c.etp != c.tp) flags += fmt::format(" --expert-tensor-parallel-size {}", c.etp);
-  if (c.sequence_parallel) flags += " --sequence-parallel";
-  if (c.zero >= 1) flags += " --use-distributed-optimizer";
-  if (c.zero >= 2) flags += fmt::format(" (ZeRO-{}: see the export)", c.zero);
-  if (c.precision == Precision::kFp8) flags += " --fp8-format hybrid";
-  if (c.precision == Precision::kMxFp8) flags += " --fp8-format e4m3 --fp8-recipe mxfp8";
-  if (c.precision == Precision::kNvFp4) flags += " --fp4-format e2m1 --fp4-recipe nvfp4";
-  if (options.base.flash_attention) flags += " --use-flash-attn";
-  flags += fmt::format("  (data parallel {} follows from {} devices)", c.dp, options.devices);
-  if (TraitsOf(c.schedule).placement == Placement::kMirror) {
-    flags += fmt::format("; the parallel sizes only: no framework bmpipe exports to runs '{}' (DeepSeek's "
-                         "dualpipe.DualPipe runs it from code)",
-                         ScheduleName(c.schedule));
-  } else if (TraitsOf(c.schedule).split_backward) {
-    flags += fmt::format("; the parallel sizes only: Megatron runs no '{}', its op order runs in "
-                         "torch.distributed.pipelining",
-                         ScheduleName(c.schedule));
-  }
-  return flags;
-}
-
 Json SearchToJson(const SearchOptions& options, const SearchResult& result) {
   auto config_json = [](const ConfigOutcome& c) {
     Json j;

@@ -15,10 +15,6 @@ namespace bmpipe {
 std::string FormatSearch(const std::vector<std::pair<std::string, std::string>>& header, const SearchOptions& options,
                          const SearchResult& result);
 
-// Megatron-LM's flags for a configuration's parallel layout and batch (the pipeline layout and
-// recomputation come from the plan's export).
-std::string MegatronFlags(const SearchOptions& options, const SearchConfig& config);
-
 // The statistics, the bound over the space, the ranking (each with its metrics and plan) and every
 // configuration's verdict.
 Json SearchToJson(const SearchOptions& options, const SearchResult& result);

@@ -46,8 +46,11 @@ Result<std::string> MegatronRunFlags(const Problem& problem, int layers, TargetK
                      t.global_batch_size, t.seq_length);
   out += "--bf16\n";
   if (t.precision == "fp8") {
-    // Transformer Engine's delayed scaling, as the cost model's FP8 GEMMs assume.
-    out += "--fp8-format hybrid\n--fp8-recipe delayed\n--fp8-amax-history-len 1024\n--fp8-amax-compute-algo max\n";
+    // A scale per tensor, by the run's recipe: current scaling (tensorwise, what NVIDIA's recipes run
+    // and the FP8 efficiency was fitted on) unless the problem states delayed or blockwise.
+    const std::string recipe = t.fp8_recipe.empty() ? "tensorwise" : t.fp8_recipe;
+    out += fmt::format("--fp8-format hybrid\n--fp8-recipe {}\n", recipe);
+    if (recipe == "delayed") out += "--fp8-amax-history-len 1024\n--fp8-amax-compute-algo max\n";
   } else if (t.precision == "mxfp8") {
     // Blackwell's block scaling: E4M3 everywhere, a scale per 32 elements.
     out += "--fp8-format e4m3\n--fp8-recipe mxfp8\n";
@@ -112,6 +115,19 @@ Result<std::string> MegatronRunFlags(const Problem& problem, int layers, TargetK
 }
 
 }  // namespace
+
+std::string MegatronCommandLine(const std::string& exported) {
+  std::string line;
+  std::size_t at = 0;
+  while (at < exported.size()) {
+    std::size_t end = exported.find('\n', at);
+    if (end == std::string::npos) end = exported.size();
+    const std::string flag = exported.substr(at, end - at);
+    if (!flag.empty() && flag[0] != '#') line += (line.empty() ? "" : " ") + flag;
+    at = end + 1;
+  }
+  return line;
+}
 
 Result<std::string> ExportMegatron(const Problem& problem, const Plan& plan, TargetKind kind) {
   const TargetKind spec = kind == TargetKind::kMegatronLocal ? kind : TargetKind::kMegatron;

@@ -51,6 +51,10 @@ Result<LauncherSetup> ReadMegatronSetup(const std::string& text, const std::stri
 // --num-layers.
 Result<bool> DetectMegatron(const PlanText& text);
 
+// The flags of a Megatron export (ExportMegatron's text) on one line, as a launcher's command line
+// takes them: the comments left out.
+std::string MegatronCommandLine(const std::string& exported);
+
 // Megatron's --pipeline-model-parallel-layout of a plan: per stage (chunk-major) E for the
 // embedding, t*k for k decoder layers, L for the loss and head, separated by '|'.
 std::string MegatronLayout(const Problem& problem, const Plan& plan);

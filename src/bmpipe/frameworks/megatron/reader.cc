@@ -456,6 +456,11 @@ void CheckMegatronTraining(const Flags& flags, const TrainingInfo& t) {
   // The recipe tells MXFP8 (block scaling) from FP8 with a scale per tensor (delayed, tensorwise).
   if (const Flag* recipe = flags.Get("--fp8-recipe"); recipe && t.precision != "bf16" && !fp4) {
     const bool mx = recipe->values.front() == "mxfp8";
+    if (!mx && !t.fp8_recipe.empty() && t.precision == "fp8" && recipe->values.front() != t.fp8_recipe) {
+      FailConfiguration(fmt::format("--fp8-recipe {}: the problem's run has training.fp8_recipe = {}; this "
+                                    "configuration is not that run",
+                                    recipe->values.front(), t.fp8_recipe));
+    }
     if (mx != (t.precision == "mxfp8")) {
       FailConfiguration(fmt::format("--fp8-recipe {}: the problem's run has training.precision = {}; this "
                                     "configuration is not that run (--fp8-recipe {}, or give the problem of this "

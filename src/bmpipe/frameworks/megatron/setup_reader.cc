@@ -230,10 +230,12 @@ LauncherSetup ReadSetup(const std::string& text) {
       FailConfiguration(fmt::format("--fp8-recipe {}: give delayed, tensorwise, blockwise or mxfp8", r));
     }
     k["precision"] = r == "mxfp8" ? "mxfp8" : "fp8";
+    if (r != "mxfp8") k["fp8_recipe"] = r;
     if (!recipe) defaults.push_back("--fp8-recipe delayed");
-    if (r == "blockwise") {
-      out.notes.push_back("--fp8-recipe blockwise is costed as FP8 with a scale per tensor (fp8_gemm): no run "
-                          "calibrates blockwise scaling apart");
+    if (r != "tensorwise" && r != "mxfp8") {
+      out.notes.push_back(fmt::format("--fp8-recipe {} is costed as the FP8 of the runs fitted (tensorwise, current "
+                                      "scaling): no published run calibrates {} scaling apart",
+                                      r, r));
     }
   } else {
     k["precision"] = "bf16";
