@@ -1,6 +1,7 @@
 // The user's own run as they launch it: --setup-from a launcher's file, every setting listed with
 // where it came from, Megatron's recomputation as Megatron says it, and calibration on the user's
 // own model and device files.
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <regex>
@@ -124,6 +125,23 @@ TEST(SetupFrom, SearchLaunchLineIsTheExport) {
   EXPECT_EQ(launch.substr(std::string("  launch     ").size(), flags.size()), flags);
   EXPECT_NE(flags.find("--pipeline-model-parallel-layout"), std::string::npos);
   EXPECT_NE(flags.find("--attention-backend flash"), std::string::npos);
+}
+
+// An export names no file it does not write: torchtitan's arguments and their schedule CSV.
+TEST(SetupFrom, TorchTitanExportWritesTheScheduleItNames) {
+  const std::string dir = testing::MakeTempDir();
+  CommandResult r = RunBmpipe("plan --model llama3-8b --device h100-80gb --pp 4 --vpp 2 --gbs 8 --seq 4096 "
+                              "--schedule zb-v --target torchtitan --time-limit 1 --export torchtitan --export-out '" +
+                              dir + "/torchtitan.args'");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  ASSERT_TRUE(std::filesystem::exists(dir + "/schedule.csv")) << r.out;
+  EXPECT_NE(testing::ReadFile(dir + "/torchtitan.args").find("pipeline_parallel_schedule_csv schedule.csv"),
+            std::string::npos);
+  // The op order of the plan: one row per rank, starting with the first stage's first forward.
+  const std::string csv = testing::ReadFile(dir + "/schedule.csv");
+  EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), 4) << csv;
+  EXPECT_EQ(csv.rfind("0F0", 0), 0u) << csv;
+  std::filesystem::remove_all(dir);
 }
 
 // calibrate on the user's own model (a config path, relative to the table) and device file, and

@@ -1,8 +1,11 @@
 #include "bmpipe/app/common.h"
 
+#include <filesystem>
+
 #include <fmt/format.h>
 
 #include "bmpipe/core/text.h"
+#include "bmpipe/frameworks/formats.h"
 #include "bmpipe/report/chrome_trace.h"
 #include "bmpipe/report/svg.h"
 #include "bmpipe/sim/simulator.h"
@@ -29,6 +32,17 @@ Status CheckSvg(const SvgRequest& svg, const Problem& problem, int panels) {
   Result<TimelineView> view = ParseTimelineView(svg.window, svg.ranks, problem);
   if (!view.ok()) return view.error();
   return CheckTimelineSize(problem, panels, view.value());
+}
+
+Status StageExportCompanions(Files& files, Lines& lines, const Problem& problem, const Plan& plan, FrameworkId format,
+                             const std::string& path) {
+  if (format != FrameworkId::kTorchTitan) return {};
+  Result<std::string> csv = ExportPlan(problem, plan, FrameworkId::kTorch, TargetKind::kTorch);
+  if (!csv.ok()) return csv.error();
+  const std::string beside = (std::filesystem::path(path).parent_path() / "schedule.csv").string();
+  files.push_back({beside, csv.value()});
+  lines.push_back({"export", "schedule.csv, which the torchtitan arguments name, written to " + beside});
+  return {};
 }
 
 Status StageSvg(Files& files, const SvgRequest& svg, const Problem& problem, const std::string& title,

@@ -34,6 +34,11 @@ Status StageSvg(Files& files, const SvgRequest& svg, const Problem& problem, con
 // Stages the Chrome trace of `plan` for `path` and says so in the report's header.
 Status StageTrace(Files& files, const std::string& path, const Problem& problem, const Plan& plan,
                   const std::string& title, ReportHeader& header);
+// Stages the files an export written to `path` names beside itself (torchtitan's schedule CSV,
+// bmpipe's op order for torch.distributed.pipelining) and says so in `lines`: every file an export
+// names exists.
+Status StageExportCompanions(Files& files, Lines& lines, const Problem& problem, const Plan& plan, FrameworkId format,
+                             const std::string& path);
 // --trace's help.
 extern const char* const kTraceHelp;
 

@@ -68,6 +68,10 @@ Result<Output> RunExport(const ExportRequest& r, const Context& context) {
   o.json = text.value();
   if (!r.out.empty()) {
     o.files.push_back({r.out, text.value()});
+    Lines lines;
+    Status companions = StageExportCompanions(o.files, lines, problem.value(), p, format.value(), r.out);
+    if (!companions.ok()) return companions.error();
+    for (const auto& [label, line] : lines) o.messages.push_back(line);
   } else {
     o.out = text.value();
   }

@@ -215,6 +215,8 @@ Result<Output> RunPlan(const PlanRequest& r, const Context& context) {
       files.push_back({r.export_out, exported});
       header.lines.push_back({"export", export_format + " written to " + r.export_out});
       exported.clear();
+      Status companions = StageExportCompanions(files, header.lines, pb, result.plan, *format, r.export_out);
+      if (!companions.ok()) return companions.error();
     }
   }
   if (!r.lp_file.empty()) {

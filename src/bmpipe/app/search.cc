@@ -291,6 +291,9 @@ Result<Output> RunSearch(const SearchRequest& r, const Context& context) {
         files.push_back({r.export_out, exported});
         plan_header.lines.push_back({"export", export_name + " written to " + r.export_out});
         exported.clear();
+        Status companions = StageExportCompanions(files, plan_header.lines, problem, best.planner.plan, *format,
+                                                  r.export_out);
+        if (!companions.ok()) return companions.error();
       }
     }
   }

@@ -136,6 +136,9 @@ Result<std::string> ExportMegatron(const Problem& problem, const Plan& plan, Tar
   const Target& target = TargetOf(spec);
   std::string out = Header(problem, plan, "#");
   out += fmt::format("# for {}\n", target.framework);
+  out += "# the run's flags only: merge your model's architecture flags (--hidden-size, --ffn-hidden-size,\n"
+         "# --num-attention-heads, --group-query-attention --num-query-groups, --kv-channels, normalization,\n"
+         "# activation, position embedding, vocabulary and tokenizer; MLA and router flags for such models)\n";
   Result<std::string> run = MegatronRunFlags(problem, shape.body(), spec);
   if (!run.ok()) return run.error();
   out += run.value();
