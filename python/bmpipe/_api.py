@@ -99,12 +99,12 @@ class Problem:
         model: str,
         device: str,
         *,
-        gbs: int,
-        seq: int,
-        tp: int = 1,
-        pp: int = 1,
-        dp: int = 1,
-        mbs: int = 1,
+        gbs: Optional[int] = None,
+        seq: Optional[int] = None,
+        tp: Optional[int] = None,
+        pp: Optional[int] = None,
+        dp: Optional[int] = None,
+        mbs: Optional[int] = None,
         target: Optional[str] = None,
         **setup: Any,
     ) -> "Problem":
@@ -113,8 +113,10 @@ class Problem:
         `model` is a preset (bmpipe.model_presets()) or a Hugging Face config.json path; `device`
         a preset (bmpipe.device_presets()) or a device file. The setup's keywords are the command
         line's options of the cost model (bmpipe.plan's keywords from model on, from the same
-        table). Without recompute, the default options and those `target`'s settings use are
-        offered, as on the command line.
+        table); a keyword left out (None) takes its default (tp, pp, dp and mbs 1), or what the
+        launcher file `setup_from` states (gbs and seq are needed from one or the other). Without
+        recompute, the default options and those `target`'s settings use are offered, as on the
+        command line.
         """
         doc = dict(setup, model=model, device=device, tp=tp, pp=pp, dp=dp, mbs=mbs, gbs=gbs, seq=seq, target=target)
         return cls(_core.problem_from_model(json.dumps(_keywords(doc))))

@@ -107,6 +107,20 @@ def test_cost_model_problem_equals_the_command_lines(tmp_path):
     assert (pb.ranks, pb.chunks) == (4, 2)
 
 
+def test_setup_from_a_megatron_launch_equals_the_command_line(tmp_path):
+    """The setup of a Megatron-LM launch file; the keywords given win over it, as on the command line."""
+    args = ROOT / "tests/golden/exports/llama3-70b-fp8-megatron/megatron.args"
+    pb = bmpipe.Problem.from_model("llama3-70b", "h100-80gb", dp=8, setup_from=args)
+    dump = tmp_path / "p.json"
+    cli("plan", "--model", "llama3-70b", "--device", "h100-80gb", "--dp", 8, "--setup-from", args,
+        "--dump-problem", dump, "--node-limit", 0, "--progress", "none")
+    assert pb.to_dict() == json.loads(dump.read_text())
+    training = pb.to_dict()["training"]
+    assert (training["tensor_parallel"], training["precision"], training["fp8_recipe"]) == (8, "fp8", "tensorwise")
+    assert bmpipe.Problem.from_model("llama3-70b", "h100-80gb", dp=8, tp=4,
+                                     setup_from=args).to_dict()["training"]["tensor_parallel"] == 4
+
+
 def test_what_the_costs_leave_out_comes_with_the_plan():
     pb = bmpipe.Problem.from_model("gpt-oss-120b", "h100-80gb", pp=4, dp=8, ep=8, gbs=64, seq=4096,
                                    flash_attention=True, distributed_optimizer=True)

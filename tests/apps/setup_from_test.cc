@@ -104,6 +104,21 @@ TEST(SetupFrom, SimulateTakesMegatronsRecomputeModulesAndBlockMethod) {
   EXPECT_NE(r.err.find("needs --recompute full"), std::string::npos) << r.err;
 }
 
+// A plan that fits by less than the cost model's held-out memory error says so.
+TEST(SetupFrom, ReportWarnsOfARankWithinTheMemoryError) {
+  const std::string run = "simulate --model llama3-70b --device h100-80gb --tp 8 --pp 4 --dp 8 --gbs 128 --seq 8192 "
+                          "--flash-attn --sequence-parallel --distributed-optimizer --memory-headroom-gb ";
+  CommandResult r = RunBmpipe(run + "40");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("every rank fits, but rank 0 at 99.3 % of its capacity is within the cost model's held-out "
+                       "memory error (±3.7 %)"),
+            std::string::npos)
+      << r.out;
+  r = RunBmpipe(run + "30");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("Memory           every rank fits\n"), std::string::npos) << r.out;
+}
+
 // The search's launch line is the export's flags, one source for both.
 TEST(SetupFrom, SearchLaunchLineIsTheExport) {
   const CommandResult r =

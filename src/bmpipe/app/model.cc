@@ -379,6 +379,7 @@ Result<Problem> BuildModelProblem(const ModelRequest& request, std::vector<std::
   lines.push_back({"costs", fmt::format("analytic model on {}{}", device.value().name,
                                         device.value().approximate ? " (approximate device figures)" : "")});
   lines.push_back({"uncertainty", PredictionUncertainty(model.value(), setup, device.value().name)});
+  if (problem.value().training) problem.value().training->memory_error = MemoryUncertainty(model.value(), setup);
   if (model.value().moe.enabled() && setup.moe_capacity_factor == 0) {
     const std::string why =
         setup.moe_imbalance > 0                    ? "--moe-imbalance"

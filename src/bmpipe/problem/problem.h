@@ -103,6 +103,9 @@ struct TrainingInfo {
   bool fp8_params = false;         // the weights kept in FP8 (Megatron's --fp8-param-gather)
   bool no_fp8_transpose_cache = false;  // FP8 transposes remade each backward (--disable-parameter-transpose-cache)
   std::string fp8_recipe;          // precision fp8: "tensorwise", "delayed" or "blockwise"; empty: not stated
+  // The cost model's held-out mean |memory error| for runs of this kind (validate.h,
+  // MemoryUncertainty; 0: unknown): the report warns of a rank that fits by less. Not in files.
+  double memory_error = 0;
   std::string grad_dtype = "fp32", optimizer_dtype = "fp32";
   bool tp_comm_overlap = false;    // tensor-parallel collectives overlapped with GEMMs
   bool offload_optimizer = false;  // optimizer state and step on the host

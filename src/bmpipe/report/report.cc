@@ -69,7 +69,22 @@ std::string FormatReport(const ReportHeader& header, const Problem& problem, con
   }
   out += fmt::format("Iteration time   {}\n", FormatDuration(sim.iteration_ns));
   if (over.empty()) {
-    out += "Memory           every rank fits\n";
+    // A rank that fits by less than the cost model's memory error may not fit when it runs.
+    const double error = problem.training ? problem.training->memory_error : 0;
+    RankIdx fullest = 0;
+    for (RankIdx r = 1; r < p.ranks; ++r) {
+      if (sim.ranks[r].peak_memory_bytes > sim.ranks[fullest].peak_memory_bytes) fullest = r;
+    }
+    const double peak = static_cast<double>(sim.ranks[fullest].peak_memory_bytes);
+    if (error > 0 && sim.capacity_bytes > 0 && peak * (1 + error) > static_cast<double>(sim.capacity_bytes)) {
+      out += fmt::format("Memory           every rank fits, but rank {} at {:.1f} % of its capacity is within the cost "
+                         "model's held-out memory error (±{:.1f} %): it may not fit when run; "
+                         "{:.1f} GB more of --memory-headroom-gb keeps that margin free\n",
+                         fullest, 100 * peak / static_cast<double>(sim.capacity_bytes), 100 * error,
+                         std::ceil(peak * error / 1e8) / 10);
+    } else {
+      out += "Memory           every rank fits\n";
+    }
   } else {
     std::string list;
     for (RankIdx r : over) list += (list.empty() ? "" : ", ") + std::to_string(r);

@@ -487,6 +487,16 @@ const std::vector<HeldOutError>& BundledHeldOutErrorsByDevice() {
   return errors;
 }
 
+double MemoryUncertainty(const ModelSpec& model, const TrainingSetup& setup) {
+  double error = 0;
+  for (const std::string& kind : SetupKinds(model, setup)) {
+    for (const HeldOutError& e : BundledHeldOutErrors()) {
+      if (e.kind == kind && e.memory_count > 0) error = std::max(error, e.memory_mean_abs);
+    }
+  }
+  return error;
+}
+
 std::string PredictionUncertainty(const ModelSpec& model, const TrainingSetup& setup, const std::string& device) {
   const HeldOutError* time = nullptr;
   const HeldOutError* memory = nullptr;

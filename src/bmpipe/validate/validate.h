@@ -140,6 +140,8 @@ const std::vector<HeldOutError>& BundledHeldOutErrorsByDevice();
 // kinds it exercises, for time and for memory, with the kind and count it comes from.
 // With `device` (a preset's name), the device's held-out time error too when it is larger, or that
 // no published run on it is held out.
+// The largest held-out mean |memory error| of the setup's kinds (0: none measured).
+double MemoryUncertainty(const ModelSpec& model, const TrainingSetup& setup);
 std::string PredictionUncertainty(const ModelSpec& model, const TrainingSetup& setup, const std::string& device = "");
 
 struct KindSummary {
