@@ -104,6 +104,42 @@ TEST(SetupFrom, SimulateTakesMegatronsRecomputeModulesAndBlockMethod) {
   EXPECT_NE(r.err.find("needs --recompute full"), std::string::npos) << r.err;
 }
 
+// A framework version's profile: the Qwen3-235B reproducer of issue 39 with the recipe profile and
+// no hand-typed flags predicts what the recipe's flags give, and the Llama 3.1 8B CP2 run (NeMo's
+// recipe on 8 H100) fits under it.
+TEST(SetupFrom, ProfilesSetWhatTheRecipesRun) {
+  const std::string qwen = "simulate --model qwen3-235b-a22b --device h100-80gb --tp 2 --pp 8 --dp 16 --ep 32 --etp 1 "
+                           "--vpp 4 --gbs 2048 --seq 4096 --precision fp8 ";
+  const CommandResult profiled = RunBmpipe(qwen + "--defaults megatron-bridge-perf");
+  const CommandResult flags =
+      RunBmpipe(qwen + "--sequence-parallel --flash-attn --grad-dtype bf16 --dp-overlap 0.9 --distributed-optimizer "
+                       "--ep-comm-overlap 0.8 --fp8-params --moe-routing balanced");
+  ASSERT_EQ(profiled.exit_code, 0) << profiled.err;
+  ASSERT_EQ(flags.exit_code, 0) << flags.err;
+  auto seconds = [](const std::string& out) {
+    const std::string line = Line(out, "Iteration time");
+    return line.empty() ? 0.0 : std::stod(line.substr(std::string("Iteration time").size()));
+  };
+  EXPECT_NEAR(seconds(profiled.out), seconds(flags.out), 0.05 * seconds(flags.out));
+  EXPECT_NE(profiled.out.find("from profile megatron-bridge-perf: sequence_parallel true, flash_attention true, "
+                              "distributed_optimizer true, dp_overlap 0.9"),
+            std::string::npos)
+      << profiled.out;
+  const std::string llama = "simulate --model llama3-8b --device h100-80gb --cp 2 --dp 4 --gbs 128 --seq 8192 ";
+  EXPECT_NE(RunBmpipe(llama + "--defaults megatron-bridge-perf").out.find("every rank fits"), std::string::npos);
+  // As the source states it (flash attention, the distributed optimizer), bmpipe's fp32 gradients
+  // do not fit: the recipe reduces them in bf16.
+  EXPECT_NE(RunBmpipe(llama + "--flash-attn --distributed-optimizer").out.find("EXCEEDS capacity"), std::string::npos);
+  // What is given wins over the profile, and what the file states too.
+  const CommandResult given = RunBmpipe(llama + "--defaults megatron-bridge-perf --grad-dtype fp32");
+  EXPECT_NE(given.out.find("given: dp 4, gbs 128, seq 8192, cp 2, grad_dtype fp32"), std::string::npos) << given.out;
+  const CommandResult filed = RunBmpipe(
+      "simulate --model llama3-8b --device h100-80gb --dp 8 --defaults megatron-bridge-perf --setup-from "
+      "tests/data/launchers/megatron-lm-llama3-8b-h100-fp8.args");
+  EXPECT_NE(filed.out.find("fp8_recipe delayed"), std::string::npos) << filed.out;  // the file's, not the profile's
+  EXPECT_EQ(RunBmpipe(llama + "--defaults nemo-99").exit_code, 2);
+}
+
 // A plan that fits by less than the cost model's held-out memory error says so.
 TEST(SetupFrom, ReportWarnsOfARankWithinTheMemoryError) {
   const std::string run = "simulate --model llama3-70b --device h100-80gb --tp 8 --pp 4 --dp 8 --gbs 128 --seq 8192 "

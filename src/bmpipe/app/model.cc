@@ -8,6 +8,7 @@
 
 #include "bmpipe/app/builtin_example.h"
 #include "bmpipe/app/common.h"
+#include "bmpipe/app/profiles.h"
 #include "bmpipe/core/document.h"
 #include "bmpipe/core/units.h"
 #include "bmpipe/frameworks/formats.h"
@@ -43,7 +44,8 @@ std::string OptionValue(const Option& o) {
 
 // The settings that are not a setting of the run: what to read, where to write, the check of sizes.
 bool IsSetting(const std::string& key) {
-  return !key.empty() && key != "model" && key != "device" && key != "setup_from" && key != "devices" &&
+  return !key.empty() && key != "model" && key != "device" && key != "setup_from" && key != "defaults" &&
+         key != "devices" &&
          key != "offload_optimizer" && key != "offload_keeps_master";
 }
 
@@ -187,6 +189,11 @@ void AddModelOptions(OptionTable& t, ModelRequest& m, const std::string& problem
            "Global batch size (sequences per iteration); micro-batches = gbs / (mbs x dp)"));
   in(t.Add("--seq", "seq", &m.setup.seq, "Sequence length (tokens)"));
   t.Find("--model")->needs = "--device";
+  in(t.Add("--defaults", "defaults", &m.defaults,
+           "A framework version's defaults for what neither --setup-from's file nor the command line states: the "
+           "settings its own recipes run with (data/profiles.yaml, each with its source): " +
+               Joined(ProfileNames()) + ". Without it, bmpipe's defaults, which the report lists"))
+      .Choices(ProfileNames());
   in(t.Add("--setup-from", "setup_from", &m.setup_from,
            "A launcher's file stating the training setup: Megatron-LM arguments (a file of flags or a command line: "
            "parallel sizes, virtual stages, batch, sequence parallelism, attention backend, distributed optimizer or "
@@ -245,7 +252,7 @@ Lines SettingLines(const ModelRequest& resolved) {
   ModelRequest shown = resolved;
   OptionTable table;
   AddModelOptions(table, shown, "--problem");
-  std::vector<std::string> given, filed, defaulted;
+  std::vector<std::string> given, filed, profiled, defaulted;
   for (const Option& o : table.options()) {
     if (!IsSetting(o.key)) continue;
     std::string value = OptionValue(o);
@@ -254,26 +261,33 @@ Lines SettingLines(const ModelRequest& resolved) {
       value += fmt::format(" (full on the first {} layers of each stage)", shown.recompute_layers);
     }
     const std::string item = fmt::format("{} {}", o.key, value);
-    (resolved.given.count(o.key) ? given : resolved.from_file.count(o.key) ? filed : defaulted).push_back(item);
+    (resolved.given.count(o.key)            ? given
+     : resolved.from_file.count(o.key)      ? filed
+     : resolved.from_profile.count(o.key)   ? profiled
+                                            : defaulted)
+        .push_back(item);
   }
   Lines lines;
   lines.push_back({"settings", "given: " + (given.empty() ? std::string("none") : Joined(given))});
   if (!resolved.setup_source.empty()) {
     lines.push_back({"", fmt::format("from {}: {}", resolved.setup_source, filed.empty() ? "none" : Joined(filed))});
   }
+  if (!resolved.profile_source.empty()) {
+    lines.push_back({"", fmt::format("from profile {}: {}", resolved.profile_source,
+                                     profiled.empty() ? "none" : Joined(profiled))});
+  }
   lines.push_back({"", "bmpipe's defaults: " + Joined(defaulted)});
   return lines;
 }
 
-Result<ModelRequest> ResolveSetup(const ModelRequest& args, Lines& lines) {
-  if (args.setup_from.empty()) return args;
+namespace {
+
+// --setup-from's file into `r` (bound to `table`): what it states and the command line does not.
+Status ApplySetupFile(const ModelRequest& args, OptionTable& table, ModelRequest& r, Lines& lines) {
   Result<std::string> text = LoadText(args.setup_from);
   if (!text.ok()) return text.error();
   Result<LauncherSetup> read = ReadLauncherSetup(text.value(), args.setup_from);
   if (!read.ok()) return read.error();
-  ModelRequest r = args;
-  OptionTable table;
-  AddModelOptions(table, r, "--problem");
   Json apply = Json::object();
   std::vector<std::string> overridden;
   for (const auto& [key, value] : read.value().keywords.items()) {
@@ -281,6 +295,7 @@ Result<ModelRequest> ResolveSetup(const ModelRequest& args, Lines& lines) {
       overridden.push_back(fmt::format("{} (the file: {})", key, value.is_array() ? value[0].dump() : value.dump()));
       continue;
     }
+    r.from_file.insert(key == "recompute_num_layers" ? "recompute" : key);
     if (key == "recompute_num_layers") {
       r.recompute_layers = value.get<int>();
       continue;
@@ -297,16 +312,9 @@ Result<ModelRequest> ResolveSetup(const ModelRequest& args, Lines& lines) {
     }
     apply[key] = value;
   }
-  if (Status applied = ReadOptions(table, apply, "--setup-from " + args.setup_from); !applied.ok()) {
-    return applied.error();
-  }
-  r.given = args.given;  // what the file set is not given
-  r.setup_from.clear();
+  if (Status applied = ReadOptions(table, apply, "--setup-from " + args.setup_from); !applied.ok()) return applied;
   r.setup_source = args.setup_from;
   r.file_model_shape = read.value().model_shape;
-  for (const auto& [key, value] : read.value().keywords.items()) {
-    if (!args.given.count(key)) r.from_file.insert(key == "recompute_num_layers" ? "recompute" : key);
-  }
   // The data-parallel size is the launcher's world size over the model-parallel sizes.
   if (!args.given.count("dp") && args.setup.devices > 0) {
     const long model_parallel = static_cast<long>(r.setup.tp) * r.setup.cp * r.setup.pp;
@@ -321,12 +329,53 @@ Result<ModelRequest> ResolveSetup(const ModelRequest& args, Lines& lines) {
                                     "launcher's world size does); give --dp N or --devices N",
                                     args.setup_from));
   }
-  std::vector<std::string> stated;
-  for (const auto& [key, value] : apply.items()) stated.push_back(key);
   lines.push_back({"setup", fmt::format("{} (Megatron-LM arguments): {} settings read{}", args.setup_from,
-                                        stated.size() + (r.recompute_layers > 0),
+                                        r.from_file.size(),
                                         overridden.empty() ? "" : "; given here instead: " + Joined(overridden))});
   for (const std::string& note : read.value().notes) lines.push_back({"", note});
+  return {};
+}
+
+// --defaults' profile into `r`: each setting neither given nor in the file, whose condition holds
+// once those are applied.
+Status ApplyProfile(const ModelRequest& args, OptionTable& table, ModelRequest& r, Lines& lines) {
+  Result<Profile> profile = FindProfile(args.defaults);
+  if (!profile.ok()) return profile.error();
+  TrainingSetup now = r.setup;
+  now.precision = ParsePrecision(r.words.precision).value_or(Precision::kBf16);
+  for (const ProfileSetting& setting : profile.value().settings) {
+    if (args.given.count(setting.key) || r.from_file.count(setting.key) || !ProfileSettingApplies(setting, now)) {
+      continue;
+    }
+    Json one = Json::object();
+    one[setting.key] = setting.value;
+    if (Status applied = ReadOptions(table, one, "--defaults " + args.defaults); !applied.ok()) {
+      return InternalError("data/profiles.yaml: " + applied.error().message);
+    }
+    r.from_profile.insert(setting.key);
+  }
+  r.profile_source = args.defaults;
+  lines.push_back({"defaults", fmt::format("profile {}: {} (data/profiles.yaml names each value's source)",
+                                           args.defaults, profile.value().describes)});
+  return {};
+}
+
+}  // namespace
+
+Result<ModelRequest> ResolveSetup(const ModelRequest& args, Lines& lines) {
+  if (args.setup_from.empty() && args.defaults.empty()) return args;
+  ModelRequest r = args;
+  OptionTable table;
+  AddModelOptions(table, r, "--problem");
+  if (!args.setup_from.empty()) {
+    if (Status file = ApplySetupFile(args, table, r, lines); !file.ok()) return file.error();
+  }
+  if (!args.defaults.empty()) {
+    if (Status profile = ApplyProfile(args, table, r, lines); !profile.ok()) return profile.error();
+  }
+  r.given = args.given;  // what the file and the profile set is not given
+  r.setup_from.clear();
+  r.defaults.clear();
   return r;
 }
 

@@ -59,9 +59,12 @@ struct ModelRequest {
   double reserved_gb = -1;       // < 0: the default
   std::string dump_problem;      // the command line's --dump-problem
   std::string setup_from;        // --setup-from: a launcher's file stating the setup
+  std::string defaults;          // --defaults: a framework version's profile (profiles.h)
   std::set<std::string> given;   // the keywords of the options given (command line or Python)
   std::set<std::string> from_file;  // ResolveSetup: the keywords the file set
   std::string setup_source;         // ResolveSetup: the file they came from
+  std::set<std::string> from_profile;  // ResolveSetup: the keywords the profile set
+  std::string profile_source;          // ResolveSetup: its name
   std::vector<std::pair<std::string, std::int64_t>> file_model_shape;  // ResolveSetup: checked against --model
   int recompute_layers = 0;      // simulate's --recompute-num-layers (Megatron's block method)
   // The file's recomputation is the one setting simulated (simulate), rather than an option the
@@ -73,9 +76,9 @@ struct ModelRequest {
 // --model on the command line; `problem_flag` (--problem) excludes --model.
 void AddModelOptions(OptionTable& table, ModelRequest& m, const std::string& problem_flag);
 
-// The request with --setup-from's file applied: what the file states replaces the defaults, what
-// was given wins over the file (each such case in `lines`), the file's notes in `lines`. The
-// request itself when there is no file.
+// The request with --setup-from's file and --defaults' profile applied: bmpipe's defaults, then
+// the profile, then what the file states, then what was given (each override of the file in
+// `lines`, with the file's notes and the profile's name). The request itself without either.
 Result<ModelRequest> ResolveSetup(const ModelRequest& request, std::vector<std::pair<std::string, std::string>>& lines);
 // The report's lines listing every setting of the resolved request with where it came from: given
 // (the command line or Python), the --setup-from file, or bmpipe's default.
