@@ -9,6 +9,7 @@
 
 #include <gtest/gtest.h>
 
+#include "bmpipe/core/document.h"
 #include "test_support.h"
 
 namespace bmpipe {
@@ -57,6 +58,15 @@ TEST(SetupFrom, CommandLineWinsAndEverySettingSaysWhereItCameFrom) {
       << r.out;
   EXPECT_NE(r.out.find("precision fp8"), std::string::npos);
   EXPECT_NE(r.out.find("tp_comm_overlap 0.8"), std::string::npos);  // the switch at the table's fraction
+  // The plan JSON says the same, setting by setting.
+  const CommandResult json = RunBmpipe("simulate --model llama3-70b --device h100-80gb --dp 8 --setup-from " + file +
+                                       " --tp 4 --pp 8 --json --defaults megatron-bridge-perf");
+  ASSERT_EQ(json.exit_code, 0) << json.err;
+  const Json settings = Json::parse(json.out)["settings"];
+  EXPECT_EQ(settings["tp"], Json::parse(R"({"value": "4", "from": "given"})"));
+  EXPECT_EQ(settings["seq"], Json::parse(R"({"value": "8192", "from": "file"})"));
+  EXPECT_EQ(settings["fp8_recipe"], Json::parse(R"({"value": "tensorwise", "from": "file"})"));
+  EXPECT_EQ(settings["zero"], Json::parse(R"({"value": "0", "from": "default"})"));
   // Without a file, the defaults are listed as such.
   const CommandResult plain = RunBmpipe("simulate --model llama3-8b --device h100-80gb --gbs 8 --seq 4096");
   ASSERT_EQ(plain.exit_code, 0) << plain.err;

@@ -103,6 +103,33 @@ TEST(Validate, OffloadLayersOffloadTheFirstLayers) {
       << refused.error().message;
 }
 
+// Megatron's recomputation as runs state it: a set of modules, or full by the block method; paths
+// only from a table that is a file.
+TEST(Validate, RunsStateMegatronsRecomputationAndTheirOwnFiles) {
+  const std::string run = "calibration: []\nruns:\n  - {id: r, source: test, states: test, model: llama3-8b, device: "
+                          "h100-80gb, tp: 1, pp: 4, dp: 2, mbs: 1, gbs: 16, seq: 4096, flash_attention: true, ";
+  const Result<RunTable> block =
+      TableFrom(run + "recompute: full, recompute_num_layers: 3, measured: {iteration_time_s: 1}}\n");
+  ASSERT_TRUE(block.ok()) << block.error().message;
+  const Result<Validation> v = Validate(block.value());
+  ASSERT_TRUE(v.ok()) << v.error().message;
+  EXPECT_NE(v.value().outcomes[0].flags.find("--recompute-method block --recompute-num-layers 3"), std::string::npos)
+      << v.value().outcomes[0].flags;
+  const Result<RunTable> modules = TableFrom(run + "recompute: norm+mlp_act, measured: {iteration_time_s: 1}}\n");
+  ASSERT_TRUE(modules.ok()) << modules.error().message;
+  EXPECT_NE(Validate(modules.value()).value().outcomes[0].flags.find("every decoder layer recomputes norm+mlp_act"),
+            std::string::npos);
+  const Result<RunTable> not_full =
+      TableFrom(run + "recompute: selective, recompute_num_layers: 3, measured: {iteration_time_s: 1}}\n");
+  ASSERT_FALSE(not_full.ok());
+  EXPECT_NE(not_full.error().message.find("block method"), std::string::npos);
+  const Result<RunTable> path = TableFrom(
+      "calibration: []\nruns:\n  - {id: r, source: test, states: test, model: models/mine.json, device: h100-80gb, "
+      "tp: 1, pp: 1, dp: 8, mbs: 1, gbs: 8, seq: 4096, recompute: none, measured: {iteration_time_s: 1}}\n");
+  ASSERT_FALSE(path.ok());
+  EXPECT_NE(path.error().message.find("this table is not a file"), std::string::npos) << path.error().message;
+}
+
 // A run timed by single layers ran those layers: the whole model's fit is not held against it.
 TEST(Validate, OnlyWholeRunsAreJudgedForFit) {
   BMPIPE_SLOW_TEST();

@@ -248,7 +248,7 @@ void AddModelOptions(OptionTable& t, ModelRequest& m, const std::string& problem
   t.RecordGiven(nullptr);
 }
 
-Lines SettingLines(const ModelRequest& resolved) {
+Lines SettingLines(const ModelRequest& resolved, std::vector<TrainingInfo::Setting>* origins) {
   ModelRequest shown = resolved;
   OptionTable table;
   AddModelOptions(table, shown, "--problem");
@@ -261,6 +261,13 @@ Lines SettingLines(const ModelRequest& resolved) {
       value += fmt::format(" (full on the first {} layers of each stage)", shown.recompute_layers);
     }
     const std::string item = fmt::format("{} {}", o.key, value);
+    if (origins) {
+      origins->push_back({o.key, value,
+                          resolved.given.count(o.key)          ? "given"
+                          : resolved.from_file.count(o.key)    ? "file"
+                          : resolved.from_profile.count(o.key) ? "profile"
+                                                               : "default"});
+    }
     (resolved.given.count(o.key)            ? given
      : resolved.from_file.count(o.key)      ? filed
      : resolved.from_profile.count(o.key)   ? profiled
@@ -441,7 +448,9 @@ Result<Problem> BuildModelProblem(const ModelRequest& request, std::vector<std::
   }
   for (const std::string& note : model.value().not_modeled) lines.push_back({"not modeled", note});
   for (const std::string& note : host_notes) lines.push_back({"host memory", note});
-  for (auto& line : SettingLines(args)) lines.push_back(std::move(line));
+  std::vector<TrainingInfo::Setting> origins;
+  for (auto& line : SettingLines(args, &origins)) lines.push_back(std::move(line));
+  if (problem.value().training) problem.value().training->settings = std::move(origins);
   if (!args.dump_problem.empty()) {
     files.push_back({args.dump_problem, ProblemJsonText(problem.value(), "")});
     lines.push_back({"problem", "written to " + args.dump_problem});

@@ -82,7 +82,9 @@ void AddModelOptions(OptionTable& table, ModelRequest& m, const std::string& pro
 Result<ModelRequest> ResolveSetup(const ModelRequest& request, std::vector<std::pair<std::string, std::string>>& lines);
 // The report's lines listing every setting of the resolved request with where it came from: given
 // (the command line or Python), the --setup-from file, or bmpipe's default.
-std::vector<std::pair<std::string, std::string>> SettingLines(const ModelRequest& resolved);
+// `origins`, when given, gets each setting with its origin ("given", "file", "profile", "default").
+std::vector<std::pair<std::string, std::string>> SettingLines(const ModelRequest& resolved,
+                                                               std::vector<TrainingInfo::Setting>* origins = nullptr);
 
 // The problem of --model, --device and the setup (ResolveSetup first); `lines` gets what the report says about where the
 // costs came from, `files` the --dump-problem file. Without --recompute the setup also offers the

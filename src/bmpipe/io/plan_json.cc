@@ -50,7 +50,7 @@ OptionIdx FindOption(const JsonCursor& c, const Layer& layer) {
 
 PlanDocument ReadPlanTree(const Json& doc, const Problem& problem) {
   JsonCursor root(doc, "");
-  root.ExpectKeys({"stages", "solver", "not_modeled", BMPIPE_PLAN_METRIC_KEYS});
+  root.ExpectKeys({"stages", "solver", "not_modeled", "settings", BMPIPE_PLAN_METRIC_KEYS});
   PlanDocument out;
   Plan& plan = out.plan;
   const Pipeline& pipeline = problem.pipeline;
@@ -188,6 +188,14 @@ Json PlanToJson(const Problem& problem, const Plan& plan, const SimResult& sim, 
   if (!solver.stopped_by.empty()) s["stopped_by"] = solver.stopped_by;
   // What the problem's costs leave out, with the numbers they qualify.
   if (problem.training && !problem.training->not_modeled.empty()) out["not_modeled"] = problem.training->not_modeled;
+  // Every setting of the cost model's run with where it came from (given, file, profile, default).
+  if (problem.training && !problem.training->settings.empty()) {
+    Json settings = Json::object();
+    for (const TrainingInfo::Setting& one : problem.training->settings) {
+      settings[one.key] = {{"value", one.value}, {"from", one.from}};
+    }
+    out["settings"] = std::move(settings);
+  }
   return out;
 }
 

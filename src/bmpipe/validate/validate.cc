@@ -174,7 +174,7 @@ std::vector<Measurement> ReadMeasured(const JsonCursor& m, const ModelSpec& mode
 
 PublishedRun ReadRun(const JsonCursor& c, const std::optional<std::string>& files_dir) {
   std::vector<std::string> keys = {"id",      "source",    "states",         "assumes", "model",
-                                   "device",  "recompute", "offload_layers", "framework", "measured"};
+                                   "device",  "recompute", "recompute_num_layers", "offload_layers", "framework", "measured"};
   keys.insert(keys.end(), SetupFieldKeys().begin(), SetupFieldKeys().end());
   c.ExpectKeys(keys);
   PublishedRun run;
@@ -210,6 +210,12 @@ PublishedRun ReadRun(const JsonCursor& c, const std::optional<std::string>& file
   // Parts other than Megatron's settings: the one option every decoder layer runs.
   run.recompute = global.value_or(GlobalRecompute::kNone);
   s.recompute = {option};
+  if (auto n = c.Optional("recompute_num_layers")) {
+    // Megatron's --recompute-method block: full recomputation of the first n layers of each stage.
+    if (run.recompute != GlobalRecompute::kFull) n->Fail("applies to recompute full (Megatron's block method)");
+    run.recompute_layers = static_cast<int>(n->Integer(1, run.model.layers, "decoder layers of each stage"));
+    s.recompute = {"none", "full"};
+  }
   if (auto n = c.Optional("offload_layers")) {
     run.offload_layers =
         static_cast<int>(n->Integer(1, run.model.layers, "the decoder layers whose activations are offloaded"));
@@ -308,7 +314,7 @@ Result<RunOutcome> Predict(const PublishedRun& run, const DeviceSpec& device) {
   Result<Problem> problem = BuildProblem(run.model, device, run.setup);
   if (!problem.ok()) return problem.error();
   const Problem& pb = problem.value();
-  Result<MegatronLaunch> launch = MegatronDefaultPlan(pb, run.recompute);
+  Result<MegatronLaunch> launch = MegatronDefaultPlan(pb, run.recompute, run.recompute_layers);
   if (!launch.ok()) return launch.error();
   if (run.offload_layers > 0) {
     // The first decoder layers offload (the embedding is layer 0).

@@ -58,6 +58,9 @@ struct PublishedRun {
   DeviceSpec device;  // the preset, efficiencies replaced by the calibration
   TrainingSetup setup;  // setup.recompute holds the one global option
   GlobalRecompute recompute = GlobalRecompute::kNone;
+  // recompute full with Megatron's block method: the first that many decoder layers of each stage
+  // (0: every layer, method uniform).
+  int recompute_layers = 0;
   // Megatron's --cpu-offloading-num-layers: the first that many decoder layers keep their
   // activations in host memory (setup.recompute then also holds that option).
   int offload_layers = 0;
