@@ -9,7 +9,10 @@
 
 #include <gtest/gtest.h>
 
+#include <fmt/format.h>
+
 #include "bmpipe/core/document.h"
+#include "bmpipe/validate/validate.h"
 #include "test_support.h"
 
 namespace bmpipe {
@@ -148,6 +151,38 @@ TEST(SetupFrom, ProfilesSetWhatTheRecipesRun) {
       "tests/data/launchers/megatron-lm-llama3-8b-h100-fp8.args");
   EXPECT_NE(filed.out.find("fp8_recipe delayed"), std::string::npos) << filed.out;  // the file's, not the profile's
   EXPECT_EQ(RunBmpipe(llama + "--defaults nemo-99").exit_code, 2);
+}
+
+// NVIDIA's published Megatron-Bridge runs predicted from their layout, precision and recomputation
+// and the recipe profile alone (none of the table's per-run assumptions): every one that ran fits
+// but the one whose recipe offloads whole layers' activations (cpu_offloading_num_layers 40), which
+// no profile default says.
+TEST(SetupFrom, PublishedMegatronBridgeRunsFitUnderTheRecipeProfileAlone) {
+  const Result<RunTable> table = LoadRunTable("");
+  ASSERT_TRUE(table.ok());
+  int fitted = 0;
+  std::vector<std::string> not_fitting;
+  for (const PublishedRun& run : table.value().runs) {
+    if (run.id.rfind("mb", 0) != 0 || !run.framework.empty() || run.model_name.rfind("inline", 0) == 0) continue;
+    const TrainingSetup& s = run.setup;
+    std::string args = fmt::format(
+        "simulate --model {} --device {} --tp {} --pp {} --dp {} --vpp {} --mbs {} --gbs {} --seq {} --cp {} --ep {} "
+        "--precision {} --recompute {} --defaults megatron-bridge-perf",
+        run.model_name, run.device.name, s.tp, s.pp, s.dp, s.vpp, s.micro_batch_size, s.global_batch_size, s.seq, s.cp,
+        s.ep, PrecisionName(s.precision), s.recompute.front());
+    if (s.etp > 0) args += fmt::format(" --etp {}", s.etp);
+    if (s.zero >= 2) args += fmt::format(" --zero {}", s.zero);
+    if (s.moe_dispatcher == MoeDispatcher::kFlex) args += " --moe-dispatcher flex";
+    const CommandResult r = RunBmpipe(args);
+    ASSERT_EQ(r.exit_code, 0) << run.id << ": " << r.err;
+    if (r.out.find("Memory           every rank fits") != std::string::npos) {
+      ++fitted;
+    } else {
+      not_fitting.push_back(run.id);
+    }
+  }
+  EXPECT_GE(fitted, 30);
+  EXPECT_EQ(not_fitting, std::vector<std::string>{"mb2511-gb200-llama3-70b-mfsdp64"});
 }
 
 // A plan that fits by less than the cost model's held-out memory error says so.
