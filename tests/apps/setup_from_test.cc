@@ -49,6 +49,22 @@ TEST(SetupFrom, GoldenMegatronExportsReproduceTheirProblems) {
   EXPECT_GE(checked, 17);
 }
 
+// Without --plan, simulate runs the file's own layout and recomputation; a Megatron-Bridge
+// configuration reads as its fields say.
+TEST(SetupFrom, SimulateRunsTheFilesOwnPlan) {
+  const std::string file = "tests/golden/exports/mixtral-8x7b-ep8-flex-megatron/megatron.args";
+  CommandResult r = RunBmpipe("simulate --model mixtral-8x7b --device h100-80gb --dp 8 --setup-from " + file);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("its layout and recomputation, as Megatron-LM runs them"), std::string::npos) << r.out;
+  EXPECT_EQ(Line(r.out, "Iteration time"), "Iteration time   3.979 s");  // the export's header
+  r = RunBmpipe("simulate --model deepseek-v3 --device h100-80gb --devices 1024 --setup-from "
+                "tests/data/launchers/megatron-bridge-deepseek-v3-h100-fp8-sc.yaml");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("(a Megatron-Bridge ConfigContainer): "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("given: dp 64"), std::string::npos) << r.out;  // from --devices over the file's layout
+  EXPECT_NE(r.out.find("every decoder layer recomputes mla_up_proj"), std::string::npos) << r.out;
+}
+
 TEST(SetupFrom, CommandLineWinsAndEverySettingSaysWhereItCameFrom) {
   const std::string file = "tests/golden/exports/llama3-70b-fp8-megatron/megatron.args";
   const CommandResult r =

@@ -1,6 +1,9 @@
 // The training setup read from a launcher's file (--setup-from): real launches read as a hand-written
 // expectation says, Megatron's defaults for what a file leaves out, and contradictions refused.
+#include <cstdint>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -61,6 +64,33 @@ TEST(SetupReader, MegatronDeepSeekLiteExampleReadsAsItsScriptSays) {
     "ep_comm_overlap": 0.0, "moe_cuda_graphs": false})");
   EXPECT_EQ(s.keywords, want) << s.keywords.dump();
   EXPECT_TRUE(NotesMention(s, "the local layer spec's unfused core attention"));
+}
+
+// Megatron-Bridge's DeepSeek-V3 H100 performance configuration (a ConfigContainer dump, excerpted in
+// tests/data/launchers with its commit): comm_overlap over ddp, mixed_precision over the model, the
+// precision-aware optimizer's bf16 state, and Megatron's mlp module on the dense layers only.
+TEST(SetupReader, MegatronBridgeDeepSeekV3ConfigReadsAsItsFieldsSay) {
+  const LauncherSetup s = Read(Source("tests/data/launchers/megatron-bridge-deepseek-v3-h100-fp8-sc.yaml"));
+  const Json want = Json::parse(R"({
+    "tp": 2, "pp": 8, "cp": 1, "ep": 64, "etp": 1, "mbs": 1, "gbs": 8192, "seq": 4096, "vpp": 4,
+    "sequence_parallel": true, "flash_attention": true, "distributed_optimizer": true,
+    "recompute": ["mla_up_proj", "mla_up_proj+mlp"], "precision": "fp8", "fp8_recipe": "blockwise",
+    "fp8_params": false, "no_fp8_transpose_cache": false, "grad_dtype": "bf16", "optimizer_dtype": "bf16",
+    "dp_overlap": 0.5, "tp_comm_overlap": 0.0, "moe_dispatcher": "flex", "moe_routing": "balanced",
+    "moe_capacity_factor": 0.0, "ep_comm_overlap": 0.0, "moe_cuda_graphs": false})");
+  EXPECT_EQ(s.keywords, want) << s.keywords.dump();
+  EXPECT_EQ(s.format, "a Megatron-Bridge ConfigContainer");
+  EXPECT_NE(s.megatron_args.find("--pipeline-model-parallel-layout 'Et|(tt|)*30mL'"), std::string::npos)
+      << s.megatron_args;
+  const std::vector<std::pair<std::string, std::int64_t>> shape = {
+      {"--num-layers", 61}, {"--hidden-size", 7168}, {"--num-experts", 256}, {"--moe-router-topk", 8},
+      {"--moe-ffn-hidden-size", 2048}};
+  EXPECT_EQ(s.model_shape, shape);
+  // A recipe's name instead of the resolved mixed-precision section is refused with the fix.
+  EXPECT_NE(ReadError("_target_: megatron.bridge.training.config.ConfigContainer\nmodel: {num_layers: 4}\n"
+                      "train: {micro_batch_size: 1}\nmixed_precision: bf16_mixed\n")
+                .find("a recipe's name, not the resolved config"),
+            std::string::npos);
 }
 
 TEST(SetupReader, RecomputationAsMegatronSaysIt) {

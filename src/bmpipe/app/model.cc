@@ -322,6 +322,7 @@ Status ApplySetupFile(const ModelRequest& args, OptionTable& table, ModelRequest
   if (Status applied = ReadOptions(table, apply, "--setup-from " + args.setup_from); !applied.ok()) return applied;
   r.setup_source = args.setup_from;
   r.file_model_shape = read.value().model_shape;
+  r.setup_args = read.value().megatron_args;
   // The data-parallel size is the launcher's world size over the model-parallel sizes.
   if (!args.given.count("dp") && args.setup.devices > 0) {
     const long model_parallel = static_cast<long>(r.setup.tp) * r.setup.cp * r.setup.pp;
@@ -336,7 +337,7 @@ Status ApplySetupFile(const ModelRequest& args, OptionTable& table, ModelRequest
                                     "launcher's world size does); give --dp N or --devices N",
                                     args.setup_from));
   }
-  lines.push_back({"setup", fmt::format("{} (Megatron-LM arguments): {} settings read{}", args.setup_from,
+  lines.push_back({"setup", fmt::format("{} ({}): {} settings read{}", args.setup_from, read.value().format,
                                         r.from_file.size(),
                                         overridden.empty() ? "" : "; given here instead: " + Joined(overridden))});
   for (const std::string& note : read.value().notes) lines.push_back({"", note});
@@ -381,6 +382,7 @@ Result<ModelRequest> ResolveSetup(const ModelRequest& args, Lines& lines) {
     if (Status profile = ApplyProfile(args, table, r, lines); !profile.ok()) return profile.error();
   }
   r.given = args.given;  // what the file and the profile set is not given
+  if (!args.setup_from.empty() && !args.given.count("dp")) r.given.insert("dp");  // from --devices
   r.setup_from.clear();
   r.defaults.clear();
   return r;

@@ -97,7 +97,10 @@ Result<Output> RunSimulate(const SimulateRequest& r, const Context& context) {
     std::vector<std::string> names = request.setup.recompute;
     if (request.recompute_layers > 0 && names == std::vector<std::string>{"none", "full"}) names = {"full"};
     const std::optional<GlobalRecompute> global = names.size() == 1 ? ParseGlobalRecompute(names.front()) : std::nullopt;
-    if (!global) {
+    // A file's modules for some layers only (Megatron's mlp on the dense ones, moe on the MoE ones)
+    // offer the options its plan sets layer by layer.
+    const bool per_layer = names.size() == 2 && request.from_file.count("recompute") && request.recompute_layers == 0;
+    if (!global && !per_layer) {
       const Result<Recompute> parts = names.size() == 1 ? ParseRecompute(names.front()) : InvalidInput("");
       if (!parts.ok() || (parts.value().parts & kOffloadActivations)) {
         return InvalidInput(fmt::format(
@@ -139,7 +142,25 @@ Result<Output> RunSimulate(const SimulateRequest& r, const Context& context) {
     format = parsed.value();
   }
   std::vector<std::string> notes;
-  if (!plan_given && strategy == "megatron") {
+  // --setup-from's file without --plan or --strategy: the run it launches, its layout and each
+  // layer's recomputation as Megatron applies them (Megatron's default split when the file's plan
+  // is not this problem's, say with an option given over the file).
+  std::optional<Plan> file_plan;
+  if (!plan_given && r.strategy.empty() && !request.setup_args.empty()) {
+    std::vector<std::string> ignored;
+    Result<Plan> read = ReadLauncherPlan(request.setup_args, PlanFormat{FrameworkId::kMegatron}, pb,
+                                         request.setup_source, &ignored);
+    if (read.ok()) {
+      file_plan = read.value();
+      plan_origin = request.setup_source + ": its layout and recomputation, as Megatron-LM runs them";
+    } else {
+      notes.push_back("the --setup-from file's own plan is not this problem's (" + read.error().message +
+                      "): Megatron-LM's default split instead");
+    }
+  }
+  if (file_plan) {
+    plan = *file_plan;
+  } else if (!plan_given && strategy == "megatron") {
     Result<MegatronLaunch> launch = MegatronDefaultPlan(pb, recompute, request.recompute_layers);
     if (!launch.ok()) return launch.error();
     plan = launch.value().plan;

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "bmpipe/core/json_cursor.h"
+#include "bmpipe/frameworks/megatron/megatron.h"
 
 namespace bmpipe {
 namespace {
@@ -96,6 +97,10 @@ Result<Plan> ReadLauncherPlan(const std::string& text, PlanFormat format, const 
 
 Result<LauncherSetup> ReadLauncherSetup(const std::string& text, const std::string& source) {
   if (Status valid = CheckDocumentText(text, source); !valid.ok()) return valid.error();
+  // A Megatron-Bridge configuration is a YAML document, read apart from the plan formats.
+  if (const Result<Json> doc = ParseDocument(text, source); doc.ok() && IsMegatronBridgeConfig(doc.value())) {
+    return ReadMegatronBridgeSetup(doc.value(), source);
+  }
   std::vector<std::string> readable;
   for (const Framework& f : Frameworks()) {
     if (f.read_setup) readable.push_back(std::string(f.format));
@@ -103,7 +108,8 @@ Result<LauncherSetup> ReadLauncherSetup(const std::string& text, const std::stri
   Result<PlanFormat> format = DetectPlanFormat(text);
   if (!format.ok()) return InvalidInput(source + ": " + format.error().message);
   if (!format.value().framework || FrameworkOf(*format.value().framework).read_setup == nullptr) {
-    return InvalidInput(fmt::format("--setup-from {}: the training setup is read from {} launcher files; this is {}",
+    return InvalidInput(fmt::format("--setup-from {}: the training setup is read from {} launcher files (Megatron-LM "
+                                    "arguments or a Megatron-Bridge ConfigContainer's YAML); this is {}",
                                     source, fmt::join(readable, ", "),
                                     format.value().framework ? "a " + PlanFormatName(format.value()) + " configuration"
                                                              : "none of them"));

@@ -200,6 +200,8 @@ struct LauncherSetup {
   // The model's shape as the file states it (flag, value: "--num-layers" 32, "--hidden-size",
   // "--num-experts", "--moe-router-topk", "--moe-ffn-hidden-size"), for a check against --model.
   std::vector<std::pair<std::string, std::int64_t>> model_shape;
+  std::string format;         // what the file is, for the report ("Megatron-LM arguments")
+  std::string megatron_args;  // the Megatron-LM flags it amounts to, whose plan simulate reads
 };
 using ReadSetupFn = Result<LauncherSetup> (*)(const std::string& text, const std::string& source);
 // Whether a file's text is this framework's configuration; an error when it looks like one but

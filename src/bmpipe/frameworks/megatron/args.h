@@ -5,6 +5,7 @@
 #include <map>
 #include <string>
 
+#include "bmpipe/frameworks/framework.h"
 #include "bmpipe/frameworks/launcher_args.h"
 
 namespace bmpipe {
@@ -16,5 +17,9 @@ const std::map<std::string, Arity>& MegatronFlags();
 // --pipeline-model-parallel-layout, --num-virtual-stages-per-pipeline-rank or
 // --num-layers-per-virtual-pipeline-stage over `layers` decoder layers and `ranks` pipeline ranks.
 int MegatronChunks(const Flags& flags, int layers, int ranks);
+
+// ReadMegatronSetup's work, inside ReadDocument (failures through FailConfiguration): the Megatron
+// argument reader and the Megatron-Bridge one, which says its fields as these flags.
+LauncherSetup ReadMegatronSetupFlags(const std::string& text);
 
 }  // namespace bmpipe

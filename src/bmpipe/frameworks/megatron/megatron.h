@@ -47,6 +47,14 @@ Result<Plan> ReadMegatron(const std::string& text, const Problem& problem, const
 // backend auto). Contradictions and what bmpipe does not cost are errors naming the flag and the fix.
 Result<LauncherSetup> ReadMegatronSetup(const std::string& text, const std::string& source);
 
+// A Megatron-Bridge (or NeMo 2) ConfigContainer as its YAML dump writes it (`_target_:
+// ...ConfigContainer`, or `model`, `train` and `ddp` or `optimizer` sections), and its training
+// setup: each field that changes cost said as the Megatron-LM flag Megatron-Bridge sets from it
+// (a comm_overlap value over the ddp one, the mixed_precision section over the model's fields),
+// then read by ReadMegatronSetup.
+bool IsMegatronBridgeConfig(const Json& doc);
+Result<LauncherSetup> ReadMegatronBridgeSetup(const Json& doc, const std::string& source);
+
 // Lines of flags ("--num-layers 32"), or a command line with --pipeline-model-parallel-size or
 // --num-layers.
 Result<bool> DetectMegatron(const PlanText& text);

@@ -155,8 +155,9 @@ std::vector<int> MoeLayerPattern(const Flag& flag, int layers) {
 
 // Megatron's layout string as stages of layer characters: commas dropped, `(...)*N` unrolled
 // once (no nesting), then `x*N`, then split at '|' (megatron/core/transformer/
-// pipeline_parallel_layer_layout.py, parse_str_to_list).
-std::vector<std::string> ExpandLayout(const std::string& layout) {
+// pipeline_parallel_layer_layout.py, parse_str_to_list). With `count_only` (counting the stages),
+// an MTP layer 'm' is taken as any other; else refused (a plan's stages do not place MTP).
+std::vector<std::string> ExpandLayout(const std::string& layout, bool count_only = false) {
   const std::string flag = fmt::format("--pipeline-model-parallel-layout \"{}\"", layout);
   // Far beyond any layout of the problem sizes bmpipe reads.
   const std::size_t max_chars = 2 * static_cast<std::size_t>(kMaxLayers + kMaxStages);
@@ -214,12 +215,12 @@ std::vector<std::string> ExpandLayout(const std::string& layout) {
       stages.emplace_back();
       continue;
     }
-    if (c == 'm') {
+    if (c == 'm' && !count_only) {
       FailConfiguration(fmt::format("{}: stage {} has 'm', a multi-token prediction layer, which bmpipe's problems do not model; "
                        "plan without MTP",
                        flag, stages.size() - 1));
     }
-    if (c != 'E' && c != 't' && c != 'L') {
+    if (c != 'E' && c != 't' && c != 'L' && c != 'm') {
       FailConfiguration(fmt::format("{}: stage {} has '{}', which is not a layer; Megatron's layout characters are E (embedding), t "
                        "(decoder layer), L (loss and head), m (MTP), with '|' between stages",
                        flag, stages.size() - 1, c));
@@ -322,7 +323,7 @@ int MegatronChunks(const Flags& flags, int layers, int ranks) {
          "--num-layers-per-virtual-pipeline-stage (Megatron refuses more)");
   }
   if (layout) {
-    const int stages = static_cast<int>(ExpandLayout(layout->values.front()).size());
+    const int stages = static_cast<int>(ExpandLayout(layout->values.front(), /*count_only=*/true).size());
     if (stages % ranks != 0) {
       FailConfiguration(fmt::format("--pipeline-model-parallel-layout \"{}\": its {} stages do not divide among "
                        "--pipeline-model-parallel-size {}; Megatron needs ranks x virtual stages of them",

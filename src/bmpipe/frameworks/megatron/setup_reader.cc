@@ -74,17 +74,20 @@ bool CostFree(const std::string& flag) {
 
 std::string First(const Flag& flag) { return flag.values.empty() ? std::string() : flag.values.front(); }
 
-// Megatron's --recompute-modules as bmpipe's option names: the parts one layer recomputes. Megatron's
-// mlp is the dense MLP and moe the MoE block; both are bmpipe's mlp, on the layers they apply to
-// (the plan reader sets each layer's; a setting for every layer takes mlp when either is named).
-std::string RecomputeModules(const std::vector<std::string>& modules) {
+// Megatron's --recompute-modules as bmpipe's option names: the parts a layer recomputes. Megatron's
+// mlp is the dense MLP and moe the MoE block, both bmpipe's mlp on the layers they apply to: with
+// experts (`moe`) and only one of them named, both options are offered (without and with mlp), and
+// the file's plan sets each layer's; else the one option every layer runs.
+Json RecomputeModules(const std::vector<std::string>& modules, bool moe) {
+  const bool dense_mlp = std::find(modules.begin(), modules.end(), "mlp") != modules.end();
+  const bool moe_mlp = std::find(modules.begin(), modules.end(), "moe") != modules.end();
   std::vector<std::string> parts;
   auto add = [&](const std::string& part) {
     if (std::find(parts.begin(), parts.end(), part) == parts.end()) parts.push_back(part);
   };
   for (const std::string& m : modules) {
     if (m == "core_attn") add("selective");
-    else if (m == "mlp" || m == "moe") add("mlp");
+    else if (m == "mlp" || m == "moe") continue;
     else if (m == "layernorm") add("norm");
     else if (m == "mla_up_proj") add("mla_up_proj");
     else if (m == "moe_act") add("mlp_act");
@@ -94,12 +97,18 @@ std::string RecomputeModules(const std::vector<std::string>& modules) {
                                     fmt::join(modules, " "), m));
     }
   }
-  return fmt::format("{}", fmt::join(parts, "+"));
+  const std::string base = parts.empty() ? "none" : fmt::format("{}", fmt::join(parts, "+"));
+  const std::string with_mlp = parts.empty() ? "mlp" : base + "+mlp";
+  if (moe && dense_mlp != moe_mlp) return Json::array({base, with_mlp});
+  return Json::array({dense_mlp || moe_mlp ? with_mlp : base});
 }
 
-LauncherSetup ReadSetup(const std::string& text) {
+}  // namespace
+
+LauncherSetup ReadMegatronSetupFlags(const std::string& text) {
   const Flags flags = ReadFlags(ShellWords(text), SetupFlags());
   LauncherSetup out;
+  out.megatron_args = text;
   Json& k = out.keywords;
   k = Json::object();
   std::vector<std::string> defaults;  // what Megatron's defaults supplied
@@ -206,7 +215,8 @@ LauncherSetup ReadSetup(const std::string& text) {
                         "them; remove them");
     }
     const Flag* modules = flags.Get("--recompute-modules");
-    k["recompute"] = Json::array({RecomputeModules(modules ? modules->values : std::vector<std::string>{"core_attn"})});
+    k["recompute"] = RecomputeModules(modules ? modules->values : std::vector<std::string>{"core_attn"},
+                                      flags.Get("--num-experts") != nullptr);
     if (!modules) defaults.push_back("--recompute-modules core_attn");
   } else {
     FailConfiguration(fmt::format("--recompute-granularity {}: give full or selective", kind));
@@ -396,10 +406,12 @@ LauncherSetup ReadSetup(const std::string& text) {
   return out;
 }
 
-}  // namespace
-
 Result<LauncherSetup> ReadMegatronSetup(const std::string& text, const std::string& source) {
-  return ReadDocument<LauncherSetup>(source, [&] { return ReadSetup(text); });
+  return ReadDocument<LauncherSetup>(source, [&] {
+    LauncherSetup out = ReadMegatronSetupFlags(text);
+    out.format = "Megatron-LM arguments";
+    return out;
+  });
 }
 
 }  // namespace bmpipe
