@@ -5,6 +5,7 @@
 // mixed-precision section over the model's fields, a comm_overlap value over the ddp one.
 #include <cstdint>
 #include <string>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -98,20 +99,24 @@ LauncherSetup ReadBridge(const Json& doc) {
   } else {
     t.Value("--num-virtual-stages-per-pipeline-rank", field(model, "virtual_pipeline_model_parallel_size"));
   }
-  t.Value("--microbatch-group-size-per-virtual-pipeline-stage", field(model, "microbatch_group_size_per_vp_stage"));
-  t.Value("--context-parallel-size", field(model, "context_parallel_size"));
-  t.Value("--expert-model-parallel-size", field(model, "expert_model_parallel_size"));
-  t.Value("--expert-tensor-parallel-size", field(model, "expert_tensor_parallel_size"));
-  t.Value("--num-layers", field(model, "num_layers"));
-  t.Value("--hidden-size", field(model, "hidden_size"));
-  const bool moe = !Word(field(model, "num_moe_experts")).empty();
-  if (moe) {
-    t.Value("--num-experts", field(model, "num_moe_experts"));
-    t.Value("--moe-router-topk", field(model, "moe_router_topk"));
-    t.Value("--moe-ffn-hidden-size", field(model, "moe_ffn_hidden_size"));
-    t.Value("--moe-token-dispatcher-type", field(model, "moe_token_dispatcher_type"));
+  // The model's fields that are a Megatron flag's value as they are.
+  static const std::pair<const char*, const char*> kModelValues[] = {
+      {"--microbatch-group-size-per-virtual-pipeline-stage", "microbatch_group_size_per_vp_stage"},
+      {"--context-parallel-size", "context_parallel_size"},
+      {"--expert-model-parallel-size", "expert_model_parallel_size"},
+      {"--expert-tensor-parallel-size", "expert_tensor_parallel_size"},
+      {"--num-layers", "num_layers"},
+      {"--hidden-size", "hidden_size"}};
+  static const std::pair<const char*, const char*> kMoeValues[] = {
+      {"--num-experts", "num_moe_experts"},
+      {"--moe-router-topk", "moe_router_topk"},
+      {"--moe-ffn-hidden-size", "moe_ffn_hidden_size"},
+      {"--moe-token-dispatcher-type", "moe_token_dispatcher_type"},
+      {"--moe-expert-capacity-factor", "moe_expert_capacity_factor"}};
+  for (const auto& [flag, key] : kModelValues) t.Value(flag, field(model, key));
+  if (!Word(field(model, "num_moe_experts")).empty()) {
+    for (const auto& [flag, key] : kMoeValues) t.Value(flag, field(model, key));
     t.Switch("--moe-router-force-load-balancing", field(model, "moe_router_force_load_balancing"));
-    t.Value("--moe-expert-capacity-factor", field(model, "moe_expert_capacity_factor"));
   }
   const Json& seq = field(model, "seq_length");
   t.Value("--seq-length", Word(seq).empty() ? field(section("dataset"), "sequence_length") : seq);
