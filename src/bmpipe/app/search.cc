@@ -1,5 +1,6 @@
 // bmpipe search: the best way to train a model on N devices, with its plan and export.
 #include <optional>
+#include <set>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -8,6 +9,7 @@
 #include "bmpipe/app/common.h"
 #include "bmpipe/app/invocation.h"
 #include "bmpipe/app/model.h"
+#include "bmpipe/app/profiles.h"
 #include "bmpipe/core/text.h"
 #include "bmpipe/frameworks/formats.h"
 #include "bmpipe/frameworks/megatron/megatron.h"
@@ -38,6 +40,8 @@ struct SearchRequest {
   bool recompute_given = false;  // --recompute was given
   std::string export_out;
   SvgRequest svg;
+  std::string defaults;          // --defaults: a framework version's profile (profiles.h)
+  std::set<std::string> given;   // the keywords given
 };
 
 std::string Joined(const std::vector<std::string>& names) { return fmt::format("{}", fmt::join(names, ", ")); }
@@ -46,6 +50,7 @@ OptionTable SearchTable(SearchRequest& r) {
   SearchOptions& o = r.options;
   o.base.recompute = TrainingSetup{}.recompute;
   OptionTable t;
+  t.RecordGiven(&r.given);
   t.Add("--model", "model", &r.model, "Model preset (" + Joined(ModelPresetNames()) + ") or a Hugging Face config.json")
       .Required();
   t.Add("--device", "device", &r.device,
@@ -132,6 +137,11 @@ OptionTable SearchTable(SearchRequest& r) {
     t.Add("--schedules", "schedules", &r.schedules, help).CommaSeparated().Choices(names);
   }
   AddSetupOptions(t, o.base, r.words, "", "");
+  t.Add("--defaults", "defaults", &r.defaults,
+        "A framework version's defaults for the settings not given: what its own recipes set (data/profiles.yaml, "
+        "each with its source): " +
+            Joined(ProfileNames()) + "; sequence parallelism and the distributed optimizer stay searched")
+      .Choices(ProfileNames());
   t.Add("--json", "", &r.json, "Print the search as JSON (statistics, ranking, every configuration's verdict)");
   t.Add("--out", "", &r.out, "Also write the search JSON to this file");
   t.Add("--plan-out", "", &r.plan_out, "Write the best configuration's plan JSON (docs/file-formats.md) here");
@@ -145,7 +155,39 @@ OptionTable SearchTable(SearchRequest& r) {
   AddSvgOptions(t, r.svg, "Write the best plan's timeline as SVG to this file");
   t.Add("-q,--quiet", "", &r.quiet, "No progress on standard error (as --progress none)");
   AddProgressOption(t, r.progress);
+  t.RecordGiven(nullptr);
   return t;
+}
+
+// --defaults' profile into a copy of the request: each setting the search takes as an option, not
+// given, whose condition can hold for some configuration (the expert-parallel ones on MoE models;
+// SetupOf applies them where they hold). Says what it set in `header`.
+Result<SearchRequest> WithProfile(const SearchRequest& r, const ModelSpec& model, Lines& header) {
+  if (r.defaults.empty()) return r;
+  Result<Profile> profile = FindProfile(r.defaults);
+  if (!profile.ok()) return profile.error();
+  SearchRequest out = r;
+  OptionTable table = SearchTable(out);
+  std::vector<std::string> set, searched;
+  for (const ProfileSetting& s : profile.value().settings) {
+    const Option* option = table.Find(s.key);
+    if (option == nullptr || option->key != s.key) {
+      searched.push_back(s.key);
+      continue;
+    }
+    if (r.given.count(s.key)) continue;
+    if ((s.when == "ep > 1" || s.when == "ep > 1 and interleaved") && !model.moe.enabled()) continue;
+    Json one = Json::object();
+    one[s.key] = s.value;
+    if (Status read = ReadOptions(table, one, "--defaults " + r.defaults); !read.ok()) {
+      return InternalError("data/profiles.yaml: " + read.error().message);
+    }
+    set.push_back(fmt::format("{} {}{}", s.key, s.value.dump(), s.when.empty() ? "" : " (where " + s.when + ")"));
+  }
+  out.given = r.given;
+  header.push_back({"defaults", fmt::format("profile {}: {}{}", r.defaults, set.empty() ? "nothing" : Joined(set),
+                                            searched.empty() ? "" : "; searched instead: " + Joined(searched))});
+  return out;
 }
 
 // The header lines of the search's report.
@@ -180,14 +222,18 @@ Lines SearchHeader(const SearchRequest& r, const SearchOptions& options, const M
   return header;
 }
 
-Result<Output> RunSearch(const SearchRequest& r, const Context& context) {
-  if (r.svg.path.empty() && (!r.svg.window.empty() || !r.svg.ranks.empty())) {
+Result<Output> RunSearch(const SearchRequest& given_request, const Context& context) {
+  if (given_request.svg.path.empty() && (!given_request.svg.window.empty() || !given_request.svg.ranks.empty())) {
     return InvalidInput("--svg-window and --svg-ranks need --svg FILE");
   }
-  Result<ModelSpec> model = LoadModel(r.model);
+  Result<ModelSpec> model = LoadModel(given_request.model);
   if (!model.ok()) return model.error();
-  Result<DeviceSpec> device = LoadDevice(r.device);
+  Result<DeviceSpec> device = LoadDevice(given_request.device);
   if (!device.ok()) return device.error();
+  Lines profile_lines;
+  Result<SearchRequest> profiled = WithProfile(given_request, model.value(), profile_lines);
+  if (!profiled.ok()) return profiled.error();
+  const SearchRequest& r = profiled.value();
   SearchOptions options = r.options;
   if (Status reserved = SetReservedBytes(r.reserved_gb, options.base); !reserved.ok()) return reserved.error();
   if (Status words = ApplySetupWords(r.words, options.base); !words.ok()) return words.error();
@@ -214,7 +260,9 @@ Result<Output> RunSearch(const SearchRequest& r, const Context& context) {
 
   const ModelSpec& m = model.value();
   const DeviceSpec& d = device.value();
-  std::string report = FormatSearch(SearchHeader(r, options, m, d, chosen.value()), options, result);
+  Lines header = SearchHeader(r, options, m, d, chosen.value());
+  for (auto& line : profile_lines) header.push_back(std::move(line));
+  std::string report = FormatSearch(header, options, result);
   Files files;
   std::string exported;
   std::optional<Error> export_error;

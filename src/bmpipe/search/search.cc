@@ -374,6 +374,9 @@ TrainingSetup SetupOf(const SearchOptions& options, const SearchConfig& c) {
   // transposes dropped where it runs FP8 GEMMs without Megatron-FSDP.
   s.fp8_params = options.base.fp8_params && IsQuantized(c.precision) && c.zero >= 1;
   s.no_fp8_transpose_cache = options.base.no_fp8_transpose_cache && IsQuantized(c.precision) && c.zero <= 2;
+  // The expert-parallel overlap where megatron-core runs it: with expert parallelism and, when
+  // pp > 1, interleaving.
+  if (!(c.ep > 1 && (c.pp == 1 || c.vpp > 1))) s.ep_comm_overlap = 0;
   s.devices = options.devices;
   return s;
 }
