@@ -201,6 +201,20 @@ TEST(SetupFrom, PublishedMegatronBridgeRunsFitUnderTheRecipeProfileAlone) {
   EXPECT_EQ(not_fitting, std::vector<std::string>{"mb2511-gb200-llama3-70b-mfsdp64"});
 }
 
+// search takes the profile for what it does not search: FP8 weights where a configuration runs FP8,
+// bf16 gradients, the data-parallel overlap; sequence parallelism and ZeRO stay searched.
+TEST(SetupFrom, SearchTakesAProfile) {
+  const CommandResult r = RunBmpipe("search --model llama3-8b --device h100-80gb --devices 8 --gbs 128 --seq 8192 "
+                                    "--precision bf16,fp8 --defaults megatron-bridge-perf -q");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("defaults   profile megatron-bridge-perf: dp_overlap 0.9, flash_attention true, grad_dtype "
+                       "\"bf16\", fp8_recipe \"tensorwise\" (where fp8), fp8_params true (where quantized); searched "
+                       "instead: distributed_optimizer, sequence_parallel"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("--fp8-param-gather"), std::string::npos);  // the best runs FP8 with FP8 weights
+}
+
 // A plan that fits by less than the cost model's held-out memory error says so.
 TEST(SetupFrom, ReportWarnsOfARankWithinTheMemoryError) {
   const std::string run = "simulate --model llama3-70b --device h100-80gb --tp 8 --pp 4 --dp 8 --gbs 128 --seq 8192 "
