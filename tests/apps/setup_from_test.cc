@@ -159,6 +159,11 @@ TEST(SetupFrom, ProfilesSetWhatTheRecipesRun) {
   // As the source states it (flash attention, the distributed optimizer), bmpipe's fp32 gradients
   // do not fit: the recipe reduces them in bf16.
   EXPECT_NE(RunBmpipe(llama + "--flash-attn --distributed-optimizer").out.find("EXCEEDS capacity"), std::string::npos);
+  // The run itself (NeMo's 24.07 table, FP8): under the profile of the launcher that ran it, it fits.
+  EXPECT_NE(RunBmpipe(llama + "--precision fp8 --defaults nemo-launcher-24.07").out.find("every rank fits"),
+            std::string::npos);
+  EXPECT_NE(RunBmpipe(llama + "--precision fp8 --flash-attn --distributed-optimizer").out.find("EXCEEDS capacity"),
+            std::string::npos);
   // What is given wins over the profile, and what the file states too.
   const CommandResult given = RunBmpipe(llama + "--defaults megatron-bridge-perf --grad-dtype fp32");
   EXPECT_NE(given.out.find("given: dp 4, gbs 128, seq 8192, cp 2, grad_dtype fp32"), std::string::npos) << given.out;
