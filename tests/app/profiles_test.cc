@@ -16,9 +16,7 @@ TEST(Profiles, EverySettingIsAnOptionTheTableTakes) {
       ModelRequest request;
       OptionTable table;
       AddModelOptions(table, request, "--problem");
-      Json one = Json::object();
-      one[setting.key] = setting.value;
-      const Status read = ReadOptions(table, one, profile.name);
+      const Status read = ApplyProfileSetting(table, profile.name, setting);
       EXPECT_TRUE(read.ok()) << profile.name << ": " << read.error().message;
       EXPECT_FALSE(setting.source.empty()) << profile.name << " " << setting.key;
     }

@@ -356,11 +356,7 @@ Status ApplyProfile(const ModelRequest& args, OptionTable& table, ModelRequest& 
     if (args.given.count(setting.key) || r.from_file.count(setting.key) || !ProfileSettingApplies(setting, now)) {
       continue;
     }
-    Json one = Json::object();
-    one[setting.key] = setting.value;
-    if (Status applied = ReadOptions(table, one, "--defaults " + args.defaults); !applied.ok()) {
-      return InternalError("data/profiles.yaml: " + applied.error().message);
-    }
+    if (Status applied = ApplyProfileSetting(table, args.defaults, setting); !applied.ok()) return applied;
     r.from_profile.insert(setting.key);
   }
   r.profile_source = args.defaults;

@@ -66,6 +66,15 @@ Result<Profile> FindProfile(const std::string& name) {
                                   DidYouMean(name, ProfileNames()), fmt::join(ProfileNames(), ", ")));
 }
 
+Status ApplyProfileSetting(const OptionTable& table, const std::string& profile, const ProfileSetting& setting) {
+  Json one = Json::object();
+  one[setting.key] = setting.value;
+  if (Status read = ReadOptions(table, one, "--defaults " + profile); !read.ok()) {
+    return InternalError("data/profiles.yaml: " + read.error().message);
+  }
+  return {};
+}
+
 bool ProfileSettingApplies(const ProfileSetting& setting, const TrainingSetup& setup) {
   if (setting.when == "tp > 1") return setup.tp > 1;
   if (setting.when == "ep > 1") return setup.ep > 1;

@@ -9,6 +9,7 @@
 
 #include "bmpipe/core/document.h"
 #include "bmpipe/core/error.h"
+#include "bmpipe/core/options.h"
 #include "bmpipe/cost/training_setup.h"
 
 namespace bmpipe::app {
@@ -33,6 +34,9 @@ const std::vector<Profile>& Profiles();
 std::vector<std::string> ProfileNames();
 // The profile named `name`, or an error listing them.
 Result<Profile> FindProfile(const std::string& name);
+// Sets the setting's keyword through `table` (the command's options, bound to its request); a
+// keyword the table refuses is a defect of data/profiles.yaml (an internal error).
+Status ApplyProfileSetting(const OptionTable& table, const std::string& profile, const ProfileSetting& setting);
 // Whether the setting's condition holds for `setup` (its precision as `setup.precision`).
 bool ProfileSettingApplies(const ProfileSetting& setting, const TrainingSetup& setup);
 

@@ -177,11 +177,7 @@ Result<SearchRequest> WithProfile(const SearchRequest& r, const ModelSpec& model
     }
     if (r.given.count(s.key)) continue;
     if ((s.when == "ep > 1" || s.when == "ep > 1 and interleaved") && !model.moe.enabled()) continue;
-    Json one = Json::object();
-    one[s.key] = s.value;
-    if (Status read = ReadOptions(table, one, "--defaults " + r.defaults); !read.ok()) {
-      return InternalError("data/profiles.yaml: " + read.error().message);
-    }
+    if (Status applied = ApplyProfileSetting(table, r.defaults, s); !applied.ok()) return applied.error();
     set.push_back(fmt::format("{} {}{}", s.key, s.value.dump(), s.when.empty() ? "" : " (where " + s.when + ")"));
   }
   out.given = r.given;

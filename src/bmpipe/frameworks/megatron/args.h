@@ -18,6 +18,15 @@ const std::map<std::string, Arity>& MegatronFlags();
 // --num-layers-per-virtual-pipeline-stage over `layers` decoder layers and `ranks` pipeline ranks.
 int MegatronChunks(const Flags& flags, int layers, int ranks);
 
+// The ZeRO stage the flags give: 1 with the distributed optimizer, or Megatron-FSDP's sharding
+// strategy's (no_shard 0, optim 1, optim_grads 2, optim_grads_params 3), whichever is more.
+int MegatronZeroStage(const Flags& flags);
+// A state dtype flag (--main-grads-dtype, --exp-avg-dtype, --exp-avg-sq-dtype): "fp32" or "bf16",
+// the latter only with --use-precision-aware-optimizer (Megatron refuses it otherwise).
+std::string MegatronStateDtype(const Flags& flags, const std::string& name);
+// --moe-expert-capacity-factor: 0 (dropless) when absent or negative, as Megatron reads it.
+double MegatronCapacityFactor(const Flags& flags);
+
 // ReadMegatronSetup's work, inside ReadDocument (failures through FailConfiguration): the Megatron
 // argument reader and the Megatron-Bridge one, which says its fields as these flags.
 LauncherSetup ReadMegatronSetupFlags(const std::string& text);

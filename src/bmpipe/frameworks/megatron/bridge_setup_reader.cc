@@ -35,7 +35,6 @@ std::string DtypeWord(const Json& v, const std::string& field) {
   if (w.empty() || w == "torch.float32" || w == "fp32" || w == "float32") return "fp32";
   if (w == "torch.bfloat16" || w == "bf16" || w == "bfloat16") return "bf16";
   FailConfiguration(fmt::format("{} {}: bmpipe models fp32 and bf16 state; give one of them", field, w));
-  return "";
 }
 
 // Shell-quotes a word for the Megatron argument text.
@@ -55,6 +54,13 @@ class Translation {
   }
   void Switch(const std::string& name, const Json& v) {
     if (v.is_boolean() && v.get<bool>()) Flag(name);
+  }
+  // A flag of several values: a list's, or one value's.
+  void Values(const std::string& name, const Json& v) {
+    if (Word(v).empty()) return;
+    args_ += name;
+    for (const Json& one : v.is_array() ? v : Json::array({v})) args_ += " " + Quoted(Word(one));
+    args_ += "\n";
   }
   const std::string& args() const { return args_; }
 
@@ -145,63 +151,51 @@ LauncherSetup ReadBridge(const Json& doc) {
   t.Value("--recompute-method", field(model, "recompute_method"));
   t.Value("--recompute-num-layers", field(model, "recompute_num_layers"));
   const Json& modules = field(model, "recompute_modules");
-  std::string args = t.args();
   if (modules.is_array() && !modules.empty() && !Word(field(model, "recompute_granularity")).empty()) {
-    args += "--recompute-modules";
-    for (const Json& m : modules) args += " " + Quoted(Word(m));
-    args += "\n";
+    t.Values("--recompute-modules", modules);
   }
-  Translation rest;
-  if (field(model, "cpu_offloading") == Json(true)) rest.Flag("--cpu-offloading");
-  rest.Switch("--disable-parameter-transpose-cache", field(model, "disable_parameter_transpose_cache"));
+  if (field(model, "cpu_offloading") == Json(true)) t.Flag("--cpu-offloading");
+  t.Switch("--disable-parameter-transpose-cache", field(model, "disable_parameter_transpose_cache"));
   // Precision: the mixed-precision section applied over the model's fields.
   if (!Word(field(precision, "fp4")).empty()) {
-    rest.Value("--fp4-format", field(precision, "fp4"));
-    rest.Value("--fp4-recipe", field(precision, "fp4_recipe"));
+    t.Value("--fp4-format", field(precision, "fp4"));
+    t.Value("--fp4-recipe", field(precision, "fp4_recipe"));
     if (field(precision, "fp4_param") == Json(true) || field(precision, "fp4_param_gather") == Json(true)) {
-      rest.Flag("--fp4-param-gather");
+      t.Flag("--fp4-param-gather");
     }
   } else if (!Word(field(precision, "fp8")).empty()) {
-    rest.Value("--fp8-format", field(precision, "fp8"));
-    rest.Value("--fp8-recipe", field(precision, "fp8_recipe"));
+    t.Value("--fp8-format", field(precision, "fp8"));
+    t.Value("--fp8-recipe", field(precision, "fp8_recipe"));
     if (field(precision, "fp8_param_gather") == Json(true) || field(precision, "fp8_param") == Json(true) ||
         field(ddp, "fp8_param_gather") == Json(true)) {
-      rest.Flag("--fp8-param-gather");
+      t.Flag("--fp8-param-gather");
     }
   }
-  if (field(precision, "fp16") == Json(true)) rest.Flag("--fp16");
+  if (field(precision, "fp16") == Json(true)) t.Flag("--fp16");
   // Gradients: the DDP buffer's dtype, or the precision-aware optimizer's main gradients.
   const Json& reduce_fp32 = field(ddp, "grad_reduce_in_fp32").is_null() ? field(precision, "grad_reduce_in_fp32")
                                                                           : field(ddp, "grad_reduce_in_fp32");
-  if (reduce_fp32 == Json(false)) rest.Flag("--grad-reduce-in-bf16");
+  if (reduce_fp32 == Json(false)) t.Flag("--grad-reduce-in-bf16");
   if (field(optimizer, "use_precision_aware_optimizer") == Json(true)) {
-    rest.Flag("--use-precision-aware-optimizer");
-    rest.Value("--main-grads-dtype", Json(DtypeWord(field(optimizer, "main_grads_dtype"), "optimizer.main_grads_dtype")));
-    rest.Value("--exp-avg-dtype", Json(DtypeWord(field(optimizer, "exp_avg_dtype"), "optimizer.exp_avg_dtype")));
-    rest.Value("--exp-avg-sq-dtype",
+    t.Flag("--use-precision-aware-optimizer");
+    t.Value("--main-grads-dtype", Json(DtypeWord(field(optimizer, "main_grads_dtype"), "optimizer.main_grads_dtype")));
+    t.Value("--exp-avg-dtype", Json(DtypeWord(field(optimizer, "exp_avg_dtype"), "optimizer.exp_avg_dtype")));
+    t.Value("--exp-avg-sq-dtype",
                Json(DtypeWord(field(optimizer, "exp_avg_sq_dtype"), "optimizer.exp_avg_sq_dtype")));
   }
   if (field(optimizer, "optimizer_cpu_offload") == Json(true)) {
-    rest.Flag("--optimizer-cpu-offload");
-    rest.Value("--optimizer-offload-fraction", field(optimizer, "optimizer_offload_fraction"));
+    t.Flag("--optimizer-cpu-offload");
+    t.Value("--optimizer-offload-fraction", field(optimizer, "optimizer_offload_fraction"));
   }
   // CUDA graphs: none, or their scopes.
   const std::string graphs = Word(field(model, "cuda_graph_impl"));
   if (!graphs.empty() && graphs != "none") {
-    rest.Value("--cuda-graph-impl", field(model, "cuda_graph_impl"));
-    const Json& scope = field(model, "cuda_graph_scope");
-    args += "--cuda-graph-scope";
-    if (scope.is_array()) {
-      for (const Json& s : scope) args += " " + Quoted(Word(s));
-    } else {
-      args += " " + Quoted(Word(scope));
-    }
-    args += "\n";
+    t.Value("--cuda-graph-impl", field(model, "cuda_graph_impl"));
+    t.Values("--cuda-graph-scope", field(model, "cuda_graph_scope"));
   }
   const std::string mtp = Word(field(model, "mtp_num_layers"));
-  if (!mtp.empty() && mtp != "0" && field(model, "mtp_enabled") != Json(false)) rest.Value("--mtp-num-layers", Json(mtp));
-  args += rest.args();
-  LauncherSetup out = ReadMegatronSetupFlags(args);
+  if (!mtp.empty() && mtp != "0" && field(model, "mtp_enabled") != Json(false)) t.Value("--mtp-num-layers", Json(mtp));
+  LauncherSetup out = ReadMegatronSetupFlags(t.args());
   // The flag reader's count of cost-free flags means nothing here: say what was read instead.
   std::vector<std::string> notes;
   notes.push_back("a Megatron-Bridge ConfigContainer: its fields read as the Megatron-LM flags Megatron-Bridge sets "

@@ -350,6 +350,46 @@ int MegatronChunks(const Flags& flags, int layers, int ranks) {
   return 1;
 }
 
+int MegatronZeroStage(const Flags& flags) {
+  int stage = flags.Get("--use-distributed-optimizer") ? 1 : 0;
+  if (flags.Get("--use-megatron-fsdp") || flags.Get("--use-custom-fsdp")) {
+    const Flag* strategy = flags.Get("--data-parallel-sharding-strategy");
+    const std::string name = strategy ? strategy->values.front() : "no_shard";  // Megatron-LM's default
+    const std::map<std::string, int> stages = {{"no_shard", 0}, {"optim", 1}, {"optim_grads", 2}, {"optim_grads_params", 3}};
+    auto it = stages.find(name);
+    if (it == stages.end()) {
+      FailConfiguration(fmt::format("--data-parallel-sharding-strategy {}: give no_shard, optim, optim_grads or optim_grads_params",
+                       name));
+    }
+    stage = std::max(stage, it->second);
+  }
+  return stage;
+}
+
+std::string MegatronStateDtype(const Flags& flags, const std::string& name) {
+  const Flag* f = flags.Get(name);
+  const std::string v = f ? f->values.front() : "fp32";
+  if (v != "fp32" && v != "bf16") FailConfiguration(fmt::format("{} {}: bmpipe models fp32 and bf16 state; give one of them", name, v));
+  if (v != "fp32" && !flags.Get("--use-precision-aware-optimizer")) {
+    FailConfiguration(fmt::format("{} {} without --use-precision-aware-optimizer: Megatron refuses it; add "
+                     "--use-precision-aware-optimizer",
+                     name, v));
+  }
+  return v;
+}
+
+double MegatronCapacityFactor(const Flags& flags) {
+  const Flag* f = flags.Get("--moe-expert-capacity-factor");
+  if (!f) return 0;  // dropless
+  const std::string& v = f->values.front();
+  char* end = nullptr;
+  const double factor = std::strtod(v.c_str(), &end);
+  if (v.empty() || end != v.c_str() + v.size() || !(factor == factor) || factor > 1e6) {
+    FailConfiguration(fmt::format("--moe-expert-capacity-factor {}: give a number", v));
+  }
+  return factor < 0 ? 0 : factor;  // Megatron: negative means none
+}
+
 namespace {
 
 void MegatronRecompute(const Flags& flags, const Problem& problem, Plan& plan) {
@@ -479,19 +519,7 @@ void CheckMegatronTraining(const Flags& flags, const TrainingInfo& t) {
     FailConfiguration("--cpu-offloading: Megatron offloads the activations of whole layers and refuses it with pipeline parallelism "
          "or recomputation, which bmpipe's per-layer offload options do not describe; remove --cpu-offloading");
   }
-  // ZeRO: the distributed optimizer is stage 1; Megatron-FSDP's sharding strategy names the stage.
-  int stage = flags.Get("--use-distributed-optimizer") ? 1 : 0;
-  if (flags.Get("--use-megatron-fsdp") || flags.Get("--use-custom-fsdp")) {
-    const Flag* strategy = flags.Get("--data-parallel-sharding-strategy");
-    const std::string name = strategy ? strategy->values.front() : "no_shard";  // Megatron-LM's default
-    const std::map<std::string, int> stages = {{"no_shard", 0}, {"optim", 1}, {"optim_grads", 2}, {"optim_grads_params", 3}};
-    auto it = stages.find(name);
-    if (it == stages.end()) {
-      FailConfiguration(fmt::format("--data-parallel-sharding-strategy {}: give no_shard, optim, optim_grads or optim_grads_params",
-                       name));
-    }
-    stage = std::max(stage, it->second);
-  }
+  const int stage = MegatronZeroStage(flags);
   const int want_stage = ZeroStage(t);
   if (stage != want_stage) {
     FailConfiguration(fmt::format("the flags give ZeRO stage {} (--use-distributed-optimizer: 1; --use-megatron-fsdp with "
@@ -499,19 +527,9 @@ void CheckMegatronTraining(const Flags& flags, const TrainingInfo& t) {
                      "training.zero_stage = {}; this configuration is not that run",
                      stage, want_stage));
   }
-  // State dtypes: Megatron refuses them without the precision-aware optimizer.
-  auto dtype = [&](const std::string& name) {
-    const Flag* f = flags.Get(name);
-    const std::string v = f ? f->values.front() : "fp32";
-    if (v != "fp32" && v != "bf16") FailConfiguration(fmt::format("{} {}: bmpipe models fp32 and bf16 state; give one of them", name, v));
-    if (v != "fp32" && !flags.Get("--use-precision-aware-optimizer")) {
-      FailConfiguration(fmt::format("{} {} without --use-precision-aware-optimizer: Megatron refuses it; add "
-                       "--use-precision-aware-optimizer",
-                       name, v));
-    }
-    return v;
-  };
-  const std::string grads = dtype("--main-grads-dtype"), avg = dtype("--exp-avg-dtype"), avg_sq = dtype("--exp-avg-sq-dtype");
+  const std::string grads = MegatronStateDtype(flags, "--main-grads-dtype");
+  const std::string avg = MegatronStateDtype(flags, "--exp-avg-dtype");
+  const std::string avg_sq = MegatronStateDtype(flags, "--exp-avg-sq-dtype");
   if (grads != t.grad_dtype) {
     FailConfiguration(fmt::format("--main-grads-dtype {}: the problem's run has training.grad_dtype = {}; this configuration is not "
                      "that run",
@@ -547,14 +565,7 @@ void CheckMegatronMoe(const Flags& flags, const MoeInfo& moe, int layers) {
                      flags.Get("--moe-layer-freq") ? "" : " (not given: every layer MoE)", fmt::join(dense, ", "),
                      fmt::join(moe.dense_layers, ", ")));
   }
-  double factor = 0;  // dropless
-  if (const Flag* f = flags.Get("--moe-expert-capacity-factor")) {
-    const std::string& v = f->values.front();
-    char* end = nullptr;
-    factor = std::strtod(v.c_str(), &end);
-    if (v.empty() || end != v.c_str() + v.size()) FailConfiguration(fmt::format("--moe-expert-capacity-factor {}: give a number", v));
-    if (factor < 0) factor = 0;  // Megatron: negative means none
-  }
+  const double factor = MegatronCapacityFactor(flags);
   if (factor != moe.capacity_factor) {
     FailConfiguration(fmt::format("--moe-expert-capacity-factor {:g}{}: the problem's run has training.moe.capacity_factor = {:g} "
                      "(0: dropless); this configuration is not that run",

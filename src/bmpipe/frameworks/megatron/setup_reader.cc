@@ -163,18 +163,7 @@ LauncherSetup ReadMegatronSetupFlags(const std::string& text) {
   // ZeRO: the distributed optimizer is stage 1; Megatron-FSDP's sharding strategy names the stage.
   const bool distributed = flags.Get("--use-distributed-optimizer") != nullptr;
   k["distributed_optimizer"] = distributed;
-  if (flags.Get("--use-megatron-fsdp") || flags.Get("--use-custom-fsdp")) {
-    const Flag* strategy = flags.Get("--data-parallel-sharding-strategy");
-    const std::string name = strategy ? First(*strategy) : "no_shard";
-    const std::map<std::string, int> stages = {{"no_shard", 0}, {"optim", 1}, {"optim_grads", 2}, {"optim_grads_params", 3}};
-    auto it = stages.find(name);
-    if (it == stages.end()) {
-      FailConfiguration(fmt::format("--data-parallel-sharding-strategy {}: give no_shard, optim, optim_grads or "
-                                    "optim_grads_params",
-                                    name));
-    }
-    k["zero"] = std::max(it->second, distributed ? 1 : 0);
-  }
+  if (flags.Get("--use-megatron-fsdp") || flags.Get("--use-custom-fsdp")) k["zero"] = MegatronZeroStage(flags);
 
   // Recomputation: the options the file's setting uses (block also leaves layers without any).
   const Flag* granularity = flags.Get("--recompute-granularity");
@@ -256,19 +245,7 @@ LauncherSetup ReadMegatronSetupFlags(const std::string& text) {
 
   // State dtypes: the precision-aware optimizer's, else fp32 main gradients unless reduced in bf16
   // (Megatron accumulates and reduces bf16 training's gradients in fp32 by default).
-  auto dtype = [&](const char* name) {
-    const Flag* f = flags.Get(name);
-    const std::string v = f ? First(*f) : "fp32";
-    if (v != "fp32" && v != "bf16") {
-      FailConfiguration(fmt::format("{} {}: bmpipe models fp32 and bf16 state; give one of them", name, v));
-    }
-    if (v != "fp32" && !flags.Get("--use-precision-aware-optimizer")) {
-      FailConfiguration(fmt::format("{} {} without --use-precision-aware-optimizer: Megatron refuses it; add "
-                                    "--use-precision-aware-optimizer",
-                                    name, v));
-    }
-    return v;
-  };
+  auto dtype = [&](const char* name) { return MegatronStateDtype(flags, name); };
   std::string grads = dtype("--main-grads-dtype");
   if (flags.Get("--grad-reduce-in-bf16")) {
     if (flags.Get("--accumulate-allreduce-grads-in-fp32")) {
@@ -346,17 +323,7 @@ LauncherSetup ReadMegatronSetupFlags(const std::string& text) {
                       "is not costed by bmpipe; give --moe-token-dispatcher-type alltoall or flex");
   }
   if (moe_flags) k["moe_routing"] = flags.Get("--moe-router-force-load-balancing") ? "balanced" : "natural";
-  if (const Flag* f = flags.Get("--moe-expert-capacity-factor")) {
-    const std::string v = First(*f);
-    char* end = nullptr;
-    const double factor = std::strtod(v.c_str(), &end);
-    if (v.empty() || end != v.c_str() + v.size() || !(factor == factor) || factor > 1e6) {
-      FailConfiguration(fmt::format("--moe-expert-capacity-factor {}: give a number", v));
-    }
-    k["moe_capacity_factor"] = factor < 0 ? 0.0 : factor;  // Megatron: negative means none
-  } else if (moe_flags) {
-    k["moe_capacity_factor"] = 0.0;
-  }
+  if (moe_flags || flags.Get("--moe-expert-capacity-factor")) k["moe_capacity_factor"] = MegatronCapacityFactor(flags);
   if (moe_flags || flags.Get("--overlap-moe-expert-parallel-comm")) {
     k["ep_comm_overlap"] = flags.Get("--overlap-moe-expert-parallel-comm") ? kEpCommOverlapSwitchedOn : 0.0;
   }
