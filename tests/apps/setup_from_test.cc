@@ -223,16 +223,69 @@ TEST(SetupFrom, SearchTakesAProfile) {
 // A plan that fits by less than the cost model's held-out memory error says so.
 TEST(SetupFrom, ReportWarnsOfARankWithinTheMemoryError) {
   const std::string run = "simulate --model llama3-70b --device h100-80gb --tp 8 --pp 4 --dp 8 --gbs 128 --seq 8192 "
-                          "--flash-attn --sequence-parallel --distributed-optimizer --memory-headroom-gb ";
-  CommandResult r = RunBmpipe(run + "40");
+                          "--flash-attn --sequence-parallel --distributed-optimizer ";
+  CommandResult r = RunBmpipe(run + "--reserved-gb 45");
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_NE(r.out.find("every rank fits, but rank 0 at 99.3 % of its capacity is within the cost model's held-out "
-                       "memory error (±3.7 %)"),
+  EXPECT_NE(r.out.find("every rank fits, but rank 0 at 98.9 % of its capacity is within the cost model's held-out "
+                       "memory error (±3.7 %): it may not fit when run; plan and search keep 1.5 GB free on every "
+                       "rank for it by default"),
             std::string::npos)
       << r.out;
-  r = RunBmpipe(run + "30");
+  r = RunBmpipe(run + "--reserved-gb 40");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("Memory           every rank fits\n"), std::string::npos) << r.out;
+  // A headroom is the user's margin, not the device's limit: the same peak against the device.
+  r = RunBmpipe(run + "--reserved-gb 5 --memory-headroom-gb 40");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("5.00 GB reserved, 40.00 GB headroom kept free (plans fit in 45.52 GB)"), std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("Memory           every rank fits\n"), std::string::npos) << r.out;
+}
+
+// plan keeps the cost model's held-out memory error free by default; 0 plans to the full capacity.
+TEST(SetupFrom, PlanKeepsTheDefaultHeadroom) {
+  const std::string run = "plan --model llama3-8b --device h100-80gb --tp 1 --pp 4 --dp 1 --gbs 16 --seq 8192 "
+                          "--flash-attn --recompute none --time-limit 30 --progress none --json ";
+  auto fullest = [](const CommandResult& r) {
+    const Json doc = Json::parse(r.out);
+    std::int64_t peak = 0;
+    for (const Json& rank : doc["ranks"]) peak = std::max(peak, rank["peak_memory_bytes"].get<std::int64_t>());
+    return peak;
+  };
+  const CommandResult kept = RunBmpipe(run);
+  ASSERT_EQ(kept.exit_code, 0) << kept.err;
+  const CommandResult full = RunBmpipe(run + "--memory-headroom-gb 0");
+  ASSERT_EQ(full.exit_code, 0) << full.err;
+  // 85.52 GB less the 5.35 GB reserve, x 3.7 / 103.7: 2.9 GB free.
+  EXPECT_LE(fullest(kept), 85'520'000'000 - 2'900'000'000);
+  EXPECT_GT(fullest(full), 85'520'000'000 - 2'900'000'000);  // the fastest plan of all is fuller
+  const CommandResult report = RunBmpipe("plan --model llama3-8b --device h100-80gb --tp 1 --pp 4 --dp 1 --gbs 16 "
+                                         "--seq 8192 --flash-attn --recompute none --progress none");
+  EXPECT_NE(report.out.find("headroom   2.9 GB kept free on every rank by default: the cost model's held-out memory "
+                            "error for runs of this kind (±3.7 %)"),
+            std::string::npos)
+      << report.out;
+  EXPECT_NE(report.out.find("device     85.52 GB per rank, 5.35 GB reserved, 2.90 GB headroom kept free (plans fit in "
+                            "82.62 GB)"),
+            std::string::npos)
+      << report.out;
+  EXPECT_NE(report.out.find("Memory           every rank fits\n"), std::string::npos) << report.out;
+}
+
+// When no plan keeps the default headroom free, plan gives the one that fits at all and says so.
+TEST(SetupFrom, PlanWithoutRoomForTheHeadroomUsesTheFullCapacity) {
+  const std::string run = "plan --model llama3-8b --device h100-80gb --tp 4 --pp 1 --dp 1 --gbs 4 --seq 2048 "
+                          "--flash-attn --sequence-parallel --recompute none --progress none --reserved-gb ";
+  CommandResult r = RunBmpipe(run + "46.2");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("headroom   none: no plan keeps the default headroom"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("every rank fits, but rank 0 at 99.4 % of its capacity is within the cost model's held-out "
+                       "memory error"),
+            std::string::npos)
+      << r.out;
+  r = RunBmpipe(run + "47");  // no plan fits at all: the diagnosis, exit 4
+  EXPECT_EQ(r.exit_code, 4) << r.out;
+  EXPECT_NE(r.err.find("no plan fits in 85.52 GB per device"), std::string::npos) << r.err;
 }
 
 // The search's launch line is the export's flags, one source for both.

@@ -681,11 +681,14 @@ TEST(SetupCosts, ShardedStateTraffic) {
   EXPECT_EQ(OptionOf(Build("llama3-8b", s).value().layers[1], "none").forward_ns, OptionOf(l1, "none").forward_ns);
 }
 
-TEST(SetupCosts, HeadroomIsReserved) {
+TEST(SetupCosts, HeadroomLowersTheCapacity) {
   TrainingSetup s = MakeSetup(1, 2, 1, 2048);
   const Problem plain = Build("llama3-8b", s).value();
   s.headroom_bytes = Bytes{5} << 30;
-  EXPECT_EQ(Build("llama3-8b", s).value().reserved_bytes, plain.reserved_bytes + (Bytes{5} << 30));
+  const Problem kept = Build("llama3-8b", s).value();
+  EXPECT_EQ(kept.memory_bytes, plain.memory_bytes - (Bytes{5} << 30));
+  EXPECT_EQ(kept.reserved_bytes, plain.reserved_bytes);  // peaks count the reserve, not the headroom
+  EXPECT_EQ(DeviceMemoryBytes(kept), plain.memory_bytes);
 }
 
 // Every rule names the flag and the fix.

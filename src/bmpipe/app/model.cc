@@ -76,13 +76,28 @@ Status ApplySetupWords(const SetupWords& w, TrainingSetup& setup) {
   setup.moe_dispatcher = ParseMoeDispatcher(w.moe_dispatcher).value_or(MoeDispatcher::kAllToAll);
   setup.moe_routing = ParseMoeRouting(w.moe_routing).value_or(MoeRouting::kNatural);
   if (Status offload = ApplyOffload(w.offload, setup); !offload.ok()) return offload;
-  const std::optional<Bytes> headroom = CheckedBytes(w.headroom_gb * kGigabyte);
-  if (!headroom || w.headroom_gb < 0) {
+  const std::optional<Bytes> headroom = CheckedBytes(std::max(w.headroom_gb, 0.0) * kGigabyte);
+  if (!headroom) {
     return InvalidInput(fmt::format("--memory-headroom-gb {:g} must be between 0 and {:g} GB", w.headroom_gb,
                                     kMaxInputBytes / kGigabyte));
   }
   setup.headroom_bytes = *headroom;
   return {};
+}
+
+Bytes DefaultHeadroomBytes(const DeviceSpec& device, const TrainingSetup& setup, double error) {
+  const Bytes reserved = setup.reserved_bytes.value_or(ReservedBytesDefault(device));
+  if (error <= 0 || reserved >= device.memory_bytes) return 0;
+  const double usable = static_cast<double>(device.memory_bytes - reserved);
+  const double tenths = std::ceil(usable * error / (1 + error) / 1e8);
+  return static_cast<Bytes>(tenths) * Bytes{100'000'000};
+}
+
+std::string DefaultHeadroomLine(Bytes bytes, double error) {
+  return fmt::format("{:.1f} GB kept free on every rank by default: the cost model's held-out memory error for runs "
+                     "of this kind (±{:.1f} %) of the usable memory, so a plan fits when its peak is that much higher; "
+                     "--memory-headroom-gb 0 plans to the full capacity",
+                     static_cast<double>(bytes) / 1e9, 100 * error);
 }
 
 Status SetReservedBytes(double gb, TrainingSetup& setup) {
@@ -159,8 +174,11 @@ void AddSetupOptions(OptionTable& t, TrainingSetup& setup, SetupWords& words, co
       .CommaSeparated()
       .Choices({"activations", "optimizer", "optimizer-moments"});
   in(t.Add("--memory-headroom-gb", "headroom_gb", &words.headroom_gb,
-           "Memory every rank must leave free beyond the reserve, in GB"))
-      .ShowDefault();
+           "Memory every rank must leave free beyond the reserve, in GB. Default: plan and search keep the share "
+           "the cost model's held-out memory error may add to a peak (stated in the report; when no plan fits with "
+           "it, they plan to the full capacity and warn); simulate and compare keep none and warn of a rank within "
+           "that error. 0 plans to the full capacity"))
+      .NonNegative();
   // The Python package's older keys for what --offload says in words.
   t.Add("", "offload_optimizer", &setup.offload_optimizer, "The optimizer's state and step on the host (offload optimizer)");
   t.Add("", "offload_keeps_master", &setup.offload_keeps_master,
@@ -258,6 +276,7 @@ Lines SettingLines(const ModelRequest& resolved, std::vector<TrainingInfo::Setti
     if (!IsSetting(o.key)) continue;
     std::string value = OptionValue(o);
     if (o.key == "reserved_gb" && shown.reserved_gb < 0) value = "1 GiB + 5 % of the device";
+    if (o.key == "headroom_gb" && shown.words.headroom_gb < 0) value = "0";
     if (o.key == "recompute" && shown.recompute_layers > 0) {
       value += fmt::format(" (full on the first {} layers of each stage)", shown.recompute_layers);
     }
@@ -425,6 +444,13 @@ Result<Problem> BuildModelProblem(const ModelRequest& request, std::vector<std::
   if (!args.recompute_given) AddTargetRecomputeOptions(targets, setup.recompute);
   if (Status reserved = SetReservedBytes(args.reserved_gb, setup); !reserved.ok()) return reserved.error();
   if (Status words = ApplySetupWords(args.words, setup); !words.ok()) return words.error();
+  const double memory_error = MemoryUncertainty(model.value(), setup);
+  ModelRequest shown = args;  // the settings as the report lists them: the default headroom's value
+  const bool default_headroom = args.default_headroom && args.words.headroom_gb < 0;
+  if (default_headroom) {
+    setup.headroom_bytes = DefaultHeadroomBytes(device.value(), setup, memory_error);
+    shown.words.headroom_gb = static_cast<double>(setup.headroom_bytes) / kGigabyte;
+  }
   std::vector<std::string> host_notes;
   Result<Problem> problem = BuildProblem(model.value(), device.value(), setup, &host_notes);
   if (!problem.ok()) return problem.error();
@@ -434,7 +460,10 @@ Result<Problem> BuildModelProblem(const ModelRequest& request, std::vector<std::
   lines.push_back({"costs", fmt::format("analytic model on {}{}", device.value().name,
                                         device.value().approximate ? " (approximate device figures)" : "")});
   lines.push_back({"uncertainty", PredictionUncertainty(model.value(), setup, device.value().name)});
-  if (problem.value().training) problem.value().training->memory_error = MemoryUncertainty(model.value(), setup);
+  if (default_headroom && setup.headroom_bytes > 0) {
+    lines.push_back({"headroom", DefaultHeadroomLine(setup.headroom_bytes, memory_error)});
+  }
+  if (problem.value().training) problem.value().training->memory_error = memory_error;
   if (model.value().moe.enabled() && setup.moe_capacity_factor == 0) {
     const std::string why =
         setup.moe_imbalance > 0                    ? "--moe-imbalance"
@@ -448,7 +477,7 @@ Result<Problem> BuildModelProblem(const ModelRequest& request, std::vector<std::
   for (const std::string& note : model.value().not_modeled) lines.push_back({"not modeled", note});
   for (const std::string& note : host_notes) lines.push_back({"host memory", note});
   std::vector<TrainingInfo::Setting> origins;
-  for (auto& line : SettingLines(args, &origins)) lines.push_back(std::move(line));
+  for (auto& line : SettingLines(shown, &origins)) lines.push_back(std::move(line));
   if (problem.value().training) problem.value().training->settings = std::move(origins);
   if (!args.dump_problem.empty()) {
     files.push_back({args.dump_problem, ProblemJsonText(problem.value(), "")});

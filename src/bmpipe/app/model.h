@@ -25,7 +25,7 @@ struct SetupWords {
   std::string moe_dispatcher = "alltoall";
   std::string moe_routing = "natural";
   std::vector<std::string> offload;
-  double headroom_gb = 0;
+  double headroom_gb = -1;  // < 0: not given: 0, or the default of plan and search (DefaultHeadroomBytes)
 };
 
 // The words into the setup: --precision, --grad-dtype, --optimizer-dtype, --moe-dispatcher,
@@ -33,6 +33,14 @@ struct SetupWords {
 Status ApplySetupWords(const SetupWords& words, TrainingSetup& setup);
 // --reserved-gb in bytes; `gb` < 0 (not given) leaves the default.
 Status SetReservedBytes(double gb, TrainingSetup& setup);
+
+// The memory plan and search keep free on every rank when --memory-headroom-gb is not given: the
+// share of the usable memory (the device's less the reserve) that the cost model's held-out memory
+// error `error` (MemoryUncertainty) may add to a peak, usable x error / (1 + error), rounded up
+// to 0.1 GB. A plan that uses the rest then fits even when its peak is that error higher.
+Bytes DefaultHeadroomBytes(const DeviceSpec& device, const TrainingSetup& setup, double error);
+// The report's "headroom" line for the default headroom `bytes` from `error`.
+std::string DefaultHeadroomLine(Bytes bytes, double error);
 
 // The help texts of the parallel sizes that `search` takes as lists and the others as one value.
 extern const char* const kCpHelp;
@@ -71,6 +79,9 @@ struct ModelRequest {
   // The file's recomputation is the one setting simulated (simulate), rather than an option the
   // planner may choose beside the others (plan, compare).
   bool file_recompute_only = false;
+  // Without --memory-headroom-gb, keep DefaultHeadroomBytes free (plan, which chooses a plan);
+  // else 0 (simulate and compare judge plans, the report warning of a rank within the error).
+  bool default_headroom = false;
 };
 
 // The cost model's options (group "Cost model (instead of --problem)"), each excluded by or needing

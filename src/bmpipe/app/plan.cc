@@ -70,6 +70,7 @@ OptionTable PlanOptions(PlanRequest& r) {
   t.Add("--node-limit", "node_limit", &r.node_limit, "Stop branch and bound after this many nodes (default: none)")
       .NonNegative();
   t.Add("--lp-file", "", &r.lp_file, "With --solver cbc: write the integer program in LP format here");
+  r.model.default_headroom = true;
   AddModelOptions(t, r.model, "--problem");
   t.Add("--target", "target", &r.target, TargetOptionHelp());
   t.Add("--export", "", &r.export_format,
@@ -111,9 +112,8 @@ Output NoFit(const PlanRequest& r, const Problem& pb, const ChosenTarget& chosen
   return o;
 }
 
-Result<Output> RunPlan(const PlanRequest& r, const Context& context) {
-  // --time-limit bounds the whole command, from here.
-  const Deadline command = Deadline::In(r.time_limit_s);
+// The plan of `r` within `command`'s time; `notes` follow the report's lines on the problem.
+Result<Output> PlanOnce(const PlanRequest& r, const Context& context, const Deadline& command, const Lines& notes) {
   std::string shown;
   Lines origin;
   if (!r.sapp.empty() && (r.sapp_target.stages < 1 || r.sapp_target.micro_batches < 1 || r.sapp_target.memory_mb <= 0)) {
@@ -149,7 +149,10 @@ Result<Output> RunPlan(const PlanRequest& r, const Context& context) {
                                             "the first and last stage)",
                                             FormatBytes(pb.reserved_bytes))});
   }
-  if (origin.empty()) origin.push_back({"problem", shown + (pb.name.empty() ? "" : " (" + pb.name + ")")});
+  if (r.model.model.empty() && r.sapp.empty()) {
+    origin.push_back({"problem", shown + (pb.name.empty() ? "" : " (" + pb.name + ")")});
+  }
+  origin.insert(origin.end(), notes.begin(), notes.end());
   PlannerOptions options;
   options.kind = r.solver == "cbc"           ? PlannerKind::kCbc
                  : r.solver == "brute-force" ? PlannerKind::kBruteForce
@@ -228,6 +231,22 @@ Result<Output> RunPlan(const PlanRequest& r, const Context& context) {
   if (!exported.empty()) o.out += "\n" + exported;
   o.extras.push_back({"report", std::move(report)});
   return o;
+}
+
+Result<Output> RunPlan(const PlanRequest& r, const Context& context) {
+  // --time-limit bounds the whole command, from here.
+  const Deadline command = Deadline::In(r.time_limit_s);
+  Result<Output> planned = PlanOnce(r, context, command, {});
+  const bool default_headroom = !r.given && r.sapp.empty() && !r.model.model.empty() && r.model.words.headroom_gb < 0;
+  if (!planned.ok() || planned.value().exit != Exit::kNoFit || !default_headroom || context.Interrupted()) {
+    return planned;
+  }
+  // No plan keeps the default headroom free: the best that fits at all, with the report's warning.
+  PlanRequest full = r;
+  full.model.words.headroom_gb = 0;
+  return PlanOnce(full, context, command,
+                  {{"headroom", "none: no plan keeps the default headroom (the cost model's held-out memory error) "
+                                "free, so this plan uses the full capacity; see Memory below"}});
 }
 
 }  // namespace

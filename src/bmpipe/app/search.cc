@@ -16,6 +16,7 @@
 #include "bmpipe/io/problem_json.h"
 #include "bmpipe/problem/recompute.h"
 #include "bmpipe/report/search_report.h"
+#include "bmpipe/validate/validate.h"
 
 namespace bmpipe::app {
 namespace {
@@ -233,6 +234,17 @@ Result<Output> RunSearch(const SearchRequest& given_request, const Context& cont
   SearchOptions options = r.options;
   if (Status reserved = SetReservedBytes(r.reserved_gb, options.base); !reserved.ok()) return reserved.error();
   if (Status words = ApplySetupWords(r.words, options.base); !words.ok()) return words.error();
+  Lines headroom_lines;
+  if (r.words.headroom_gb < 0) {
+    // Each configuration keeps free what the cost model's memory error for its kind of run may add.
+    options.headroom_of = [&m = model.value(), &d = device.value()](const TrainingSetup& s) {
+      return DefaultHeadroomBytes(d, s, MemoryUncertainty(m, s));
+    };
+    headroom_lines.push_back({"headroom", "each configuration keeps free the share of its usable memory that the cost "
+                                          "model's held-out memory error for its kind of run may add to a peak (the "
+                                          "best plan's report below says how much); --memory-headroom-gb 0 plans to "
+                                          "the full capacity"});
+  }
   options.mfu_attention = r.mfu_attention == "full" ? AttentionFlops::kFull : AttentionFlops::kCausal;
   for (const std::string& p : r.precisions) options.precision.push_back(ParsePrecision(p).value_or(Precision::kBf16));
   for (const std::string& name : r.schedules) options.schedules.push_back(*ScheduleFromName(name));
@@ -252,12 +264,22 @@ Result<Output> RunSearch(const SearchRequest& given_request, const Context& cont
   options.deadline = context.stop;
   Result<SearchResult> searched = SearchConfigurations(model.value(), device.value(), options);
   if (!searched.ok()) return searched.error();
+  if (searched.value().ranking.empty() && options.headroom_of && !searched.value().interrupted &&
+      !searched.value().budget_exhausted) {
+    // No configuration keeps the default headroom free: the best that fit at all, with a warning.
+    options.headroom_of = nullptr;
+    headroom_lines.assign({{"headroom", "none: no configuration keeps the default headroom (the cost model's held-out "
+                                        "memory error) free, so these plans use the full capacity; see Memory below"}});
+    searched = SearchConfigurations(model.value(), device.value(), options);
+    if (!searched.ok()) return searched.error();
+  }
   const SearchResult& result = searched.value();
 
   const ModelSpec& m = model.value();
   const DeviceSpec& d = device.value();
   Lines header = SearchHeader(r, options, m, d, chosen.value());
   for (auto& line : profile_lines) header.push_back(std::move(line));
+  for (auto& line : headroom_lines) header.push_back(std::move(line));
   std::string report = FormatSearch(header, options, result);
   Files files;
   std::string exported;
@@ -284,8 +306,10 @@ Result<Output> RunSearch(const SearchRequest& given_request, const Context& cont
     return o;
   }
   const ConfigOutcome& best = result.configs[result.ranking[0]];
-  Result<Problem> built = BuildProblem(m, d, SetupOf(options, best.config));
+  const TrainingSetup best_setup = SetupOf(options, best.config);
+  Result<Problem> built = BuildProblem(m, d, best_setup);
   if (!built.ok()) return built.error();
+  if (built.value().training) built.value().training->memory_error = MemoryUncertainty(m, best_setup);
   const Problem& problem = built.value();
   Result<SimResult> sim = SimulatePlan(problem, best.planner.plan);
   if (!sim.ok()) return sim.error();

@@ -22,6 +22,7 @@ Result<Plan> ReadPlanText(const Problem& problem, const std::string& text) {
 
 Result<Problem> ModelProblem(const Json& keywords) {
   ModelRequest request;
+  request.default_headroom = true;  // the problem `plan` would plan: the same default headroom
   std::string target;
   OptionTable table;
   AddModelOptions(table, request, "--problem");

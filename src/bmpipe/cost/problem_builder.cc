@@ -319,8 +319,8 @@ Result<Problem> BuildProblem(const ModelSpec& model, const DeviceSpec& device, c
                        setup.flash_attention ? ", flash attention" : "",
                        setup.distributed_optimizer ? ", distributed optimizer" : "", DescribeSetupExtras(setup), routed_load);
   p.pipeline = SetupPipeline(setup);
-  p.memory_bytes = device.memory_bytes;
-  p.reserved_bytes = setup.reserved_bytes.value_or(ReservedBytesDefault(device)) + setup.headroom_bytes;
+  p.memory_bytes = device.memory_bytes - setup.headroom_bytes;  // the headroom stays free
+  p.reserved_bytes = setup.reserved_bytes.value_or(ReservedBytesDefault(device));
   const Links links = LinksOf(device, setup);
   const double activation = static_cast<double>(setup.seq) * setup.micro_batch_size * model.hidden * 2 /
                             (setup.sequence_parallel ? setup.tp : 1) / setup.cp;

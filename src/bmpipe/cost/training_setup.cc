@@ -410,6 +410,7 @@ TrainingInfo SetupTrainingInfo(const ModelSpec& model, const TrainingSetup& setu
   training.micro_batch_size = setup.micro_batch_size;
   training.global_batch_size = setup.global_batch_size;
   training.seq_length = setup.seq;
+  training.headroom_bytes = setup.headroom_bytes;
   training.sequence_parallel = setup.sequence_parallel;
   training.distributed_optimizer = ZeroStage(setup) >= 1;
   training.flash_attention = setup.flash_attention;

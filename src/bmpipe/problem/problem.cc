@@ -62,6 +62,10 @@ Status CheckMagnitudes(const Problem& problem) {
 
 }  // namespace
 
+Bytes DeviceMemoryBytes(const Problem& problem) {
+  return problem.memory_bytes + (problem.training ? problem.training->headroom_bytes : 0);
+}
+
 int ZeroStage(const TrainingInfo& training) {
   return std::max(training.zero_stage, training.distributed_optimizer ? 1 : 0);
 }

@@ -112,6 +112,9 @@ struct TrainingInfo {
   // The cost model's held-out mean |memory error| for runs of this kind (validate.h,
   // MemoryUncertainty; 0: unknown): the report warns of a rank that fits by less. Not in files.
   double memory_error = 0;
+  // The memory kept free on every rank (--memory-headroom-gb, or plan's default): the problem's
+  // memory_bytes is the device's less it, the capacity plans fit in. Not in files.
+  Bytes headroom_bytes = 0;
   std::string grad_dtype = "fp32", optimizer_dtype = "fp32";
   bool tp_comm_overlap = false;    // tensor-parallel collectives overlapped with GEMMs
   bool offload_optimizer = false;  // optimizer state and step on the host
@@ -139,6 +142,10 @@ struct Problem {
 
   int num_layers() const { return static_cast<int>(layers.size()); }
 };
+
+// The device's memory: the capacity plans fit in and the headroom kept free beyond it.
+Bytes DeviceMemoryBytes(const Problem& problem);
+
 
 // Whether two layers cost the same: static bytes, update and p2p time, and every option (names
 // included); the layers' own names may differ.

@@ -60,8 +60,14 @@ std::string FormatReport(const ReportHeader& header, const Problem& problem, con
   out += fmt::format("  {:<10} {}, {} rank{} x {} chunk{} = {} stages, {} micro-batches, {} layers\n", "pipeline",
                      ScheduleName(p.schedule), p.ranks, p.ranks == 1 ? "" : "s", p.chunks, p.chunks == 1 ? "" : "s",
                      p.stages(), p.micro_batches, problem.num_layers());
-  out += fmt::format("  {:<10} {} per rank, {} reserved\n\n", "device", FormatBytes(problem.memory_bytes),
-                     FormatBytes(problem.reserved_bytes));
+  // "of cap" and "free" are of the device's memory; plans fit in it less the headroom.
+  const Bytes headroom = problem.training ? problem.training->headroom_bytes : 0;
+  const Bytes device = DeviceMemoryBytes(problem);
+  out += fmt::format("  {:<10} {} per rank, {} reserved{}\n\n", "device", FormatBytes(device),
+                     FormatBytes(problem.reserved_bytes),
+                     headroom > 0 ? fmt::format(", {} headroom kept free (plans fit in {})", FormatBytes(headroom),
+                                                FormatBytes(problem.memory_bytes))
+                                  : "");
 
   std::vector<RankIdx> over;
   for (RankIdx r = 0; r < p.ranks; ++r) {
@@ -75,20 +81,25 @@ std::string FormatReport(const ReportHeader& header, const Problem& problem, con
     for (RankIdx r = 1; r < p.ranks; ++r) {
       if (sim.ranks[r].peak_memory_bytes > sim.ranks[fullest].peak_memory_bytes) fullest = r;
     }
+    // A peak counts the reserve; the error is of the rest, the model's memory, which must fit the
+    // device less the reserve (the headroom is a margin, not the limit).
     const double peak = static_cast<double>(sim.ranks[fullest].peak_memory_bytes);
-    if (error > 0 && sim.capacity_bytes > 0 && peak * (1 + error) > static_cast<double>(sim.capacity_bytes)) {
+    const double reserve = static_cast<double>(problem.reserved_bytes);
+    const double capacity = static_cast<double>(device);
+    const double usable = capacity - reserve;
+    if (error > 0 && usable > 0 && (peak - reserve) * (1 + error) > usable) {
       out += fmt::format("Memory           every rank fits, but rank {} at {:.1f} % of its capacity is within the cost "
-                         "model's held-out memory error (±{:.1f} %): it may not fit when run; "
-                         "{:.1f} GB more of --memory-headroom-gb keeps that margin free\n",
-                         fullest, 100 * peak / static_cast<double>(sim.capacity_bytes), 100 * error,
-                         std::ceil(peak * error / 1e8) / 10);
+                         "model's held-out memory error (±{:.1f} %): it may not fit when run; plan and search keep "
+                         "{:.1f} GB free on every rank for it by default (--memory-headroom-gb)\n",
+                         fullest, 100 * peak / capacity, 100 * error, std::ceil(usable * error / (1 + error) / 1e8) / 10);
     } else {
       out += "Memory           every rank fits\n";
     }
   } else {
     std::string list;
     for (RankIdx r : over) list += (list.empty() ? "" : ", ") + std::to_string(r);
-    out += fmt::format("Memory           EXCEEDS capacity on rank{} {}\n", over.size() == 1 ? "" : "s", list);
+    out += fmt::format("Memory           EXCEEDS capacity{} on rank{} {}\n", headroom > 0 ? " less the headroom" : "",
+                       over.size() == 1 ? "" : "s", list);
   }
   out += fmt::format("Bubble ratio     {:.4f}  (1 - busiest rank's busy time / iteration time)\n", sim.bubble.ratio);
   out += fmt::format(
@@ -114,7 +125,7 @@ std::string FormatReport(const ReportHeader& header, const Problem& problem, con
                        ranks, p.ChunkOf(s), fmt::format("{} ({})", range, plan.end(s) - plan.begin(s)),
                        FormatDuration(c.forward_ns), FormatDuration(c.backward_ns), FormatDuration(c.recompute_ns),
                        FormatBytes(c.saved_bytes), FormatBytes(peak),
-                       Percent(static_cast<double>(peak) / static_cast<double>(sim.capacity_bytes)),
+                       Percent(static_cast<double>(peak) / static_cast<double>(device)),
                        DescribeOptionMix(problem, plan, s), DescribeLayerNames(problem, plan.begin(s), plan.end(s)));
   }
 
@@ -123,10 +134,11 @@ std::string FormatReport(const ReportHeader& header, const Problem& problem, con
                      "recompute", "finish", "static", "peak mem", "of cap", "free", "in flight");
   for (RankIdx r = 0; r < p.ranks; ++r) {
     const RankResult& rr = sim.ranks[r];
-    const double utilization = static_cast<double>(rr.peak_memory_bytes) / static_cast<double>(sim.capacity_bytes);
+    const double utilization = static_cast<double>(rr.peak_memory_bytes) / static_cast<double>(device);
     const bool exceeds = rr.peak_memory_bytes > sim.capacity_bytes;
-    const std::string free = (exceeds ? "-" : "") + FormatBytes(exceeds ? rr.peak_memory_bytes - sim.capacity_bytes
-                                                                  : sim.capacity_bytes - rr.peak_memory_bytes);
+    const std::string free = (rr.peak_memory_bytes > device ? "-" : "") +
+                             FormatBytes(rr.peak_memory_bytes > device ? rr.peak_memory_bytes - device
+                                                                       : device - rr.peak_memory_bytes);
     out += fmt::format("{:>6} {:>11} {:>11} {:>11} {:>11} {:>10} {:>10} {:>7} {:>10} {:>9}{}\n", r,
                        FormatDuration(rr.busy_ns), FormatDuration(sim.iteration_ns - rr.busy_ns - rr.update_ns),
                        FormatDuration(rr.recompute_ns), FormatDuration(rr.finish_ns), FormatBytes(rr.static_bytes),

@@ -166,10 +166,21 @@ std::string FormatSearch(const std::vector<std::pair<std::string, std::string>>&
     return out;
   }
   const ConfigOutcome& best = result.configs[result.ranking[0]];
+  const ConfigOutcome& fastest = result.configs[result.fastest];
   line("best", fmt::format("{} per iteration; no configuration can be faster than {} (the least lower bound over every "
                            "configuration not ruled out), a gap of {:.1f} %",
-                           FormatDuration(best.planner.iteration_ns),
+                           FormatDuration(fastest.planner.iteration_ns),
                            FormatDuration(static_cast<TimeNs>(result.bound_ns)), 100 * result.gap));
+  if (&best != &fastest) {
+    line("chosen", fmt::format("#1 is {:.2f} % slower than the fastest ({}, {:.1f} % of memory) but uses less memory "
+                               "({:.1f} %): configurations within {:g} % of the fastest rank by memory, as the "
+                               "cost model cannot tell their times apart",
+                               100 * (static_cast<double>(best.planner.iteration_ns) /
+                                          static_cast<double>(fastest.planner.iteration_ns) -
+                                      1),
+                               DescribeConfig(fastest.config), 100 * fastest.peak_memory_fraction,
+                               100 * best.peak_memory_fraction, 100 * kTimeTie));
+  }
 
   out += fmt::format("\n{:>3} {:>3} {:>3} {:>4} {:>5} {:>4} {:>3} {:>4} {:>4} {:>5}  {:<3} {:>4} {:<4} {:>10} {:>10} {:>6} "
                      "{:>6} {:>7}  {}\n",
@@ -260,6 +271,13 @@ Json SearchToJson(const SearchOptions& options, const SearchResult& result) {
     ranking.push_back(j);
   }
   doc["ranking"] = ranking;
+  if (result.fastest >= 0) {
+    // The fastest, when the ranking puts one within kTimeTie of it with less memory first.
+    Json fastest = config_json(result.configs[result.fastest]);
+    fastest["iteration_time_s"] = ToSeconds(result.configs[result.fastest].planner.iteration_ns);
+    fastest["peak_memory_fraction"] = result.configs[result.fastest].peak_memory_fraction;
+    doc["fastest"] = fastest;
+  }
   Json all = Json::array();
   for (const ConfigOutcome& c : result.configs) {
     Json j = config_json(c);

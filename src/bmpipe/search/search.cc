@@ -255,7 +255,7 @@ void Measure(const Problem& problem, const SearchOptions& options, double model_
   out.bubble = sim.bubble.ratio;
   double sum = 0;
   for (const RankResult& r : sim.ranks) {
-    const double fraction = static_cast<double>(r.peak_memory_bytes) / static_cast<double>(problem.memory_bytes);
+    const double fraction = static_cast<double>(r.peak_memory_bytes) / static_cast<double>(DeviceMemoryBytes(problem));
     out.peak_memory_fraction = std::max(out.peak_memory_fraction, fraction);
     sum += fraction;
   }
@@ -378,6 +378,7 @@ TrainingSetup SetupOf(const SearchOptions& options, const SearchConfig& c) {
   // pp > 1, interleaving.
   if (!(c.ep > 1 && (c.pp == 1 || c.vpp > 1))) s.ep_comm_overlap = 0;
   s.devices = options.devices;
+  if (options.headroom_of) s.headroom_bytes = options.headroom_of(s);
   return s;
 }
 
@@ -496,6 +497,7 @@ Result<SearchResult> SearchConfigurations(const ModelSpec& model, const DeviceSp
   std::vector<Signature> signatures(n);
   std::vector<std::optional<Error>> build_errors(n);
   std::vector<char> bounded(n, 0);  // not when the time budget ran out first
+  std::vector<Bytes> capacity(n, 0);  // the memory plans fit in: the device's less the headroom
   ParallelFor(n, result.threads, [&](int i) {
     if (deadline.Expired()) return;
     ConfigOutcome& out = result.configs[i];
@@ -507,6 +509,7 @@ Result<SearchResult> SearchConfigurations(const ModelSpec& model, const DeviceSp
     const Schedule schedule = Schedule(problem.value().pipeline);
     out.time_bound_ns = RankLoadBound(problem.value(), schedule);
     out.memory_bound_bytes = MemoryLowerBound(problem.value(), schedule);
+    capacity[i] = problem.value().memory_bytes;
     if (!options.exhaustive) signatures[i] = SignatureOf(problem.value());
     bounded[i] = 1;
   });
@@ -580,7 +583,7 @@ Result<SearchResult> SearchConfigurations(const ModelSpec& model, const DeviceSp
       ConfigOutcome& out = result.configs[i];
       if (!bounded[i]) {
         out.verdict = Verdict::kNotPlanned;  // the time budget ran out before its bounds
-      } else if (out.memory_bound_bytes > device.memory_bytes) {
+      } else if (out.memory_bound_bytes > capacity[i]) {
         out.verdict = Verdict::kMemoryBound;
       } else if (out.dominated_by >= 0) {
         out.verdict = Verdict::kDominated;
@@ -603,9 +606,11 @@ Result<SearchResult> SearchConfigurations(const ModelSpec& model, const DeviceSp
   // above the K-th best plan found so far (screened or planned) is pruned.
   std::vector<TimeNs> found;  // iteration times of plans found so far, sorted
   auto add_found = [&](TimeNs t) { found.insert(std::upper_bound(found.begin(), found.end(), t), t); };
+  // Ranked configurations are the `top` fastest, or those within kTimeTie of the fastest (the
+  // least memory first): neither may be pruned.
   auto threshold = [&]() -> TimeNs {
     if (options.exhaustive || static_cast<int>(found.size()) < options.top) return -1;
-    return found[options.top - 1];
+    return std::max(found[options.top - 1], static_cast<TimeNs>(static_cast<double>(found[0]) * (1 + kTimeTie)));
   };
   auto out_of_time = [&] { return deadline.Expired(); };
   // Runs `step` on `order` in waves until `limit` configurations have run (-1: all), marking those
@@ -727,9 +732,20 @@ Result<SearchResult> SearchConfigurations(const ModelSpec& model, const DeviceSp
     const TimeNs ta = result.configs[a].planner.iteration_ns, tb = result.configs[b].planner.iteration_ns;
     return ta != tb ? ta < tb : a < b;
   });
+  if (!with_plan.empty()) {
+    result.fastest = with_plan[0];
+    // Those within kTimeTie of the fastest: the least memory first.
+    const double tie = static_cast<double>(result.configs[with_plan[0]].planner.iteration_ns) * (1 + kTimeTie);
+    const auto tied = std::find_if(with_plan.begin(), with_plan.end(), [&](int i) {
+      return static_cast<double>(result.configs[i].planner.iteration_ns) > tie;
+    });
+    std::stable_sort(with_plan.begin(), tied, [&](int a, int b) {
+      return result.configs[a].peak_memory_fraction < result.configs[b].peak_memory_fraction;
+    });
+  }
   result.ranking.assign(with_plan.begin(), with_plan.begin() + std::min<std::size_t>(with_plan.size(), options.top));
   if (!with_plan.empty()) {
-    const double best = static_cast<double>(result.configs[with_plan[0]].planner.iteration_ns);
+    const double best = static_cast<double>(result.configs[result.fastest].planner.iteration_ns);
     double bound = best;
     for (const ConfigOutcome& out : result.configs) {
       if (out.verdict == Verdict::kPlanned) bound = std::min(bound, out.planner.bound_ns);

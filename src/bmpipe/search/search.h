@@ -54,6 +54,10 @@ struct SearchConfig {
 std::string DescribeConfig(const SearchConfig& c);
 
 inline constexpr int kMinContextTokens = 4096;
+// Configurations within this fraction of the fastest one's iteration time rank by their fullest
+// rank's memory, the most free first: the cost model cannot tell their times apart, and the one
+// with more free memory is the likelier to fit when run.
+inline constexpr double kTimeTie = 0.005;
 
 struct SearchOptions {
   int devices = 0;
@@ -74,6 +78,10 @@ struct SearchOptions {
   // Schedules with one chunk per rank to try beside (interleaved) 1F1B, e.g. zb-h1; empty: 1f1b
   // (interleaved when vpp > 1) only.
   std::vector<ScheduleKind> schedules;
+  // The memory a configuration keeps free on every rank, from its setup (the default headroom,
+  // which depends on the kind of run); empty: base.headroom_bytes for all. Called from several
+  // threads at once: a pure function.
+  std::function<Bytes(const TrainingSetup&)> headroom_of;
   int top = 5;       // configurations to rank
   int threads = 0;   // 0: the machine's hardware threads
   // Configurations planned with the exact planner, most promising (by screened time) first; -1:
@@ -135,7 +143,10 @@ bool HasPlan(const ConfigOutcome& out);
 
 struct SearchResult {
   std::vector<ConfigOutcome> configs;  // every valid configuration, in SearchConfig order
-  std::vector<int> ranking;            // the `top` fastest with a plan (indices), fastest first
+  // The `top` fastest with a plan (indices), fastest first, except that those within kTimeTie of
+  // the fastest come first, the least memory first.
+  std::vector<int> ranking;
+  int fastest = -1;                    // the fastest with a plan (index), -1: none
   long combinations = 0;               // tuples tried, valid or not
   long invalid = 0;                    // rejected by the setup rules (divisibility, layer count, ...)
   long target_refused = 0;             // valid, but the target's framework cannot run the setup
