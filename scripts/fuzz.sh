@@ -21,7 +21,7 @@ shift || true
 harnesses=("$@")
 if ((${#harnesses[@]} == 0)); then
   harnesses=(fuzz_document fuzz_problem fuzz_plan fuzz_mindformers_plan fuzz_launcher_plan fuzz_hf_config fuzz_device fuzz_sapp
-             fuzz_run_table fuzz_plan_simulate fuzz_torch_trace fuzz_options fuzz_launcher_setup)
+             fuzz_run_table fuzz_plan_simulate fuzz_torch_trace fuzz_options fuzz_launcher_setup fuzz_toml)
 fi
 build=${BMPIPE_FUZZ_BUILD:-build-fuzz}
 jobs=${BMPIPE_FUZZ_JOBS:-$(nproc)}

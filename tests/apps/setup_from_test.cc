@@ -49,6 +49,50 @@ TEST(SetupFrom, GoldenMegatronExportsReproduceTheirProblems) {
   EXPECT_GE(checked, 17);
 }
 
+// The same for torchtitan's argument files. torchtitan overlaps FSDP's and DDP's data-parallel
+// traffic and always runs fused attention: the golden problems assumed no overlap (given here),
+// and those without flash attention are not a run torchtitan can launch.
+TEST(SetupFrom, GoldenTorchTitanExportsReproduceTheirProblems) {
+  const std::regex header(R"(# bmpipe plan for (\S+) on ([^:]+): .*flash attention.*simulated iteration ([0-9.]+ m?s))");
+  int checked = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(testing::SourcePath("tests/golden/exports"))) {
+    const std::filesystem::path args = entry.path() / "torchtitan.args";
+    if (!std::filesystem::exists(args)) continue;
+    const std::string text = testing::ReadFile(args.string());
+    std::smatch m;
+    const std::string first = text.substr(0, text.find('\n'));
+    if (!std::regex_search(first, m, header)) continue;
+    const std::string file = "tests/golden/exports/" + entry.path().filename().string() + "/torchtitan.args";
+    const CommandResult r = RunBmpipe("simulate --model " + m[1].str() + " --device " + m[2].str() +
+                                      " --dp-overlap 0 --setup-from " + file);
+    ASSERT_EQ(r.exit_code, 0) << file << ": " << r.err;
+    EXPECT_NE(r.out.find("its layout and recomputation, as torchtitan runs them"), std::string::npos) << r.out;
+    EXPECT_EQ(Line(r.out, "Iteration time"), "Iteration time   " + m[3].str()) << file;
+    ++checked;
+  }
+  EXPECT_GE(checked, 6);
+}
+
+// torchtitan's TOML job: the degrees it states, the global batch from the local one.
+TEST(SetupFrom, TorchTitanJobConfiguration) {
+  const std::string file = "tests/data/launchers/torchtitan-llama3-70b-b200-8k.toml";
+  CommandResult r = RunBmpipe("simulate --model llama3-70b --device b200-180gb --setup-from " + file);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("(torchtitan job configuration (TOML)): 16 settings read"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("settings   given: none\n"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("tp 1, pp 1, dp 8, mbs 6, gbs 48, seq 8192"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("zero 3, grad_dtype bf16, optimizer_dtype bf16"), std::string::npos) << r.out;
+  // torchtitan's default selective checkpointing is none of bmpipe's options: said, with the fix.
+  r = RunBmpipe("simulate --model llama3-8b --device h100-80gb --devices 8 --setup-from "
+                "tests/data/launchers/torchtitan-selective.toml");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("give --recompute on the command line"), std::string::npos) << r.err;
+  r = RunBmpipe("simulate --model llama3-8b --device h100-80gb --devices 8 --recompute selective --setup-from "
+                "tests/data/launchers/torchtitan-selective.toml");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("gbs 8,"), std::string::npos) << r.out;  // local batch 1 x dp 8
+}
+
 // Without --plan, simulate runs the file's own layout and recomputation; a Megatron-Bridge
 // configuration reads as its fields say.
 TEST(SetupFrom, SimulateRunsTheFilesOwnPlan) {
@@ -107,7 +151,7 @@ TEST(SetupFrom, WhatTheFileCannotSayIsAnError) {
   EXPECT_NE(r.err.find("states --num-layers 32, but --model llama3-70b has 80"), std::string::npos) << r.err;
   r = RunBmpipe("simulate --model llama3-8b --device h100-80gb --dp 8 --setup-from examples/tiny/problem.json");
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_NE(r.err.find("read from megatron launcher files"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("read from megatron, torchtitan launcher files"), std::string::npos) << r.err;
   r = RunBmpipe("simulate --model llama3-8b --device h100-80gb --dp 8");
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("--model needs --gbs"), std::string::npos) << r.err;

@@ -80,8 +80,8 @@ TEST(SetupReader, MegatronBridgeDeepSeekV3ConfigReadsAsItsFieldsSay) {
     "moe_capacity_factor": 0.0, "ep_comm_overlap": 0.0, "moe_cuda_graphs": false})");
   EXPECT_EQ(s.keywords, want) << s.keywords.dump();
   EXPECT_EQ(s.format, "a Megatron-Bridge ConfigContainer");
-  EXPECT_NE(s.megatron_args.find("--pipeline-model-parallel-layout 'Et|(tt|)*30mL'"), std::string::npos)
-      << s.megatron_args;
+  EXPECT_NE(s.plan_text.find("--pipeline-model-parallel-layout 'Et|(tt|)*30mL'"), std::string::npos)
+      << s.plan_text;
   const std::vector<std::pair<std::string, std::int64_t>> shape = {
       {"--num-layers", 61}, {"--hidden-size", 7168}, {"--num-experts", 256}, {"--moe-router-topk", 8},
       {"--moe-ffn-hidden-size", 2048}};
@@ -169,9 +169,69 @@ TEST(SetupReader, VirtualStagesFromTheLayoutOrTheCounts) {
             std::string::npos);
 }
 
+// torchtitan's Llama 3 70B preset for 64 A100s (tests/data/launchers names the commit): TP 8,
+// FSDP over the rest (resharded, torchtitan's default without pipelining), full checkpointing.
+TEST(SetupReader, TorchTitanLlama3Preset) {
+  const LauncherSetup s = Read(Source("tests/data/launchers/torchtitan-llama3-70b-a100.toml"));
+  EXPECT_EQ(s.format, "torchtitan job configuration (TOML)");
+  const Json want = {{"tp", 8},          {"pp", 1},
+                     {"cp", 1},          {"zero", 3},
+                     {"dp_overlap", 0.9}, {"sequence_parallel", true},
+                     {"schedule", "1f1b"}, {"mbs", 8},
+                     {"seq", 8192},       {"grad_dtype", "fp32"},
+                     {"precision", "bf16"}, {"flash_attention", true},
+                     {"recompute", {"full"}}};
+  for (const auto& [key, value] : want.items()) EXPECT_EQ(s.keywords[key], value) << key;
+  EXPECT_FALSE(s.keywords.contains("dp"));   // shard degree -1: the launcher's world size
+  EXPECT_FALSE(s.keywords.contains("gbs"));  // local batch x data parallel
+  EXPECT_EQ(s.local_batch, 8);
+  EXPECT_TRUE(s.refused.empty());
+  EXPECT_TRUE(NotesMention(s, "not read (no cost bmpipe models, or unknown to bmpipe's torchtitan reader")) << s.notes.back();
+  EXPECT_TRUE(NotesMention(s, "optimizer.lr"));
+}
+
+// A newer configuration: local_batch_size, bf16 gradient reduction and state, the shard degree.
+TEST(SetupReader, TorchTitanB200Configuration) {
+  const LauncherSetup s = Read(Source("tests/data/launchers/torchtitan-llama3-70b-b200-8k.toml"));
+  EXPECT_EQ(s.keywords["dp"], 8);
+  EXPECT_EQ(s.keywords["zero"], 3);
+  EXPECT_EQ(s.keywords["mbs"], 6);
+  EXPECT_EQ(s.keywords["grad_dtype"], "bf16");
+  EXPECT_EQ(s.keywords["optimizer_dtype"], "bf16");
+  EXPECT_EQ(s.keywords["sequence_parallel"], false);  // tp 1
+  EXPECT_TRUE(NotesMention(s, "torch.compile: not modeled"));
+}
+
+TEST(SetupReader, TorchTitanArgumentsAndWhatBmpipeCannotCost) {
+  // The argument file bmpipe writes: its stages give the virtual stages, never-resharded FSDP
+  // with pipelining accumulates unsharded gradients (ZeRO 1).
+  const LauncherSetup s = Read(Source("tests/golden/exports/llama3-405b-pp16-vpp2-torchtitan/torchtitan.args"));
+  EXPECT_EQ(s.format, "torchtitan arguments");
+  EXPECT_EQ(s.keywords["vpp"], 2);
+  EXPECT_EQ(s.keywords["zero"], 1);
+  EXPECT_EQ(s.keywords["dp"], 128);
+  EXPECT_EQ(s.keywords["gbs"], 2048);
+  EXPECT_EQ(s.plan_format, FrameworkId::kTorchTitan);
+  // Selective checkpointing (torchtitan's default) and HSDP: refused unless the command line says.
+  const LauncherSetup t = Read("[training]\nlocal_batch_size = 2\n[parallelism]\ndata_parallel_replicate_degree = 2\n"
+                               "data_parallel_shard_degree = 4\n");
+  EXPECT_NE(t.refused.at("recompute").find("selective_ac_option op (not given: torchtitan's default)"),
+            std::string::npos);
+  EXPECT_NE(t.refused.at("zero").find("HSDP"), std::string::npos);
+  EXPECT_EQ(Read("[parallelism]\npipeline_parallel_degree = 4\npipeline_parallel_schedule = \"Interleaved1F1B\"\n")
+                .keywords["vpp"],
+            2);  // torchtitan's default for multi-stage schedules
+  EXPECT_NE(ReadError("[parallelism]\npipeline_parallel_schedule = \"Fancy\"\n").find("not a schedule bmpipe models"),
+            std::string::npos);
+  EXPECT_NE(ReadError("[parallelism]\ntensor_parallel_degree = \"eight\"\n").find("tensor_parallel_degree"),
+            std::string::npos);
+  EXPECT_NE(ReadError("[training]\nseq_len = 8192\nseq_len = 4096\n").find("line 3: 'seq_len' is given twice"),
+            std::string::npos);
+}
+
 TEST(SetupReader, OnlyLauncherFilesWhoseSetupIsRead) {
   const std::string message = ReadError("stages: []\n");
-  EXPECT_NE(message.find("read from megatron launcher files"), std::string::npos) << message;
+  EXPECT_NE(message.find("read from megatron, torchtitan launcher files"), std::string::npos) << message;
 }
 
 }  // namespace

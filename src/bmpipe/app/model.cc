@@ -4,6 +4,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <limits>
 #include <type_traits>
 
 #include "bmpipe/app/builtin_example.h"
@@ -342,9 +343,16 @@ Status ApplySetupFile(const ModelRequest& args, OptionTable& table, ModelRequest
   if (Status applied = ReadOptions(table, apply, "--setup-from " + args.setup_from); !applied.ok()) return applied;
   r.setup_source = args.setup_from;
   r.file_model_shape = read.value().model_shape;
-  r.setup_args = read.value().megatron_args;
+  r.setup_plan = read.value().plan_text;
+  r.setup_plan_format = read.value().plan_format;
+  // What the file states that bmpipe cannot cost: an error unless the command line says instead.
+  for (const auto& [key, why] : read.value().refused) {
+    if (!args.given.count(key)) return InvalidInput(fmt::format("--setup-from {}: {}", args.setup_from, why));
+  }
   // The data-parallel size is the launcher's world size over the model-parallel sizes.
-  if (!args.given.count("dp") && args.setup.devices > 0) {
+  if (!args.given.count("dp") && r.from_file.count("dp")) {
+    // The file states it (torchtitan's degrees); --devices is checked against it.
+  } else if (!args.given.count("dp") && args.setup.devices > 0) {
     const long model_parallel = static_cast<long>(r.setup.tp) * r.setup.cp * r.setup.pp;
     if (args.setup.devices % model_parallel != 0) {
       return InvalidInput(fmt::format("--devices {} is not a multiple of tp {} x cp {} x pp {} = {}; give --devices "
@@ -353,9 +361,20 @@ Status ApplySetupFile(const ModelRequest& args, OptionTable& table, ModelRequest
     }
     r.setup.dp = static_cast<int>(args.setup.devices / model_parallel);
   } else if (!args.given.count("dp")) {
-    return InvalidInput(fmt::format("--setup-from {}: Megatron's arguments do not state the data-parallel size (the "
-                                    "launcher's world size does); give --dp N or --devices N",
-                                    args.setup_from));
+    return InvalidInput(fmt::format("--setup-from {}: the {} do not state the data-parallel size (the launcher's "
+                                    "world size does); give --dp N or --devices N",
+                                    args.setup_from, read.value().format));
+  }
+  // torchtitan's global batch, when not stated: the local batch on every data-parallel rank.
+  if (read.value().local_batch > 0 && !args.given.count("gbs") && !r.from_file.count("gbs")) {
+    const std::int64_t global = read.value().local_batch * r.setup.dp;
+    if (global > std::numeric_limits<int>::max()) {
+      return InvalidInput(fmt::format("--setup-from {}: local batch {} x data parallel {} is more sequences than bmpipe "
+                                      "takes; give --gbs",
+                                      args.setup_from, read.value().local_batch, r.setup.dp));
+    }
+    r.setup.global_batch_size = static_cast<int>(global);
+    r.from_file.insert("gbs");
   }
   lines.push_back({"setup", fmt::format("{} ({}): {} settings read{}", args.setup_from, read.value().format,
                                         r.from_file.size(),
@@ -398,7 +417,9 @@ Result<ModelRequest> ResolveSetup(const ModelRequest& args, Lines& lines) {
     if (Status profile = ApplyProfile(args, table, r, lines); !profile.ok()) return profile.error();
   }
   r.given = args.given;  // what the file and the profile set is not given
-  if (!args.setup_from.empty() && !args.given.count("dp")) r.given.insert("dp");  // from --devices
+  if (!args.setup_from.empty() && !args.given.count("dp") && !r.from_file.count("dp")) {
+    r.given.insert("dp");  // from --devices
+  }
   r.setup_from.clear();
   r.defaults.clear();
   return r;

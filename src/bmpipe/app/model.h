@@ -74,7 +74,8 @@ struct ModelRequest {
   std::set<std::string> from_profile;  // ResolveSetup: the keywords the profile set
   std::string profile_source;          // ResolveSetup: its name
   std::vector<std::pair<std::string, std::int64_t>> file_model_shape;  // ResolveSetup: checked against --model
-  std::string setup_args;  // ResolveSetup: the Megatron-LM flags the file amounts to (its plan, for simulate)
+  std::string setup_plan;  // ResolveSetup: the configuration holding the file's plan (for simulate)
+  FrameworkId setup_plan_format = FrameworkId::kMegatron;  // and its format
   int recompute_layers = 0;      // simulate's --recompute-num-layers (Megatron's block method)
   // The file's recomputation is the one setting simulated (simulate), rather than an option the
   // planner may choose beside the others (plan, compare).

@@ -146,13 +146,15 @@ Result<Output> RunSimulate(const SimulateRequest& r, const Context& context) {
   // layer's recomputation as Megatron applies them (Megatron's default split when the file's plan
   // is not this problem's, say with an option given over the file).
   std::optional<Plan> file_plan;
-  if (!plan_given && r.strategy.empty() && !request.setup_args.empty()) {
+  if (!plan_given && r.strategy.empty() && !request.setup_plan.empty()) {
     std::vector<std::string> ignored;
-    Result<Plan> read = ReadLauncherPlan(request.setup_args, PlanFormat{FrameworkId::kMegatron}, pb,
+    Result<Plan> read = ReadLauncherPlan(request.setup_plan, PlanFormat{request.setup_plan_format}, pb,
                                          request.setup_source, &ignored);
+    const std::string_view framework = request.setup_plan_format == FrameworkId::kTorchTitan ? "torchtitan"
+                                                                                             : "Megatron-LM";
     if (read.ok()) {
       file_plan = read.value();
-      plan_origin = request.setup_source + ": its layout and recomputation, as Megatron-LM runs them";
+      plan_origin = fmt::format("{}: its layout and recomputation, as {} runs them", request.setup_source, framework);
     } else {
       notes.push_back("the --setup-from file's own plan is not this problem's (" + read.error().message +
                       "): Megatron-LM's default split instead");

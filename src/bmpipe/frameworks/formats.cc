@@ -6,6 +6,7 @@
 
 #include "bmpipe/core/json_cursor.h"
 #include "bmpipe/frameworks/megatron/megatron.h"
+#include "bmpipe/frameworks/torchtitan/torchtitan.h"
 
 namespace bmpipe {
 namespace {
@@ -101,6 +102,8 @@ Result<LauncherSetup> ReadLauncherSetup(const std::string& text, const std::stri
   if (const Result<Json> doc = ParseDocument(text, source); doc.ok() && IsMegatronBridgeConfig(doc.value())) {
     return ReadMegatronBridgeSetup(doc.value(), source);
   }
+  // So is a torchtitan job configuration, in TOML.
+  if (IsTorchTitanToml(text)) return ReadTorchTitanSetup(text, source);
   std::vector<std::string> readable;
   for (const Framework& f : Frameworks()) {
     if (f.read_setup) readable.push_back(std::string(f.format));
@@ -109,7 +112,7 @@ Result<LauncherSetup> ReadLauncherSetup(const std::string& text, const std::stri
   if (!format.ok()) return InvalidInput(source + ": " + format.error().message);
   if (!format.value().framework || FrameworkOf(*format.value().framework).read_setup == nullptr) {
     return InvalidInput(fmt::format("--setup-from {}: the training setup is read from {} launcher files (Megatron-LM "
-                                    "arguments or a Megatron-Bridge ConfigContainer's YAML); this is {}",
+                                    "arguments, a Megatron-Bridge ConfigContainer's YAML, a torchtitan TOML job or arguments); this is {}",
                                     source, fmt::join(readable, ", "),
                                     format.value().framework ? "a " + PlanFormatName(format.value()) + " configuration"
                                                              : "none of them"));

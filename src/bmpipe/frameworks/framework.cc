@@ -403,7 +403,7 @@ const std::vector<Framework>& Frameworks() {
       {FrameworkId::kDeepSpeed, "deepspeed", "parts and checkpointing", TargetKind::kDeepSpeed, ExportDeepSpeed,
        ReadDeepSpeed, "", DetectDeepSpeed, 3},
       {FrameworkId::kTorchTitan, "torchtitan", "module names per stage, schedule", TargetKind::kTorchTitan,
-       ExportTorchTitan, ReadTorchTitan, "", DetectTorchTitan, 2},
+       ExportTorchTitan, ReadTorchTitan, "", DetectTorchTitan, 2, ReadTorchTitanSetup},
       {FrameworkId::kTorch, "csv",
        "torch pipelining schedule: one row of <stage><F|B|I|W><micro-batch> actions per rank; I and W with a split "
        "backward",

@@ -29,6 +29,7 @@
 #include <cstdint>
 #include <functional>
 #include <optional>
+#include <map>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -201,7 +202,16 @@ struct LauncherSetup {
   // "--num-experts", "--moe-router-topk", "--moe-ffn-hidden-size"), for a check against --model.
   std::vector<std::pair<std::string, std::int64_t>> model_shape;
   std::string format;         // what the file is, for the report ("Megatron-LM arguments")
-  std::string megatron_args;  // the Megatron-LM flags it amounts to, whose plan simulate reads
+  // The configuration whose plan simulate reads (Megatron-LM flags a Megatron-Bridge file amounts
+  // to; the file itself), in `plan_format`; empty: the file names no stages.
+  std::string plan_text;
+  FrameworkId plan_format = FrameworkId::kMegatron;
+  // What the file states that bmpipe cannot cost, by the keyword that would say it instead, with
+  // why: an error unless the command line gives that keyword.
+  std::map<std::string, std::string> refused;
+  // The batch per data-parallel rank when the file states no global batch (torchtitan's
+  // local_batch_size): the global batch is it times the data-parallel size. 0: none.
+  std::int64_t local_batch = 0;
 };
 using ReadSetupFn = Result<LauncherSetup> (*)(const std::string& text, const std::string& source);
 // Whether a file's text is this framework's configuration; an error when it looks like one but

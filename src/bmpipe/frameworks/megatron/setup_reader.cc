@@ -108,7 +108,7 @@ Json RecomputeModules(const std::vector<std::string>& modules, bool moe) {
 LauncherSetup ReadMegatronSetupFlags(const std::string& text) {
   const Flags flags = ReadFlags(ShellWords(text), SetupFlags());
   LauncherSetup out;
-  out.megatron_args = text;
+  out.plan_text = text;
   Json& k = out.keywords;
   k = Json::object();
   std::vector<std::string> defaults;  // what Megatron's defaults supplied

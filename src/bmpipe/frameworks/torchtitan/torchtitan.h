@@ -20,5 +20,11 @@ Result<Plan> ReadTorchTitan(const std::string& text, const Problem& problem, con
                             std::vector<std::string>& notes);
 // Lines starting with --parallelism., --training. or activation_checkpoint:.
 Result<bool> DetectTorchTitan(const PlanText& text);
+// The training setup of a torchtitan job (--setup-from): its TOML job configuration or the
+// argument file bmpipe writes (torchtitan 0.3).
+Result<LauncherSetup> ReadTorchTitanSetup(const std::string& text, const std::string& source);
+// Whether `text` is a TOML job configuration ([parallelism], [training], [activation_checkpoint]
+// or [job] tables).
+bool IsTorchTitanToml(const std::string& text);
 
 }  // namespace bmpipe
