@@ -214,14 +214,15 @@ void AddModelOptions(OptionTable& t, ModelRequest& m, const std::string& problem
                Joined(ProfileNames()) + ". Without it, bmpipe's defaults, which the report lists"))
       .Choices(ProfileNames());
   in(t.Add("--setup-from", "setup_from", &m.setup_from,
-           "A launcher's file stating the training setup: Megatron-LM arguments (a file of flags or a command line) or "
-           "a Megatron-Bridge ConfigContainer's YAML (its fields read as the Megatron flags they set): parallel "
-           "sizes, virtual stages, batch, sequence parallelism, attention backend, distributed optimizer or FSDP, "
-           "recomputation, precision and FP8 weights, gradient and optimizer dtypes, overlap switches, optimizer "
-           "offload, MoE dispatcher, routing, capacity, overlap, CUDA graphs. What it states replaces the defaults, "
-           "what it leaves out takes Megatron's defaults, and options given here win over it; the data-parallel "
-           "size (the launcher's world size) comes from --dp or --devices. simulate without --plan runs the file's "
-           "own layout and recomputation. The report lists every setting and where it came from"));
+           "A launcher's file stating the training setup: Megatron-LM arguments (a file of flags or a command line), "
+           "a Megatron-Bridge ConfigContainer's YAML (its fields read as the Megatron flags they set), or a "
+           "torchtitan job (its TOML configuration or the argument file bmpipe writes): parallel sizes, virtual "
+           "stages, batch, sequence parallelism, attention backend, distributed optimizer or FSDP, recomputation, "
+           "precision and FP8 weights, gradient and optimizer dtypes, overlap switches, optimizer offload, MoE "
+           "dispatcher, routing, capacity, overlap, CUDA graphs. What it states replaces the defaults, what it leaves "
+           "out takes the framework's defaults, and options given here win over it; a data-parallel size the file "
+           "does not state (the launcher's world size) comes from --dp or --devices. simulate without --plan runs "
+           "the file's own layout and recomputation. The report lists every setting and where it came from"));
   in(t.Add("--sequence-parallel", "sequence_parallel", &m.setup.sequence_parallel,
            "Megatron sequence parallelism (norm, dropout and residual activations split over TP)"));
   in(t.Add("--flash-attn", "flash_attention", &m.setup.flash_attention, "Fused (flash) attention: no s x s activations"));
