@@ -264,6 +264,24 @@ TEST(SetupFrom, SearchTakesAProfile) {
   EXPECT_NE(r.out.find("--fp8-param-gather"), std::string::npos);  // the best runs FP8 with FP8 weights
 }
 
+// search takes what the file states and does not search; the file's layout is searched instead.
+TEST(SetupFrom, SearchKeepsTheFilesSettingsAndSearchesItsLayout) {
+  const std::string file = "tests/data/launchers/megatron-lm-llama3-8b-h100-fp8.args";
+  CommandResult r = RunBmpipe("search --model llama3-8b --device h100-80gb --devices 8 --progress none --setup-from " +
+                              file + " --dp-overlap 0.5 --top 3");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("(Megatron-LM arguments): gbs 128, seq 8192, flash_attention true"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("precision \"fp8\""), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("searched instead: tp 1, cp 1, mbs 1"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("given here instead: dp_overlap 0.9"), std::string::npos) << r.out;
+  EXPECT_NE(Line(r.out, "  1   "), "") << r.out;
+  EXPECT_NE(Line(r.out, "  1   ").find(" fp8 "), std::string::npos) << r.out;  // the file's precision
+  // Without the file, the batch and the sequence are required.
+  r = RunBmpipe("search --model llama3-8b --device h100-80gb --devices 8 --seq 4096");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("search needs --gbs (sequences per iteration)"), std::string::npos) << r.err;
+}
+
 // A plan that fits by less than the cost model's held-out memory error says so.
 TEST(SetupFrom, ReportWarnsOfARankWithinTheMemoryError) {
   const std::string run = "simulate --model llama3-70b --device h100-80gb --tp 8 --pp 4 --dp 8 --gbs 128 --seq 8192 "
@@ -401,6 +419,39 @@ TEST(SetupFrom, CalibrateReadsAConfigPathAndADeviceFile) {
   ASSERT_FALSE(time.empty());
   const double seconds = std::stod(time.substr(std::string("Iteration time").size()));
   EXPECT_NEAR(seconds, 9.5, 9.5 * 0.02);
+  std::filesystem::remove_all(dir);
+}
+
+// A run table's row takes its setup from the launcher's file (relative to the table); the row's
+// own keys win, and validate predicts what simulate --setup-from predicts.
+TEST(SetupFrom, RunTableRowsTakeTheLaunchersFile) {
+  const std::string dir = testing::MakeTempDir();
+  std::filesystem::copy_file(testing::SourcePath("tests/data/launchers/megatron-lm-llama3-8b-h100-fp8.args"),
+                             dir + "/launch.args");
+  std::ofstream(dir + "/runs.yaml") << "runs:\n"
+                                       "  - id: mine\n"
+                                       "    source: my cluster\n"
+                                       "    states: Megatron-LM's Llama 3 8B FP8 example on 8 H100\n"
+                                       "    model: llama3-8b\n"
+                                       "    device: h100-80gb\n"
+                                       "    setup_from: launch.args\n"
+                                       "    dp: 8\n"
+                                       "    measured: {iteration_time_s: 9.5}\n";
+  CommandResult r = RunBmpipe("validate --table runs.yaml", dir);
+  ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
+  const CommandResult sim = RunBmpipe("simulate --model llama3-8b --device h100-80gb --dp 8 --setup-from launch.args", dir);
+  ASSERT_EQ(sim.exit_code, 0) << sim.err;
+  const std::string time = Line(sim.out, "Iteration time");
+  ASSERT_FALSE(time.empty());
+  const double seconds = std::stod(time.substr(std::string("Iteration time").size()));
+  EXPECT_NE(Line(r.out, "mine ").find(fmt::format("{:.2f} s", seconds)), std::string::npos) << seconds << "\n" << r.out;
+  // A file the table cannot say is refused with the row's path.
+  std::ofstream(dir + "/runs.yaml") << "runs:\n  - id: mine\n    source: s\n    states: s\n    model: llama3-8b\n"
+                                       "    device: h100-80gb\n    setup_from: missing.args\n    dp: 8\n"
+                                       "    measured: {iteration_time_s: 9.5}\n";
+  r = RunBmpipe("validate --table runs.yaml", dir);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("setup_from"), std::string::npos) << r.err;
   std::filesystem::remove_all(dir);
 }
 

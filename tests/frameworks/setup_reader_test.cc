@@ -39,7 +39,7 @@ bool NotesMention(const LauncherSetup& s, const std::string& text) {
 TEST(SetupReader, MegatronLlama3FP8ExampleReadsAsItsScriptSays) {
   const LauncherSetup s = Read(Source("tests/data/launchers/megatron-lm-llama3-8b-h100-fp8.args"));
   const Json want = Json::parse(R"({
-    "tp": 1, "cp": 1, "mbs": 1, "gbs": 128, "seq": 8192,
+    "tp": 1, "cp": 1, "mbs": 1, "gbs": 128, "seq": 8192, "pp": 1,
     "sequence_parallel": false, "flash_attention": true, "distributed_optimizer": true,
     "recompute": ["none"], "precision": "fp8", "fp8_recipe": "delayed", "fp8_params": true,
     "no_fp8_transpose_cache": false,
@@ -47,6 +47,7 @@ TEST(SetupReader, MegatronLlama3FP8ExampleReadsAsItsScriptSays) {
   EXPECT_EQ(s.keywords, want) << s.keywords.dump();
   EXPECT_TRUE(NotesMention(s, "--sequence-parallel with tensor-parallel size 1"));
   EXPECT_TRUE(NotesMention(s, "--fp8-recipe delayed"));  // Megatron's default recipe, said
+  EXPECT_TRUE(NotesMention(s, "--pipeline-model-parallel-size 1"));  // so is the default pipeline size
   EXPECT_TRUE(NotesMention(s, "--empty-unused-memory-level"));  // not read, and listed
   const std::vector<std::pair<std::string, std::int64_t>> shape = {{"--num-layers", 32}, {"--hidden-size", 4096}};
   EXPECT_EQ(s.model_shape, shape);

@@ -1,4 +1,5 @@
 // bmpipe search: the best way to train a model on N devices, with its plan and export.
+#include <algorithm>
 #include <optional>
 #include <set>
 
@@ -10,6 +11,7 @@
 #include "bmpipe/app/invocation.h"
 #include "bmpipe/app/model.h"
 #include "bmpipe/app/profiles.h"
+#include "bmpipe/core/document.h"
 #include "bmpipe/core/text.h"
 #include "bmpipe/frameworks/formats.h"
 #include "bmpipe/frameworks/megatron/megatron.h"
@@ -42,7 +44,9 @@ struct SearchRequest {
   std::string export_out;
   SvgRequest svg;
   std::string defaults;          // --defaults: a framework version's profile (profiles.h)
+  std::string setup_from;        // --setup-from: a launcher's file stating the setup
   std::set<std::string> given;   // the keywords given
+  std::set<std::string> from_file;  // WithSetupFile: the keywords the file set
 };
 
 std::string Joined(const std::vector<std::string>& names) { return fmt::format("{}", fmt::join(names, ", ")); }
@@ -58,8 +62,9 @@ OptionTable SearchTable(SearchRequest& r) {
         "Device preset (" + Joined(DevicePresetNames()) + ") or a device file (docs/cost-model.md)")
       .Required();
   t.Add("--devices", "devices", &o.devices, "Number of devices to train on").Required();
-  t.Add("--gbs", "gbs", &o.base.global_batch_size, "Global batch size (sequences per iteration)").Required();
-  t.Add("--seq", "seq", &o.base.seq, "Sequence length (tokens)").Required();
+  t.Add("--gbs", "gbs", &o.base.global_batch_size,
+        "Global batch size (sequences per iteration; required unless --setup-from's file states it)");
+  t.Add("--seq", "seq", &o.base.seq, "Sequence length (tokens; required unless --setup-from's file states it)");
   t.Add("--top", "top", &o.top, "Configurations to rank").ShowDefault();
   t.Add("--time-budget", "time_budget", &o.time_budget_s,
         "Seconds after which no further configuration is planned (default: none). A search stopped by its budget says "
@@ -143,6 +148,12 @@ OptionTable SearchTable(SearchRequest& r) {
         "each with its source): " +
             Joined(ProfileNames()) + "; sequence parallelism and the distributed optimizer stay searched")
       .Choices(ProfileNames());
+  t.Add("--setup-from", "setup_from", &r.setup_from,
+        "A launcher's file stating the training setup (as simulate and plan read it: Megatron-LM arguments, a "
+        "Megatron-Bridge ConfigContainer's YAML, a torchtitan TOML job or argument file): what it states that the "
+        "search does not search (batch, sequence, precision, dtypes, overlaps, recomputation, attention, MoE "
+        "settings) replaces the defaults and the --defaults profile, options given here win over it; its parallel "
+        "sizes, virtual stages, micro-batch size and ZeRO stage are searched instead");
   t.Add("--json", "", &r.json, "Print the search as JSON (statistics, ranking, every configuration's verdict)");
   t.Add("--out", "", &r.out, "Also write the search JSON to this file");
   t.Add("--plan-out", "", &r.plan_out, "Write the best configuration's plan JSON (docs/file-formats.md) here");
@@ -176,7 +187,7 @@ Result<SearchRequest> WithProfile(const SearchRequest& r, const ModelSpec& model
       searched.push_back(s.key);
       continue;
     }
-    if (r.given.count(s.key)) continue;
+    if (r.given.count(s.key) || r.from_file.count(s.key)) continue;
     if ((s.when == "ep > 1" || s.when == "ep > 1 and interleaved") && !model.moe.enabled()) continue;
     if (Status applied = ApplyProfileSetting(table, r.defaults, s); !applied.ok()) return applied.error();
     set.push_back(fmt::format("{} {}{}", s.key, s.value.dump(), s.when.empty() ? "" : " (where " + s.when + ")"));
@@ -184,6 +195,76 @@ Result<SearchRequest> WithProfile(const SearchRequest& r, const ModelSpec& model
   out.given = r.given;
   header.push_back({"defaults", fmt::format("profile {}: {}{}", r.defaults, set.empty() ? "nothing" : Joined(set),
                                             searched.empty() ? "" : "; searched instead: " + Joined(searched))});
+  return out;
+}
+
+// The dimensions the search searches: a launcher's file's values for them are searched instead.
+bool Searched(const std::string& key) {
+  static const std::set<std::string> searched = {"tp",   "pp",       "vpp", "mbs", "cp", "ep", "etp", "zero",
+                                                 "dp",   "devices",  "sequence_parallel", "distributed_optimizer",
+                                                 "schedule", "micro_batch_group"};
+  return searched.count(key) > 0;
+}
+
+// --setup-from's file into a copy of the request: each setting the search takes as an option and
+// does not search, not given; the file's recomputation joins the options offered. Says what it
+// set in `header`.
+Result<SearchRequest> WithSetupFile(const SearchRequest& r, Lines& header) {
+  if (r.setup_from.empty()) return r;
+  Result<std::string> text = LoadText(r.setup_from);
+  if (!text.ok()) return text.error();
+  Result<LauncherSetup> read = ReadLauncherSetup(text.value(), r.setup_from);
+  if (!read.ok()) return read.error();
+  for (const auto& [key, why] : read.value().refused) {
+    if (!r.given.count(key) && !Searched(key)) return InvalidInput(fmt::format("--setup-from {}: {}", r.setup_from, why));
+  }
+  SearchRequest out = r;
+  OptionTable table = SearchTable(out);
+  Json apply = Json::object();
+  std::vector<std::string> set, searched, overridden, not_taken;
+  for (const auto& [key, value] : read.value().keywords.items()) {
+    const std::string shown = fmt::format("{} {}", key, value.is_array() ? value[0].dump() : value.dump());
+    if (Searched(key)) {
+      searched.push_back(shown);
+      continue;
+    }
+    const Option* option = table.Find(key);
+    if (option == nullptr || option->key != key) {
+      not_taken.push_back(shown);
+      continue;
+    }
+    if (r.given.count(key)) {
+      overridden.push_back(shown);
+      continue;
+    }
+    if (key == "recompute") {
+      // Offered beside the options the search offers anyway.
+      for (const Json& o : value) {
+        const std::string name = o.get<std::string>();
+        if (std::find(out.options.base.recompute.begin(), out.options.base.recompute.end(), name) ==
+            out.options.base.recompute.end()) {
+          out.options.base.recompute.push_back(name);
+        }
+      }
+    } else {
+      apply[key] = value;
+    }
+    out.from_file.insert(key);
+    set.push_back(shown);
+  }
+  if (Status applied = ReadOptions(table, apply, "--setup-from " + r.setup_from); !applied.ok()) return applied.error();
+  if (read.value().local_batch > 0 && !r.given.count("gbs") && !out.from_file.count("gbs")) {
+    return InvalidInput(fmt::format("--setup-from {}: the global batch is the local batch {} times the data-parallel "
+                                    "size, which the search chooses; give --gbs",
+                                    r.setup_from, read.value().local_batch));
+  }
+  out.given = r.given;
+  header.push_back({"setup", fmt::format("{} ({}): {}{}{}{}", r.setup_from, read.value().format,
+                                         set.empty() ? "nothing taken" : Joined(set),
+                                         searched.empty() ? "" : "; searched instead: " + Joined(searched),
+                                         overridden.empty() ? "" : "; given here instead: " + Joined(overridden),
+                                         not_taken.empty() ? "" : "; not a search setting: " + Joined(not_taken))});
+  for (const std::string& note : read.value().notes) header.push_back({"", note});
   return out;
 }
 
@@ -228,9 +309,16 @@ Result<Output> RunSearch(const SearchRequest& given_request, const Context& cont
   Result<DeviceSpec> device = LoadDevice(given_request.device);
   if (!device.ok()) return device.error();
   Lines profile_lines;
-  Result<SearchRequest> profiled = WithProfile(given_request, model.value(), profile_lines);
+  Result<SearchRequest> filed = WithSetupFile(given_request, profile_lines);
+  if (!filed.ok()) return filed.error();
+  Result<SearchRequest> profiled = WithProfile(filed.value(), model.value(), profile_lines);
   if (!profiled.ok()) return profiled.error();
   const SearchRequest& r = profiled.value();
+  if (r.options.base.global_batch_size <= 0 || r.options.base.seq <= 0) {
+    return InvalidInput(fmt::format("search needs {}: give it (or --setup-from a launcher file that states it)",
+                                    r.options.base.global_batch_size <= 0 ? "--gbs (sequences per iteration)"
+                                                                          : "--seq (tokens per sequence)"));
+  }
   SearchOptions options = r.options;
   if (Status reserved = SetReservedBytes(r.reserved_gb, options.base); !reserved.ok()) return reserved.error();
   if (Status words = ApplySetupWords(r.words, options.base); !words.ok()) return words.error();

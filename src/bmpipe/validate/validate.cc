@@ -13,6 +13,7 @@
 #include "bmpipe/problem/recompute.h"
 #include "bmpipe/cost/problem_builder.h"
 #include "bmpipe/cost/setup_reader.h"
+#include "bmpipe/frameworks/formats.h"
 #include "bmpipe/sim/simulator.h"
 
 namespace bmpipe {
@@ -172,11 +173,68 @@ std::vector<Measurement> ReadMeasured(const JsonCursor& m, const ModelSpec& mode
   return out;
 }
 
-PublishedRun ReadRun(const JsonCursor& c, const std::optional<std::string>& files_dir) {
-  std::vector<std::string> keys = {"id",      "source",    "states",         "assumes", "model",
-                                   "device",  "recompute", "recompute_num_layers", "offload_layers", "framework", "measured"};
-  keys.insert(keys.end(), SetupFieldKeys().begin(), SetupFieldKeys().end());
-  c.ExpectKeys(keys);
+const std::vector<std::string>& RunKeys() {
+  static const std::vector<std::string> keys = [] {
+    std::vector<std::string> out = {"id",        "source",    "states",         "assumes", "model",
+                                    "device",    "recompute", "recompute_num_layers", "offload_layers", "framework",
+                                    "measured"};
+    out.insert(out.end(), SetupFieldKeys().begin(), SetupFieldKeys().end());
+    return out;
+  }();
+  return keys;
+}
+
+// A row's `setup_from`: the launcher file's settings (as --setup-from reads them) under the row's
+// own keys, which win; `merged` holds the row that results. Without it, the row itself.
+JsonCursor WithSetupFile(const JsonCursor& row, const std::optional<std::string>& files_dir, Json& merged) {
+  const std::optional<JsonCursor> file = row.Optional("setup_from");
+  if (!file) return row;
+  const std::string path = TablePath(*file, file->String(), files_dir);
+  Result<std::string> text = LoadText(path);
+  if (!text.ok()) file->Fail(text.error().message);
+  Result<LauncherSetup> read = ReadLauncherSetup(text.value(), path);
+  if (!read.ok()) file->Fail(read.error().message);
+  merged = row.json();
+  merged.erase("setup_from");
+  for (const auto& [key, why] : read.value().refused) {
+    if (!merged.contains(key)) file->Fail(why + " (or give it as the row's key)");
+  }
+  const std::vector<std::string>& keys = RunKeys();
+  for (const auto& [key, value] : read.value().keywords.items()) {
+    if (merged.contains(key) || (key == "recompute_num_layers" && merged.contains("recompute"))) continue;
+    if (key == "recompute") {
+      if (value.size() != 1) file->Fail(fmt::format("states recompute {}; a run has one setting", value.dump()));
+      merged["recompute"] = value[0];
+    } else if (key == "offload") {
+      for (const Json& what : value) {
+        if (what == "optimizer" || what == "optimizer-moments") merged["offload_optimizer"] = true;
+        if (what == "optimizer-moments") merged["offload_keeps_master"] = true;
+        if (what == "activations") file->Fail("states activation offloading; give offload_layers in the row");
+      }
+    } else if ((key == "schedule" && value == "1f1b") || (key == "micro_batch_group" && value == 0)) {
+      continue;  // the run table's own
+    } else if (std::find(keys.begin(), keys.end(), key) == keys.end()) {
+      file->Fail(fmt::format("states {} {}, which a run table has no key for (a run is 1F1B or interleaved 1F1B with "
+                             "Megatron's micro-batch groups)",
+                             key, value.dump()));
+    } else {
+      merged[key] = value;
+    }
+  }
+  if (read.value().local_batch > 0 && !merged.contains("gbs")) {
+    // torchtitan's local batch on every data-parallel rank.
+    if (!merged.contains("dp") || !merged["dp"].is_number_integer()) {
+      file->Fail("states the local batch, not the global one; give dp (or gbs) in the row");
+    }
+    merged["gbs"] = read.value().local_batch * merged["dp"].get<std::int64_t>();
+  }
+  return JsonCursor(merged, row.path());
+}
+
+PublishedRun ReadRun(const JsonCursor& row, const std::optional<std::string>& files_dir) {
+  Json merged;
+  const JsonCursor c = WithSetupFile(row, files_dir, merged);
+  c.ExpectKeys(RunKeys());
   PublishedRun run;
   run.id = c.Required("id", "a short unique name for the run").String();
   run.source = c.Required("source", "the citation: paper and table, or repository and file").String();

@@ -123,6 +123,16 @@ LauncherSetup ReadMegatronSetupFlags(const std::string& text) {
   integer("--micro-batch-size", "mbs", 1, std::int64_t{1} << 24);
   integer("--global-batch-size", "gbs", 1, std::int64_t{1} << 30);
   integer("--seq-length", "seq", 1, std::int64_t{1} << 24);
+  // The parallel sizes and the micro-batch left out: Megatron's 1.
+  for (const auto& [flag, key] : {std::pair<const char*, const char*>{"--tensor-model-parallel-size", "tp"},
+                                  {"--pipeline-model-parallel-size", "pp"},
+                                  {"--context-parallel-size", "cp"},
+                                  {"--micro-batch-size", "mbs"}}) {
+    if (!k.contains(key)) {
+      k[key] = 1;
+      defaults.push_back(fmt::format("{} 1", flag));
+    }
+  }
 
   // Virtual stages: over the layers the file states (the per-stage flag needs them).
   const int ranks = k.contains("pp") ? k["pp"].get<int>() : 1;
