@@ -32,6 +32,10 @@ TEST(Profiles, ConditionsFollowTheSetup) {
   EXPECT_FALSE(ProfileSettingApplies(s, setup));
   setup.tp = 2;
   EXPECT_TRUE(ProfileSettingApplies(s, setup));
+  s.when = "pp > 1";
+  EXPECT_FALSE(ProfileSettingApplies(s, setup));
+  s.when = "pp == 1";
+  EXPECT_TRUE(ProfileSettingApplies(s, setup));
   s.when = "ep > 1 and interleaved";
   setup.ep = 8;
   setup.pp = 4;

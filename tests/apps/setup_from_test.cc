@@ -282,6 +282,27 @@ TEST(SetupFrom, SearchKeepsTheFilesSettingsAndSearchesItsLayout) {
   EXPECT_NE(r.err.find("search needs --gbs (sequences per iteration)"), std::string::npos) << r.err;
 }
 
+// torchtitan's profile: what its trainer applies when only the degrees are given, and the same
+// setup as its TOML job of those degrees states.
+TEST(SetupFrom, TorchTitanProfileIsWhatItsJobStates) {
+  const std::string layout = "simulate --model llama3-70b --device a100-80gb --recompute full ";
+  CommandResult profiled = RunBmpipe(layout + "--tp 8 --dp 8 --gbs 64 --mbs 8 --seq 8192 --defaults torchtitan-0.3");
+  ASSERT_EQ(profiled.exit_code, 0) << profiled.err;
+  EXPECT_NE(profiled.out.find("from profile torchtitan-0.3: sequence_parallel true, flash_attention true, dp_overlap "
+                              "0.9, zero 3, grad_dtype fp32"),
+            std::string::npos)
+      << profiled.out;
+  CommandResult filed =
+      RunBmpipe(layout + "--devices 64 --setup-from tests/data/launchers/torchtitan-llama3-70b-a100.toml");
+  ASSERT_EQ(filed.exit_code, 0) << filed.err;
+  EXPECT_EQ(Line(profiled.out, "Iteration time"), Line(filed.out, "Iteration time"));
+  EXPECT_EQ(Line(profiled.out, "Memory"), Line(filed.out, "Memory"));
+  // With pipeline parallelism the parameters stay gathered: ZeRO 1.
+  profiled = RunBmpipe(layout + "--tp 8 --pp 2 --dp 4 --gbs 64 --seq 8192 --defaults torchtitan-0.3");
+  ASSERT_EQ(profiled.exit_code, 0) << profiled.err;
+  EXPECT_NE(profiled.out.find("zero 1"), std::string::npos) << profiled.out;
+}
+
 // A plan that fits by less than the cost model's held-out memory error says so.
 TEST(SetupFrom, ReportWarnsOfARankWithinTheMemoryError) {
   const std::string run = "simulate --model llama3-70b --device h100-80gb --tp 8 --pp 4 --dp 8 --gbs 128 --seq 8192 "

@@ -26,8 +26,9 @@ std::vector<Profile> ReadProfiles(const Json& doc) {
       if (auto w = s.Optional("when")) {
         setting.when = w->String();
         if (setting.when != "tp > 1" && setting.when != "ep > 1" && setting.when != "ep > 1 and interleaved" &&
-            setting.when != "quantized" && setting.when != "fp8") {
-          w->Fail("give tp > 1, ep > 1, ep > 1 and interleaved, quantized or fp8");
+            setting.when != "quantized" && setting.when != "fp8" && setting.when != "pp > 1" &&
+            setting.when != "pp == 1") {
+          w->Fail("give tp > 1, ep > 1, ep > 1 and interleaved, quantized, fp8, pp > 1 or pp == 1");
         }
       }
       setting.source = s.Required("source", "where the value comes from").String();
@@ -81,6 +82,8 @@ bool ProfileSettingApplies(const ProfileSetting& setting, const TrainingSetup& s
   if (setting.when == "ep > 1 and interleaved") return setup.ep > 1 && (setup.pp == 1 || setup.vpp > 1);
   if (setting.when == "quantized") return setup.precision != Precision::kBf16;
   if (setting.when == "fp8") return setup.precision == Precision::kFp8;
+  if (setting.when == "pp > 1") return setup.pp > 1;
+  if (setting.when == "pp == 1") return setup.pp == 1;
   return true;
 }
 

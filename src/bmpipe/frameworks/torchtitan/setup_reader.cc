@@ -369,7 +369,7 @@ LauncherSetup Translate(const Settings& settings, const std::string& format) {
   // Activation checkpointing: none and full are bmpipe's options; torchtitan's selective (per op,
   // or every n-th layer) and memory-budget modes are not.
   const std::string mode = r.Word("activation_checkpoint.mode", "selective");
-  const std::string option = r.Word("activation_checkpoint.selective_ac_option", "op");
+  const std::string option = r.Word("activation_checkpoint.selective_ac_option", "2");
   if (mode == "none") {
     k["recompute"] = std::vector<std::string>{"none"};
   } else if (mode == "full") {
