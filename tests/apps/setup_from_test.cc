@@ -301,6 +301,14 @@ TEST(SetupFrom, TorchTitanProfileIsWhatItsJobStates) {
   profiled = RunBmpipe(layout + "--tp 8 --pp 2 --dp 4 --gbs 64 --seq 8192 --defaults torchtitan-0.3");
   ASSERT_EQ(profiled.exit_code, 0) << profiled.err;
   EXPECT_NE(profiled.out.find("zero 1"), std::string::npos) << profiled.out;
+  // Without --defaults, a framework target's report names the profile of what it runs.
+  const CommandResult plan = RunBmpipe("plan --model llama3-8b --device h100-80gb --tp 1 --pp 4 --dp 1 --gbs 16 "
+                                       "--seq 4096 --target torchtitan --progress none");
+  ASSERT_EQ(plan.exit_code, 0) << plan.err;
+  EXPECT_NE(plan.out.find("defaults   bmpipe's, listed below; --defaults torchtitan-0.3 takes what torchtitan runs "
+                          "with when only the layout is given"),
+            std::string::npos)
+      << plan.out;
 }
 
 // A plan that fits by less than the cost model's held-out memory error says so.

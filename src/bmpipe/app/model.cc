@@ -482,6 +482,18 @@ Result<Problem> BuildModelProblem(const ModelRequest& request, std::vector<std::
   lines.push_back({"costs", fmt::format("analytic model on {}{}", device.value().name,
                                         device.value().approximate ? " (approximate device figures)" : "")});
   lines.push_back({"uncertainty", PredictionUncertainty(model.value(), setup, device.value().name)});
+  // Without a profile, the target's framework has one that says what it runs by itself.
+  if (args.profile_source.empty()) {
+    for (TargetKind kind : targets) {
+      const bool megatron = kind == TargetKind::kMegatron || kind == TargetKind::kMegatronLocal;
+      if (!megatron && kind != TargetKind::kTorchTitan) continue;
+      lines.push_back({"defaults", fmt::format("bmpipe's, listed below; --defaults {} takes what {} runs with when "
+                                               "only the layout is given",
+                                               megatron ? "megatron-core-0.16" : "torchtitan-0.3",
+                                               megatron ? "Megatron-LM" : "torchtitan")});
+      break;
+    }
+  }
   if (default_headroom && setup.headroom_bytes > 0) {
     lines.push_back({"headroom", DefaultHeadroomLine(setup.headroom_bytes, memory_error)});
   }
