@@ -87,10 +87,19 @@ TEST(SetupReader, MegatronBridgeDeepSeekV3ConfigReadsAsItsFieldsSay) {
       {"--num-layers", 61}, {"--hidden-size", 7168}, {"--num-experts", 256}, {"--moe-router-topk", 8},
       {"--moe-ffn-hidden-size", 2048}};
   EXPECT_EQ(s.model_shape, shape);
-  // A recipe's name instead of the resolved mixed-precision section is refused with the fix.
-  EXPECT_NE(ReadError("_target_: megatron.bridge.training.config.ConfigContainer\nmodel: {num_layers: 4}\n"
-                      "train: {micro_batch_size: 1}\nmixed_precision: bf16_mixed\n")
-                .find("a recipe's name, not the resolved config"),
+  // A recipe's name reads as the fields its function sets; an unknown one is refused with the fix.
+  const std::string head = "_target_: megatron.bridge.training.config.ConfigContainer\nmodel: {num_layers: 4}\n"
+                           "train: {micro_batch_size: 1}\nmixed_precision: ";
+  const LauncherSetup bf16 = Read(head + "bf16_mixed\n");
+  EXPECT_EQ(bf16.keywords["precision"], "bf16");
+  EXPECT_EQ(bf16.keywords["grad_dtype"], "fp32");  // bf16_mixed reduces in fp32
+  const LauncherSetup cs = Read(head + "bf16-with-fp8-current-scaling-mixed\n");
+  EXPECT_EQ(cs.keywords["precision"], "fp8");
+  EXPECT_EQ(cs.keywords["fp8_recipe"], "tensorwise");
+  EXPECT_EQ(cs.keywords["fp8_params"], true);
+  EXPECT_EQ(Read(head + "bf16_with_mxfp8_mixed\n").keywords["precision"], "mxfp8");
+  EXPECT_EQ(Read(head + "bf16_with_fp8_subchannel_scaling_mixed\n").keywords["fp8_recipe"], "blockwise");
+  EXPECT_NE(ReadError(head + "bf16_fancy\n").find("not a Megatron-Bridge recipe bmpipe knows (bf16_mixed"),
             std::string::npos);
 }
 

@@ -3,11 +3,14 @@
 // the Megatron-LM flag Megatron-Bridge sets from it, and the Megatron reader reads those flags, so
 // one reader holds the meaning of each setting. Megatron-Bridge's own resolution comes first: the
 // mixed-precision section over the model's fields, a comm_overlap value over the ddp one.
+#include <algorithm>
 #include <cstdint>
+#include <map>
 #include <string>
 #include <utility>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "bmpipe/core/json_cursor.h"
 #include "bmpipe/frameworks/launcher_args.h"
@@ -16,6 +19,48 @@
 
 namespace bmpipe {
 namespace {
+
+// The fields Megatron-Bridge's mixed-precision recipe `name` sets (src/megatron/bridge/training/
+// mixed_precision.py at 05097809: each registered under its name with '_' and with '-').
+Json MixedPrecisionRecipe(std::string name) {
+  std::replace(name.begin(), name.end(), '-', '_');
+  const Json bf16 = {{"bf16", true}, {"grad_reduce_in_fp32", true}};
+  const Json fp16 = {{"fp16", true}, {"grad_reduce_in_fp32", false}};
+  auto with = [](Json base, const Json& more) {
+    for (const auto& [k, v] : more.items()) base[k] = v;
+    return base;
+  };
+  const Json delayed = {{"fp8", "hybrid"}, {"fp8_recipe", "delayed"}, {"fp8_param_gather", true}};
+  const Json mxfp8 = {{"fp8", "e4m3"}, {"fp8_recipe", "mxfp8"}, {"fp8_param_gather", true}};
+  const Json current = {{"fp8", "hybrid"}, {"fp8_recipe", "tensorwise"}, {"fp8_param_gather", true}};
+  const Json subchannel = {{"fp8", "hybrid"}, {"fp8_recipe", "blockwise"}, {"fp8_param_gather", false}};
+  const std::map<std::string, Json> recipes = {
+      {"bf16_mixed", bf16},
+      {"fp16_mixed", fp16},
+      {"bf16_with_fp8_delayed_scaling_mixed", with(bf16, delayed)},
+      {"fp16_with_fp8_delayed_scaling_mixed", with(fp16, delayed)},
+      {"bf16_with_mxfp8_mixed", with(bf16, mxfp8)},
+      {"fp16_with_mxfp8_mixed", with(fp16, mxfp8)},
+      {"bf16_with_fp8_current_scaling_mixed", with(bf16, current)},
+      {"nemotron_h_bf16_with_fp8_current_scaling_mixed", with(bf16, current)},
+      {"nanov2_bf16_with_fp8_current_scaling_mixed",
+       with(bf16, {{"fp8", "hybrid"}, {"fp8_recipe", "blockwise"}, {"fp8_param_gather", true}})},
+      {"fp16_with_fp8_current_scaling_mixed", with(fp16, current)},
+      {"bf16_with_fp8_subchannel_scaling_mixed", with(bf16, subchannel)},
+      {"fp16_with_fp8_subchannel_scaling_mixed", with(fp16, subchannel)},
+  };
+  auto it = recipes.find(name);
+  if (it == recipes.end()) {
+    std::vector<std::string> names;
+    for (const auto& [n, fields] : recipes) names.push_back(n);
+    FailConfiguration(fmt::format("mixed_precision: {}: not a Megatron-Bridge recipe bmpipe knows ({}); give the "
+                                  "resolved ConfigContainer (a dry run's YAML, or ConfigContainer.to_yaml) whose "
+                                  "mixed_precision section has its fields",
+                                  name, fmt::join(names, ", ")));
+  }
+  return it->second;
+}
+
 
 // A field's value as a flag's word, or empty for null.
 std::string Word(const Json& v) {
@@ -88,13 +133,11 @@ LauncherSetup ReadBridge(const Json& doc) {
   const Json& train = section("train");
   const Json& ddp = section("ddp");
   const Json& optimizer = section("optimizer");
-  const Json& mp = doc.contains("mixed_precision") ? doc["mixed_precision"] : null;
-  if (mp.is_string()) {
-    FailConfiguration(fmt::format("mixed_precision: {}: a recipe's name, not the resolved config; give the "
-                                  "ConfigContainer Megatron-Bridge writes (a dry run's YAML, or "
-                                  "ConfigContainer.to_yaml) whose mixed_precision section has its fields",
-                                  mp.get<std::string>()));
-  }
+  const Json& given_mp = doc.contains("mixed_precision") ? doc["mixed_precision"] : null;
+  // A recipe's name stands for the fields its function sets.
+  Json named;
+  if (given_mp.is_string()) named = MixedPrecisionRecipe(given_mp.get<std::string>());
+  const Json& mp = given_mp.is_string() ? named : given_mp;
   const Json& precision = mp.is_object() ? mp : model;  // the mixed-precision config is applied to the model
   Translation t;
   t.Value("--tensor-model-parallel-size", field(model, "tensor_model_parallel_size"));
