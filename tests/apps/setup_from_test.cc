@@ -106,7 +106,12 @@ TEST(SetupFrom, SimulateRunsTheFilesOwnPlan) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("(a Megatron-Bridge ConfigContainer): "), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("given: dp 64"), std::string::npos) << r.out;  // from --devices over the file's layout
-  EXPECT_NE(r.out.find("every decoder layer recomputes mla_up_proj"), std::string::npos) << r.out;
+  // Its layout places the multi-token-prediction module ('m') with the loss, where the problem's head
+  // runs it: the file's own plan.
+  EXPECT_NE(r.out.find("megatron-bridge-deepseek-v3-h100-fp8-sc.yaml: its layout and recomputation, as Megatron-LM "
+                       "runs them"),
+            std::string::npos)
+      << r.out;
 }
 
 TEST(SetupFrom, CommandLineWinsAndEverySettingSaysWhereItCameFrom) {
@@ -309,6 +314,25 @@ TEST(SetupFrom, TorchTitanProfileIsWhatItsJobStates) {
                           "with when only the layout is given"),
             std::string::npos)
       << plan.out;
+}
+
+// A model with multi-token prediction: the export places 'm' with the loss and says --mtp-num-layers,
+// and reads back as the plan it came from.
+TEST(SetupFrom, MultiTokenPredictionExportsAndReadsBack) {
+  const std::string dir = testing::MakeTempDir();
+  CommandResult r = RunBmpipe("plan --model deepseek-v3 --device h100-80gb --tp 2 --pp 8 --ep 64 --dp 64 --gbs 8192 "
+                              "--seq 4096 --flash-attn --sequence-parallel --distributed-optimizer --target megatron "
+                              "--export megatron --export-out ds.args --node-limit 0 --progress none",
+                              dir);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string args = testing::ReadFile(dir + "/ds.args");
+  EXPECT_NE(args.find("--mtp-num-layers 1\n"), std::string::npos) << args;
+  EXPECT_NE(args.find("mL\"\n"), std::string::npos) << args;
+  const std::string time = Line(r.out, "Iteration time");
+  r = RunBmpipe("simulate --model deepseek-v3 --device h100-80gb --dp 64 --setup-from ds.args --plan ds.args", dir);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(Line(r.out, "Iteration time"), time);
+  std::filesystem::remove_all(dir);
 }
 
 // A plan that fits by less than the cost model's held-out memory error says so.

@@ -232,9 +232,15 @@ TEST(LauncherPlan, MegatronErrorsNameTheFlagTheValueAndTheFix) {
   EXPECT_EQ(MegatronError(tiny, base + "--pipeline-model-parallel-layout 'E|t*3|t*3|t*2|t*2|L|t|t'"),
             "args: the configuration has 2 virtual stages per rank (the layout's stages / the pipeline size), but the "
             "problem has pipeline.chunks 1; give a configuration with 1");
-  EXPECT_EQ(MegatronError(tiny, base + "--pipeline-model-parallel-layout 'Et*3|t*3|t*3|tmL'"),
-            "args: --pipeline-model-parallel-layout \"Et*3|t*3|t*3|tmL\": stage 3 has 'm', a multi-token prediction "
-            "layer, which bmpipe's problems do not model; plan without MTP");
+  // Multi-token prediction runs in the head layer: 'm' only just before L, one per module.
+  EXPECT_EQ(MegatronError(tiny, base + "--pipeline-model-parallel-layout 'Et*3|t*3|t*3|tmL'"), "(no error)");
+  EXPECT_EQ(MegatronError(tiny, base + "--pipeline-model-parallel-layout 'Et*3|t*3|tmt*2|tL'"),
+            "args: --pipeline-model-parallel-layout \"Et*3|t*3|tmt*2|tL\": bmpipe's problems run the "
+            "multi-token-prediction modules in the head layer, so each 'm' comes on the last stage, just before L (as "
+            "in ...|t*4mL)");
+  EXPECT_EQ(MegatronError(tiny, base + "--mtp-num-layers 2 --pipeline-model-parallel-layout 'Et*3|t*3|t*3|tmL'"),
+            "args: --pipeline-model-parallel-layout \"Et*3|t*3|t*3|tmL\" places 1 'm', but --mtp-num-layers is 2; "
+            "Megatron needs one 'm' per module");
   EXPECT_EQ(MegatronError(tiny, base + "--pipeline-model-parallel-layout 'Et*5||t*5|L'"),
             "args: the configuration: stage 1 (rank 1, chunk 0) holds no layer of the problem; bmpipe's stages hold "
             "at least one (move a layer onto it)");

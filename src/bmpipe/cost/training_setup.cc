@@ -411,6 +411,7 @@ TrainingInfo SetupTrainingInfo(const ModelSpec& model, const TrainingSetup& setu
   training.global_batch_size = setup.global_batch_size;
   training.seq_length = setup.seq;
   training.headroom_bytes = setup.headroom_bytes;
+  training.mtp_layers = model.mtp_layers;
   training.sequence_parallel = setup.sequence_parallel;
   training.distributed_optimizer = ZeroStage(setup) >= 1;
   training.flash_attention = setup.flash_attention;

@@ -68,6 +68,7 @@ Json ProblemToJson(const Problem& problem, const std::string& description) {
     if (t->zero_stage >= 2) training["zero_stage"] = t->zero_stage;
     if (t->precision != "bf16") training["precision"] = t->precision;
     if (!t->fp8_recipe.empty()) training["fp8_recipe"] = t->fp8_recipe;
+    if (t->mtp_layers > 0) training["mtp_layers"] = t->mtp_layers;
     if (t->fp8_params) training["fp8_params"] = true;
     if (t->no_fp8_transpose_cache) training["no_fp8_transpose_cache"] = true;
     if (t->grad_dtype != "fp32") training["grad_dtype"] = t->grad_dtype;

@@ -103,6 +103,7 @@ struct TrainingInfo {
   bool fp8_params = false;         // the weights kept in FP8 (Megatron's --fp8-param-gather)
   bool no_fp8_transpose_cache = false;  // FP8 transposes remade each backward (--disable-parameter-transpose-cache)
   std::string fp8_recipe;          // precision fp8: "tensorwise", "delayed" or "blockwise"; empty: not stated
+  int mtp_layers = 0;              // multi-token-prediction modules, run in the head layer (written when > 0)
   // Each setting of the run with where it came from ("given", "file", "profile" or "default"), as
   // the report lists them: the cost model's command line fills it; not in problem files.
   struct Setting {

@@ -151,7 +151,7 @@ TrainingInfo ReadTraining(const JsonCursor& c) {
                 "sequence_parallel", "distributed_optimizer", "flash_attention", "overlap_grad_reduce",
                 "context_parallel", "expert_parallel", "expert_tensor_parallel", "zero_stage", "precision", "fp8_recipe", "grad_dtype",
                 "optimizer_dtype", "tp_comm_overlap", "offload_optimizer", "offload_keeps_master", "fp8_params",
-                "no_fp8_transpose_cache", "moe", "linear_mixers", "not_modeled"});
+                "no_fp8_transpose_cache", "moe", "linear_mixers", "not_modeled", "mtp_layers"});
   TrainingInfo t;
   constexpr std::int64_t kMost = std::int64_t{1} << 24;
   if (auto m = c.Optional("model")) t.model = m->String();
@@ -181,6 +181,9 @@ TrainingInfo ReadTraining(const JsonCursor& c) {
   size("expert_parallel", t.expert_parallel, "give the expert-parallel size");
   size("expert_tensor_parallel", t.expert_tensor_parallel, "give the expert tensor-parallel size");
   if (auto z = c.Optional("zero_stage")) t.zero_stage = static_cast<int>(z->Integer(0, 3, "give a ZeRO stage 0..3"));
+  if (auto m = c.Optional("mtp_layers")) {
+    t.mtp_layers = static_cast<int>(m->Integer(0, kMaxLayers, "give the multi-token-prediction modules the head runs"));
+  }
   auto word = [&](std::string_view key, std::string& value, std::initializer_list<std::string_view> allowed) {
     auto v = c.Optional(key);
     if (!v) return;

@@ -144,6 +144,11 @@ Result<std::string> ExportMegatron(const Problem& problem, const Plan& plan, Tar
   out += run.value();
   out += fmt::format("--transformer-impl {}\n", spec == TargetKind::kMegatronLocal ? "local" : "transformer_engine");
   out += fmt::format("--pipeline-model-parallel-size {}\n--num-layers {}\n", p.ranks, shape.body());
+  if (problem.training && problem.training->mtp_layers > 0) {
+    out += fmt::format("# the multi-token-prediction modules, on the last stage with the loss ('m' in the layout)\n"
+                       "--mtp-num-layers {}\n",
+                       problem.training->mtp_layers);
+  }
   if (p.stages() > 1) {
     out += fmt::format("--pipeline-model-parallel-layout \"{}\"\n", MegatronLayout(problem, plan));
     if (p.chunks > 1) {

@@ -155,9 +155,8 @@ std::vector<int> MoeLayerPattern(const Flag& flag, int layers) {
 
 // Megatron's layout string as stages of layer characters: commas dropped, `(...)*N` unrolled
 // once (no nesting), then `x*N`, then split at '|' (megatron/core/transformer/
-// pipeline_parallel_layer_layout.py, parse_str_to_list). With `count_only` (counting the stages),
-// an MTP layer 'm' is taken as any other; else refused (a plan's stages do not place MTP).
-std::vector<std::string> ExpandLayout(const std::string& layout, bool count_only = false) {
+// pipeline_parallel_layer_layout.py, parse_str_to_list).
+std::vector<std::string> ExpandLayout(const std::string& layout) {
   const std::string flag = fmt::format("--pipeline-model-parallel-layout \"{}\"", layout);
   // Far beyond any layout of the problem sizes bmpipe reads.
   const std::size_t max_chars = 2 * static_cast<std::size_t>(kMaxLayers + kMaxStages);
@@ -215,11 +214,6 @@ std::vector<std::string> ExpandLayout(const std::string& layout, bool count_only
       stages.emplace_back();
       continue;
     }
-    if (c == 'm' && !count_only) {
-      FailConfiguration(fmt::format("{}: stage {} has 'm', a multi-token prediction layer, which bmpipe's problems do not model; "
-                       "plan without MTP",
-                       flag, stages.size() - 1));
-    }
     if (c != 'E' && c != 't' && c != 'L' && c != 'm') {
       FailConfiguration(fmt::format("{}: stage {} has '{}', which is not a layer; Megatron's layout characters are E (embedding), t "
                        "(decoder layer), L (loss and head), m (MTP), with '|' between stages",
@@ -254,6 +248,15 @@ std::vector<StageSpec> MegatronLayoutStages(const Flag& flag, const Pipeline& p)
   }
   if (std::count(flat.begin(), flat.end(), 'L') != 1 || !specs.back().head || stages.back().back() != 'L') {
     FailConfiguration(fmt::format("{}: the loss L must come once, last, on the last stage", what));
+  }
+  // The multi-token-prediction modules run in the problem's head layer: on the loss's stage.
+  const std::string& last = stages.back();
+  const std::size_t on_last = static_cast<std::size_t>(std::count(last.begin(), last.end(), 'm'));
+  if (static_cast<std::size_t>(std::count(flat.begin(), flat.end(), 'm')) != on_last ||
+      (on_last > 0 && last.find_first_not_of('m', last.find('m')) != last.size() - 1)) {
+    FailConfiguration(fmt::format("{}: bmpipe's problems run the multi-token-prediction modules in the head layer, so each "
+                                  "'m' comes on the last stage, just before L (as in ...|t*4mL)",
+                                  what));
   }
   return specs;
 }
@@ -323,7 +326,7 @@ int MegatronChunks(const Flags& flags, int layers, int ranks) {
          "--num-layers-per-virtual-pipeline-stage (Megatron refuses more)");
   }
   if (layout) {
-    const int stages = static_cast<int>(ExpandLayout(layout->values.front(), /*count_only=*/true).size());
+    const int stages = static_cast<int>(ExpandLayout(layout->values.front()).size());
     if (stages % ranks != 0) {
       FailConfiguration(fmt::format("--pipeline-model-parallel-layout \"{}\": its {} stages do not divide among "
                        "--pipeline-model-parallel-size {}; Megatron needs ranks x virtual stages of them",
@@ -480,7 +483,16 @@ void CheckMegatronTraining(const Flags& flags, const TrainingInfo& t) {
   // Sequence parallelism over one tensor-parallel rank divides nothing (Megatron refuses the flag).
   CheckSwitch(flags, "--sequence-parallel", t.sequence_parallel && t.tensor_parallel > 1, "training.sequence_parallel");
   CheckSwitch(flags, "--use-distributed-optimizer", t.distributed_optimizer, "training.distributed_optimizer");
-  CheckSwitch(flags, "--overlap-grad-reduce", t.overlap_grad_reduce, "training.overlap_grad_reduce");
+  // The data-parallel overlap: the gradient reduce, the parameter gather, or both (a problem's
+  // training.overlap_grad_reduce says some of the sync is hidden).
+  const bool overlap = flags.Get("--overlap-grad-reduce") || flags.Get("--overlap-param-gather");
+  if (overlap != t.overlap_grad_reduce) {
+    FailConfiguration(fmt::format("--overlap-grad-reduce and --overlap-param-gather are {}: the problem's run has "
+                                  "training.overlap_grad_reduce = {}; this configuration is not that run ({} "
+                                  "--overlap-grad-reduce, or give the problem of this configuration)",
+                                  overlap ? "given" : "not given", t.overlap_grad_reduce ? "true" : "false",
+                                  t.overlap_grad_reduce ? "give" : "remove"));
+  }
   CheckValue(flags, "--context-parallel-size", 1, t.context_parallel, "training.context_parallel", kMaxRanks);
   CheckValue(flags, "--expert-model-parallel-size", 1, t.expert_parallel, "training.expert_parallel", 1 << 16);
   CheckValue(flags, "--expert-tensor-parallel-size", t.tensor_parallel,
@@ -551,15 +563,19 @@ void CheckMegatronMoe(const Flags& flags, const MoeInfo& moe, int layers) {
   if (flags.Get("--moe-ffn-hidden-size")) {
     CheckValue(flags, "--moe-ffn-hidden-size", 0, moe.expert_ffn, "training.moe.expert_ffn", big);
   }
-  CheckValue(flags, "--moe-shared-expert-intermediate-size", 0, moe.shared_expert_ffn, "training.moe.shared_expert_ffn",
-             big);
+  // The MoE architecture flags, when given, must be the problem's (left out, they are the model's:
+  // an export says which architecture flags to merge).
+  if (flags.Get("--moe-shared-expert-intermediate-size")) {
+    CheckValue(flags, "--moe-shared-expert-intermediate-size", 0, moe.shared_expert_ffn,
+               "training.moe.shared_expert_ffn", big);
+  }
   std::vector<int> pattern(layers, 1);
   if (const Flag* freq = flags.Get("--moe-layer-freq")) pattern = MoeLayerPattern(*freq, layers);
   std::vector<int> dense;
   for (int i = 0; i < layers; ++i) {
     if (pattern[i] == 0) dense.push_back(i);
   }
-  if (dense != moe.dense_layers) {
+  if (flags.Get("--moe-layer-freq") && dense != moe.dense_layers) {
     FailConfiguration(fmt::format("--moe-layer-freq{}: dense decoder layers [{}], but the problem's run has training.moe.dense_layers "
                      "[{}]; this configuration is not that run",
                      flags.Get("--moe-layer-freq") ? "" : " (not given: every layer MoE)", fmt::join(dense, ", "),
@@ -623,10 +639,33 @@ Plan ReadMegatronPlan(const std::string& text, const Problem& problem, std::vect
   } else {
     notes.push_back(fmt::format("--num-layers is not given; taken as the problem's {} decoder layers", shape.body()));
   }
-  if (const Flag* mtp = flags.Get("--mtp-num-layers"); mtp && IntegerValue(*mtp, 0, kMaxLayers) > 0) {
-    FailConfiguration(fmt::format("--mtp-num-layers {}: multi-token prediction layers are not modeled by bmpipe's problems; plan "
-                     "without MTP",
-                     mtp->values.front()));
+  // Multi-token prediction: the problem's head layer runs the modules (training.mtp_layers);
+  // --mtp-num-layers, or the layout's 'm' when the flag is absent, says how many.
+  const Flag* mtp_flag = flags.Get("--mtp-num-layers");
+  int mtp = mtp_flag ? static_cast<int>(IntegerValue(*mtp_flag, 0, kMaxLayers)) : 0;
+  if (const Flag* layout = flags.Get("--pipeline-model-parallel-layout")) {
+    int in_layout = 0;
+    for (const std::string& s : ExpandLayout(layout->values.front())) {
+      in_layout += static_cast<int>(std::count(s.begin(), s.end(), 'm'));
+    }
+    if (mtp_flag && in_layout != mtp) {
+      FailConfiguration(fmt::format("--pipeline-model-parallel-layout \"{}\" places {} 'm', but --mtp-num-layers is {}; "
+                                    "Megatron needs one 'm' per module",
+                                    layout->values.front(), in_layout, mtp));
+    }
+    mtp = in_layout;
+  }
+  if (!problem.training && mtp > 0) {
+    notes.push_back(fmt::format("{} multi-token-prediction modules taken as part of the head layer (the problem has no "
+                                "`training` section to check them against)",
+                                mtp));
+  }
+  if (problem.training && problem.training->mtp_layers != mtp) {
+    FailConfiguration(fmt::format("the configuration runs {} multi-token-prediction modules (--mtp-num-layers, 'm' in "
+                                  "the layout), but the problem's head runs {} (training.mtp_layers); give "
+                                  "--mtp-num-layers {}{}",
+                                  mtp, problem.training->mtp_layers, problem.training->mtp_layers,
+                                  problem.training->mtp_layers > 0 ? " and as many 'm' before L in the layout" : ""));
   }
   const int chunks = MegatronChunks(flags, layers, p.ranks);
   if (chunks != p.chunks) {
@@ -659,8 +698,7 @@ Plan ReadMegatronPlan(const std::string& text, const Problem& problem, std::vect
   } else {
     notes.push_back("the problem has no `training` section: the parallel and batch flags are not checked");
   }
-  std::vector<std::string> ignored = flags.ignored;
-  if (flags.Get("--overlap-param-gather")) ignored.push_back("--overlap-param-gather");
+  const std::vector<std::string>& ignored = flags.ignored;
   if (!ignored.empty()) notes.push_back(IgnoredNote(ignored, "they do not change the pipeline plan"));
   return plan;
 }

@@ -141,6 +141,9 @@ std::string MegatronLayout(const Problem& problem, const Plan& plan) {
     std::string stage = plan.begin(s) < shape.body_begin || (s == 0 && shape.body_begin == 0) ? "E" : "";
     if (decoders > 0) stage += decoders == 1 ? "t" : fmt::format("t*{}", decoders);
     if (plan.end(s) > shape.body_end || (s + 1 == plan.num_stages() && shape.body_end == problem.num_layers())) {
+      // The multi-token-prediction modules, which the problem runs in its head layer, before the loss.
+      const int mtp = problem.training ? problem.training->mtp_layers : 0;
+      if (mtp > 0) stage += mtp == 1 ? "m" : fmt::format("m*{}", mtp);
       stage += "L";
     }
     layout += (s == 0 ? "" : "|") + stage;
