@@ -160,3 +160,33 @@ TEST(Document, LoadReadsOnlyWhatItCanBound) {
 
 }  // namespace
 }  // namespace bmpipe
+
+namespace bmpipe {
+namespace {
+
+// Objects of many keys read in linear time (nlohmann's ordered map searches on every insert): the
+// keys keep their order, and a duplicate among them is still found.
+TEST(Document, ManyKeysKeepTheirOrderAndDuplicatesAreFound) {
+  constexpr int kKeys = 100000;
+  std::string json = "{", yaml;
+  for (int i = 0; i < kKeys; ++i) {
+    json += (i == 0 ? "" : ",") + ("\"k" + std::to_string(i) + "\":") + std::to_string(i);
+    yaml += "k" + std::to_string(i) + ": " + std::to_string(i) + "\n";
+  }
+  for (const auto& [text, path] : {std::pair<std::string, std::string>{json + "}", "x.json"}, {yaml, "x.yaml"}}) {
+    Result<Json> doc = ParseDocument(text, path);
+    ASSERT_TRUE(doc.ok()) << doc.error().message;
+    ASSERT_EQ(doc.value().size(), static_cast<std::size_t>(kKeys));
+    EXPECT_EQ(doc.value().begin().key(), "k0");
+    EXPECT_EQ(doc.value()["k99999"], kKeys - 1);
+  }
+  Result<Json> dup = ParseDocument(json + ",\"k5\":1}", "x.json");
+  ASSERT_FALSE(dup.ok());
+  EXPECT_NE(dup.error().message.find("key 'k5' appears twice"), std::string::npos) << dup.error().message;
+  dup = ParseDocument(yaml + "k7: 1\n", "x.yaml");
+  ASSERT_FALSE(dup.ok());
+  EXPECT_NE(dup.error().message.find("key 'k7' appears twice"), std::string::npos) << dup.error().message;
+}
+
+}  // namespace
+}  // namespace bmpipe

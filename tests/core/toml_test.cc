@@ -85,6 +85,17 @@ TEST(Toml, RefusesWhatItDoesNotReadWithTheLine) {
   EXPECT_NE(Error(std::string("x = \"a\0b\"\n", 11)).find("NUL"), std::string::npos);
 }
 
+// A table of many keys reads in linear time, in order, its duplicates found.
+TEST(Toml, ManyKeysKeepTheirOrderAndDuplicatesAreFound) {
+  std::string text = "[t]\n";
+  for (int i = 0; i < 100000; ++i) text += "k" + std::to_string(i) + " = " + std::to_string(i) + "\n";
+  const Json j = Parse(text);
+  ASSERT_EQ(j["t"].size(), 100000u);
+  EXPECT_EQ(j["t"].begin().key(), "k0");
+  EXPECT_EQ(j["t"]["k99999"], 99999);
+  EXPECT_NE(Error(text + "k5 = 1\n").find("line 100002: 'k5' is given twice"), std::string::npos);
+}
+
 TEST(Toml, HasTomlTableFindsHeadersOnTheirOwnLine) {
   EXPECT_TRUE(HasTomlTable("# c\n[job]\nx = 1\n", "job"));
   EXPECT_TRUE(HasTomlTable("  [job]  # c\n", "job"));

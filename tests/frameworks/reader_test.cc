@@ -716,6 +716,18 @@ TEST(LauncherPlan, SetupMismatchesAreErrors) {
   EXPECT_EQ(error(megatron, moe, "--moe-grouped-gemm", "--moe-layer-freq \"[0]*2+[1]*3\""),
             "f: --moe-layer-freq \"[0]*2+[1]*3\": the pattern has 5 entries, but the model has 32 decoder layers "
             "(Megatron needs one per layer)");
+  // Hostile patterns: nesting that would exhaust the stack, and a value echoed only in part.
+  const std::string nested = std::string(20000, '(') + "[1]" + std::string(20000, ')');
+  const std::string deep = error(megatron, moe, "--moe-grouped-gemm", "--moe-layer-freq \"" + nested + "\"");
+  EXPECT_NE(deep.find("parentheses nest more than 64 deep"), std::string::npos) << deep.substr(0, 300);
+  EXPECT_LT(deep.size(), 400u) << deep.substr(0, 300);
+  EXPECT_NE(deep.find("(40003 characters)"), std::string::npos) << deep.substr(0, 300);
+  std::string long_list = "[";
+  for (int i = 0; i < 2000000; ++i) long_list += i == 0 ? "1" : ",1";
+  long_list += "]";
+  const std::string longer = error(megatron, moe, "--moe-grouped-gemm", "--moe-layer-freq \"" + long_list + "\"");
+  EXPECT_NE(longer.find("the pattern is longer than any model"), std::string::npos) << longer.substr(0, 300);
+  EXPECT_LT(longer.size(), 400u) << longer.substr(0, 300);
   EXPECT_EQ(error(megatron, moe, "--moe-grouped-gemm", "--main-grads-dtype bf16"),
             "f: --main-grads-dtype bf16 without --use-precision-aware-optimizer: Megatron refuses it; add "
             "--use-precision-aware-optimizer");

@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <unordered_set>
 #include <vector>
 
 #include <fmt/format.h>
@@ -39,50 +40,107 @@ std::string TooManyValues() {
   return fmt::format("the document holds more than {} values; use 'repeat' for identical layers", kMaxDocumentValues);
 }
 
-Result<Json> ParseJson(const std::string& text, const std::string& path) {
-  // nlohmann keeps the last of duplicate keys; a parser callback tracks the keys of every open
-  // object so a duplicate is reported instead of silently dropped. It also counts values and
-  // depth, and stops the parse at a limit.
-  std::vector<std::vector<std::string>> open_objects;
-  std::string duplicate;
-  std::size_t values = 0;
-  auto callback = [&](int depth, Json::parse_event_t event, Json& parsed) {
-    if (depth > kMaxDocumentDepth) throw DocumentLimit{TooDeep("JSON")};
-    switch (event) {
-      case Json::parse_event_t::object_start:
-        open_objects.emplace_back();
-        break;
-      case Json::parse_event_t::object_end:
-        if (!open_objects.empty()) open_objects.pop_back();
-        break;
-      case Json::parse_event_t::key: {
-        const std::string key = parsed.get<std::string>();
-        auto& keys = open_objects.back();
-        for (const auto& k : keys) {
-          if (k == key && duplicate.empty()) duplicate = key;
-        }
-        keys.push_back(key);
-        break;
-      }
-      case Json::parse_event_t::value:
-        if (++values > kMaxDocumentValues) throw DocumentLimit{TooManyValues()};
-        break;
-      default:
-        break;
-    }
+// Appends `value` under `key` to `object` without nlohmann's search for an existing key (linear in
+// the object's size, so quadratic over a document); the caller has checked the key is new.
+Json& AppendMember(Json& object, std::string key, Json value) {
+  auto& members = object.get_ref<Json::object_t&>();
+  members.Json::object_t::Container::emplace_back(std::move(key), std::move(value));
+  return members.Json::object_t::Container::back().second;
+}
+
+// Builds the tree as nlohmann's own DOM parser does, in linear time: each object's keys go to a
+// hash set (a duplicate is reported, not silently dropped), members are appended without a
+// search; values and depth are counted and stop the parse at a limit.
+class LinearJsonBuilder : public nlohmann::json_sax<Json> {
+ public:
+  bool null() override { return Add(nullptr); }
+  bool boolean(bool v) override { return Add(v); }
+  bool number_integer(number_integer_t v) override { return Add(v); }
+  bool number_unsigned(number_unsigned_t v) override { return Add(v); }
+  bool number_float(number_float_t v, const string_t&) override { return Add(v); }
+  bool string(string_t& v) override { return Add(std::move(v)); }
+  bool binary(binary_t& v) override { return Add(Json::binary(std::move(v))); }
+  bool start_object(std::size_t) override { return Open(Json::object()); }
+  bool key(string_t& k) override {
+    if (!keys_.back().insert(k).second && duplicate_.empty()) duplicate_ = k;
+    key_ = std::move(k);
     return true;
-  };
-  try {
-    Json doc = Json::parse(text, callback);
-    if (!duplicate.empty()) {
-      return InvalidInput(fmt::format("{}: key '{}' appears twice in the same object; keep one", path, duplicate));
+  }
+  bool end_object() override { return Close(); }
+  bool start_array(std::size_t) override { return Open(Json::array()); }
+  bool end_array() override { return Close(); }
+  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception& e) override {
+    error_ = e.what();
+    out_of_range_ = e.id == 406;  // a number beyond the range of a double
+    return false;
+  }
+
+  Json& root() { return root_; }
+  const std::string& duplicate() const { return duplicate_; }
+  const std::string& error() const { return error_; }
+  bool out_of_range() const { return out_of_range_; }
+
+ private:
+  Json* Place(Json&& value) {
+    if (++values_ > kMaxDocumentValues) throw DocumentLimit{TooManyValues()};
+    if (open_.empty()) {
+      root_ = std::move(value);
+      return &root_;
     }
-    return doc;
+    Json& top = *open_.back();
+    if (top.is_array()) {
+      top.push_back(std::move(value));
+      return &top.back();
+    }
+    // Only the member just added to an open container is written to later: earlier members'
+    // addresses may move, the open containers' do not.
+    return &AppendMember(top, std::move(key_), std::move(value));
+  }
+  bool Add(Json&& value) {
+    Place(std::move(value));
+    return true;
+  }
+  bool Open(Json&& container) {
+    if (open_.size() >= static_cast<std::size_t>(kMaxDocumentDepth)) throw DocumentLimit{TooDeep("JSON")};
+    const bool object = container.is_object();
+    open_.push_back(Place(std::move(container)));
+    if (object) keys_.emplace_back();
+    return true;
+  }
+  bool Close() {
+    if (open_.back()->is_object()) keys_.pop_back();
+    open_.pop_back();
+    return true;
+  }
+
+  Json root_;
+  std::vector<Json*> open_;
+  std::vector<std::unordered_set<std::string>> keys_;
+  std::string key_;
+  std::size_t values_ = 0;
+  std::string duplicate_;
+  std::string error_;
+  bool out_of_range_ = false;
+};
+
+Result<Json> ParseJson(const std::string& text, const std::string& path) {
+  LinearJsonBuilder builder;
+  try {
+    const bool parsed = Json::sax_parse(text, &builder);
+    if (!parsed) {
+      if (builder.out_of_range()) {
+        return InvalidInput(fmt::format("{}: not valid JSON: {}; numbers must lie within +-1.7e308", path,
+                                        builder.error()));
+      }
+      return InvalidInput(fmt::format("{}: not valid JSON: {}", path, builder.error()));
+    }
+    if (!builder.duplicate().empty()) {
+      return InvalidInput(
+          fmt::format("{}: key '{}' appears twice in the same object; keep one", path, builder.duplicate()));
+    }
+    return std::move(builder.root());
   } catch (const DocumentLimit& limit) {
     return InvalidInput(fmt::format("{}: {}", path, limit.message));
-  } catch (const Json::out_of_range& e) {
-    // A number literal beyond the range of a double, such as 1e400.
-    return InvalidInput(fmt::format("{}: not valid JSON: {}; numbers must lie within +-1.7e308", path, e.what()));
   } catch (const Json::exception& e) {
     return InvalidInput(fmt::format("{}: not valid JSON: {}", path, e.what()));
   }
@@ -160,14 +218,15 @@ class YamlConverter {
       }
       case YAML::NodeType::Map: {
         Json out = Json::object();
+        std::unordered_set<std::string> keys;  // linear in the mapping's size, not quadratic
         for (const auto& kv : node) {
           if (!kv.first.IsScalar()) {
             throw DocumentLimit{fmt::format("line {}: a mapping key must be a plain name, not a list or mapping",
                                             kv.first.Mark().line + 1)};
           }
           const std::string key = CheckedYamlString(kv.first);
-          if (out.contains(key)) throw YamlDuplicateKey{key, kv.first.Mark().line + 1};
-          out[key] = Convert(kv.second, depth + 1);
+          if (!keys.insert(key).second) throw YamlDuplicateKey{key, kv.first.Mark().line + 1};
+          AppendMember(out, key, Convert(kv.second, depth + 1));
         }
         return out;
       }

@@ -24,6 +24,13 @@ std::string FormatBytes(Bytes b) {
   return fmt::format("{} B", b);
 }
 
+std::string Abbreviated(const std::string& text, std::size_t keep) {
+  if (text.size() <= 2 * keep) return text;
+  std::size_t cut = keep;
+  while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xc0) == 0x80) --cut;
+  return text.substr(0, cut) + "... (" + std::to_string(text.size()) + " characters)";
+}
+
 std::string WordsOr(const std::vector<std::string>& words) {
   std::string out;
   for (std::size_t i = 0; i < words.size(); ++i) out += (i == 0 ? "" : i + 1 == words.size() ? " or " : ", ") + words[i];

@@ -14,5 +14,8 @@ std::string FormatDuration(TimeNs t);
 std::string FormatBytes(Bytes b);
 // "a, b or c": a list of words for help texts and messages.
 std::string WordsOr(const std::vector<std::string>& words);
+// `text` as a message may echo it: whole when short, else its first `keep` bytes (cut before a
+// UTF-8 continuation byte), "...", and its size ("[0]*3+[1]... (2000000 characters)").
+std::string Abbreviated(const std::string& text, std::size_t keep = 60);
 
 }  // namespace bmpipe

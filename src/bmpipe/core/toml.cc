@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <limits>
 #include <set>
+#include <unordered_map>
 #include <vector>
 
 #include <fmt/format.h>
@@ -147,12 +148,13 @@ class TomlParser {
     std::string walked;
     for (const std::string& part : path) {
       walked += (walked.empty() ? "" : ".") + part;
-      if (!node->contains(part)) {
-        (*node)[part] = Json::object();
-      } else if (!(*node)[part].is_object() || implicit_inline_.count(walked)) {
+      Json* child = Child(*node, part);
+      if (child == nullptr) {
+        child = &Add(*node, part, Json::object());
+      } else if (!child->is_object() || implicit_inline_.count(walked)) {
         Fail(fmt::format("[{}]: '{}' is already a value", name, walked));
       }
-      node = &(*node)[part];
+      node = child;
     }
     table_path_ = name;
     return *node;
@@ -169,16 +171,19 @@ class TomlParser {
     std::string walked = depth == 0 ? table_path_ : "";
     for (std::size_t k = 0; k + 1 < path.size(); ++k) {
       walked += (walked.empty() ? "" : ".") + path[k];
-      if (!node->contains(path[k])) {
-        (*node)[path[k]] = Json::object();
-      } else if (!(*node)[path[k]].is_object() || (depth == 0 && implicit_inline_.count(walked))) {
+      Json* child = Child(*node, path[k]);
+      if (child == nullptr) {
+        child = &Add(*node, path[k], Json::object());
+      } else if (!child->is_object() || (depth == 0 && implicit_inline_.count(walked))) {
         Fail(fmt::format("'{}' is already a value", path[k]));
       }
-      node = &(*node)[path[k]];
+      node = child;
     }
-    if (node->contains(path.back())) Fail(fmt::format("'{}' is given twice", Dotted(path)));
+    if (Child(*node, path.back()) != nullptr) Fail(fmt::format("'{}' is given twice", Dotted(path)));
     const bool inline_table = Peek() == '{';
-    (*node)[path.back()] = Value(depth);
+    // The value first: parsing it adds to no table but its own (an inline table is new).
+    Json value = Value(depth);
+    Add(*node, path.back(), std::move(value));
     if (depth == 0 && inline_table) implicit_inline_.insert(walked + (walked.empty() ? "" : ".") + path.back());
   }
 
@@ -412,7 +417,25 @@ class TomlParser {
     return v;
   }
 
+  // A table's member `key`, or null; found through the table's index, so reading stays linear.
+  Json* Child(Json& table, const std::string& key) {
+    auto& members = table.get_ref<Json::object_t&>();
+    auto idx = index_.find(&members);
+    if (idx == index_.end()) return nullptr;
+    auto it = idx->second.find(key);
+    return it == idx->second.end() ? nullptr : &members.Json::object_t::Container::operator[](it->second).second;
+  }
+  // Appends a member the caller has checked is new, without nlohmann's linear search.
+  Json& Add(Json& table, const std::string& key, Json value) {
+    auto& members = table.get_ref<Json::object_t&>();
+    index_[&members][key] = members.size();
+    members.Json::object_t::Container::emplace_back(key, std::move(value));
+    return members.Json::object_t::Container::back().second;
+  }
+
   const std::string& s_;
+  // Each table's members by key (a table's members live on the heap: their address is stable).
+  std::unordered_map<const Json::object_t*, std::unordered_map<std::string, std::size_t>> index_;
   std::size_t i_ = 0;
   int line_ = 1;
   std::set<std::string> defined_;          // tables given a [header]

@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "bmpipe/core/json_cursor.h"
+#include "bmpipe/core/text.h"
 #include "bmpipe/frameworks/launcher_args.h"
 #include "bmpipe/frameworks/megatron/args.h"
 #include "bmpipe/frameworks/megatron/megatron.h"
@@ -82,9 +83,12 @@ namespace {
 // when i mod N == 0), or a Python list expression of 1 (MoE) and 0 (dense) per decoder layer made
 // of [..] lists of digits, '+' (concatenation), '*' (repetition) and parentheses, the characters
 // Megatron-LM's pattern check lets through. One entry per decoder layer.
+// Parentheses a --moe-layer-freq pattern may nest (Megatron's own patterns use one level).
+constexpr int kMaxPatternDepth = 64;
+
 std::vector<int> MoeLayerPattern(const Flag& flag, int layers) {
   const std::string& v = flag.values.front();
-  const std::string what = fmt::format("{} \"{}\"", flag.name, v);
+  const std::string what = fmt::format("{} \"{}\"", flag.name, Abbreviated(v));
   if (v.find('[') == std::string::npos) {
     const int every = static_cast<int>(IntegerValue(flag, 1, kMaxLayers));
     std::vector<int> pattern(layers);
@@ -104,11 +108,14 @@ std::vector<int> MoeLayerPattern(const Flag& flag, int layers) {
     return n;
   };
   std::function<std::vector<int>()> sum;
+  int depth = 0;  // parentheses open: bounded, so no input can exhaust the stack
   auto atom = [&]() -> std::vector<int> {
     std::vector<int> list;
     if (at < v.size() && v[at] == '(') {
+      if (++depth > kMaxPatternDepth) bad(fmt::format("parentheses nest more than {} deep", kMaxPatternDepth));
       ++at;
       list = sum();
+      --depth;
       if (at >= v.size() || v[at] != ')') return bad("')' is missing");
       ++at;
     } else if (at < v.size() && v[at] == '[') {
@@ -116,6 +123,7 @@ std::vector<int> MoeLayerPattern(const Flag& flag, int layers) {
       while (at < v.size() && v[at] != ']') {
         const std::size_t x = number();
         if (x > 1) return bad("an entry other than 0 or 1");
+        if (list.size() >= most) return bad("the pattern is longer than any model");
         list.push_back(static_cast<int>(x));
         if (at < v.size() && v[at] == ',') ++at;
       }
@@ -157,7 +165,7 @@ std::vector<int> MoeLayerPattern(const Flag& flag, int layers) {
 // once (no nesting), then `x*N`, then split at '|' (megatron/core/transformer/
 // pipeline_parallel_layer_layout.py, parse_str_to_list).
 std::vector<std::string> ExpandLayout(const std::string& layout) {
-  const std::string flag = fmt::format("--pipeline-model-parallel-layout \"{}\"", layout);
+  const std::string flag = fmt::format("--pipeline-model-parallel-layout \"{}\"", Abbreviated(layout));
   // Far beyond any layout of the problem sizes bmpipe reads.
   const std::size_t max_chars = 2 * static_cast<std::size_t>(kMaxLayers + kMaxStages);
   auto count_at = [&](const std::string& s, std::size_t& i) {
@@ -226,7 +234,7 @@ std::vector<std::string> ExpandLayout(const std::string& layout) {
 
 std::vector<StageSpec> MegatronLayoutStages(const Flag& flag, const Pipeline& p) {
   const std::vector<std::string> stages = ExpandLayout(flag.values.front());
-  const std::string what = fmt::format("--pipeline-model-parallel-layout \"{}\"", flag.values.front());
+  const std::string what = fmt::format("--pipeline-model-parallel-layout \"{}\"", Abbreviated(flag.values.front()));
   const int count = static_cast<int>(stages.size());
   if (count != p.stages()) {
     FailConfiguration(fmt::format("{}: it has {} stages, but the problem has {} ({} ranks x {} virtual stages); give {} stages "
@@ -330,7 +338,7 @@ int MegatronChunks(const Flags& flags, int layers, int ranks) {
     if (stages % ranks != 0) {
       FailConfiguration(fmt::format("--pipeline-model-parallel-layout \"{}\": its {} stages do not divide among "
                        "--pipeline-model-parallel-size {}; Megatron needs ranks x virtual stages of them",
-                       layout->values.front(), stages, ranks));
+                       Abbreviated(layout->values.front()), stages, ranks));
     }
     return stages / ranks;
   }
@@ -651,7 +659,7 @@ Plan ReadMegatronPlan(const std::string& text, const Problem& problem, std::vect
     if (mtp_flag && in_layout != mtp) {
       FailConfiguration(fmt::format("--pipeline-model-parallel-layout \"{}\" places {} 'm', but --mtp-num-layers is {}; "
                                     "Megatron needs one 'm' per module",
-                                    layout->values.front(), in_layout, mtp));
+                                    Abbreviated(layout->values.front()), in_layout, mtp));
     }
     mtp = in_layout;
   }
