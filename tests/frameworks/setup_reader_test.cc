@@ -239,6 +239,21 @@ TEST(SetupReader, TorchTitanArgumentsAndWhatBmpipeCannotCost) {
             std::string::npos);
 }
 
+// 80,000 unknown flags read in linear time, and the note lists the first ones and how many more.
+TEST(SetupReader, ManyUnknownFlagsAreCountedNotEchoed) {
+  std::string text = "--tensor-model-parallel-size 2\n";
+  for (int i = 0; i < 80000; ++i) text += "--unknown-flag-" + std::to_string(i) + " v\n";
+  const LauncherSetup s = Read(text);
+  EXPECT_EQ(s.keywords["tp"], 2);
+  ASSERT_TRUE(NotesMention(s, "... and 79960 more"));
+  for (const std::string& n : s.notes) EXPECT_LT(n.size(), 2000u);
+  std::string titan = "--parallelism.tensor_parallel_degree 2\nactivation_checkpoint:none\n";
+  for (int i = 0; i < 80000; ++i) titan += "--unknown.flag_" + std::to_string(i) + " v\n";
+  const LauncherSetup t = Read(titan);
+  EXPECT_EQ(t.keywords["tp"], 2);
+  EXPECT_TRUE(NotesMention(t, "... and 79960 more"));
+}
+
 TEST(SetupReader, OnlyLauncherFilesWhoseSetupIsRead) {
   const std::string message = ReadError("stages: []\n");
   EXPECT_NE(message.find("read from megatron, torchtitan launcher files"), std::string::npos) << message;

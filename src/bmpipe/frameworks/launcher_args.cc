@@ -3,10 +3,12 @@
 #include <algorithm>
 #include <cctype>
 #include <string_view>
+#include <unordered_set>
 
 #include <fmt/format.h>
 
 #include "bmpipe/core/json_cursor.h"
+#include "bmpipe/core/text.h"
 
 namespace bmpipe {
 namespace {
@@ -75,8 +77,9 @@ Flags ReadFlags(const std::vector<ShellWord>& words, const std::map<std::string,
   Flags flags;
   auto is_flag = [](const std::string& w) { return w.size() > 2 && w.compare(0, 2, "--") == 0; };
   auto ends_values = [&](const std::string& w) { return is_flag(w) || w.find(':') != std::string::npos; };
+  std::unordered_set<std::string> seen;  // the words set aside, each listed once (linear time)
   auto ignore = [&](const std::string& w) {
-    if (std::find(flags.ignored.begin(), flags.ignored.end(), w) == flags.ignored.end()) flags.ignored.push_back(w);
+    if (seen.insert(w).second) flags.ignored.push_back(w);
   };
   for (std::size_t i = 0; i < words.size(); ++i) {
     const ShellWord& w = words[i];
@@ -154,8 +157,15 @@ void CheckSwitch(const Flags& flags, const std::string& name, bool want, const s
   }
 }
 
+std::string ListedWords(const std::vector<std::string>& words) {
+  std::string out;
+  for (std::size_t i = 0; i < words.size() && i < kListedWords; ++i) out += (i == 0 ? "" : " ") + Abbreviated(words[i]);
+  if (words.size() > kListedWords) out += fmt::format(" ... and {} more", words.size() - kListedWords);
+  return out;
+}
+
 std::string IgnoredNote(const std::vector<std::string>& ignored, const std::string& what) {
-  return fmt::format("not read ({}): {}", what, fmt::join(ignored, " "));
+  return fmt::format("not read ({}): {}", what, ListedWords(ignored));
 }
 
 }  // namespace bmpipe

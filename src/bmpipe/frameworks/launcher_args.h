@@ -4,6 +4,7 @@
 // naming the flag, its value and the fix.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <map>
 #include <string>
@@ -52,8 +53,11 @@ void CheckValue(const Flags& flags, const std::string& name, std::int64_t absent
                 const std::string& key, std::int64_t max);
 void CheckSwitch(const Flags& flags, const std::string& name, bool want, const std::string& key);
 
-// "not read (<what>): <the ignored words>".
+// "not read (<what>): <the ignored words>" (the first kListedWords, then how many more).
 std::string IgnoredNote(const std::vector<std::string>& ignored, const std::string& what);
+// Words a message lists: the first kListedWords joined by spaces, then "... and N more".
+inline constexpr std::size_t kListedWords = 40;
+std::string ListedWords(const std::vector<std::string>& words);
 
 // Fails the reader running inside ReadDocument with `message`.
 [[noreturn]] void FailConfiguration(const std::string& message);

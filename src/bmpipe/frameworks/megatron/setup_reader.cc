@@ -378,7 +378,7 @@ LauncherSetup ReadMegatronSetupFlags(const std::string& text) {
   if (!unknown.empty()) {
     out.notes.push_back(fmt::format("not read (unknown to bmpipe's Megatron reader; if one changes time or memory, "
                                     "give it as a bmpipe option): {}",
-                                    fmt::join(unknown, " ")));
+                                    ListedWords(unknown)));
   }
   return out;
 }

@@ -409,7 +409,7 @@ LauncherSetup Translate(const Settings& settings, const std::string& format) {
   if (!unread.empty()) {
     out.notes.push_back(fmt::format("not read (no cost bmpipe models, or unknown to bmpipe's torchtitan reader; if one "
                                     "changes time or memory, give it as a bmpipe option): {}",
-                                    fmt::join(unread, " ")));
+                                    ListedWords(unread)));
   }
   return out;
 }
