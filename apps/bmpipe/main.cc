@@ -4,7 +4,9 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cmath>
 #include <csignal>
+#include <cstdlib>
 #include <iostream>
 #include <memory>
 #include <string>
@@ -54,6 +56,16 @@ CLI::Option* AddFlag(CLI::App& cmd, const Option& o) {
   const bool integral = std::holds_alternative<int*>(o.field) || std::holds_alternative<long*>(o.field) ||
                         std::holds_alternative<std::vector<int>*>(o.field);
   if (o.comma_separated) opt->delimiter(',');
+  // A number flag takes a finite number: "nan" and "inf" parse as doubles and pass the range
+  // checks, and would mean no limit at all.
+  if (std::holds_alternative<double*>(o.field)) {
+    opt->check(CLI::Validator(
+        [](std::string& text) {
+          const double x = std::strtod(text.c_str(), nullptr);
+          return std::isfinite(x) ? std::string() : std::string("give a finite number, not " + text);
+        },
+        "NUMBER"));
+  }
   if (!o.choices.empty()) opt->check(CLI::IsMember(o.choices));
   switch (o.check) {
     case OptionCheck::kNone:

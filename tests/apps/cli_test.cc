@@ -711,3 +711,22 @@ TEST(CliValidate, BadInputIsAClearError) {
 
 }  // namespace
 }  // namespace bmpipe
+
+namespace bmpipe {
+namespace {
+
+// A number flag takes a finite number: NaN and infinity pass a range check and would mean no
+// limit at all (issue 40's reproducers; both came back once after a fix).
+TEST(CliNumbers, NanAndInfinityAreRefused) {
+  for (const std::string& run :
+       {std::string("plan --time-limit nan"), std::string("plan --time-limit inf"),
+        std::string("plan --sapp examples/mindformers-demo/init_demo.yaml -s 4 -mb 8 -mem nan"),
+        std::string("simulate --model llama3-8b --device h100-80gb --gbs 8 --seq 4096 --dp-overlap nan")}) {
+    const testing::CommandResult r = testing::RunBmpipe(run);
+    EXPECT_EQ(r.exit_code, 2) << run << "\n" << r.out;
+    EXPECT_NE(r.err.find("give a finite number"), std::string::npos) << run << "\n" << r.err;
+  }
+}
+
+}  // namespace
+}  // namespace bmpipe

@@ -81,7 +81,7 @@ class KeywordReader {
   Status Set(double* field) {
     if (!v_.is_number()) return Wrong("give a number");
     const double x = v_.get<double>();
-    if (std::isnan(x)) return Wrong("give a number");
+    if (!std::isfinite(x)) return Wrong("give a finite number");
     if (Status checked = CheckNumber(x); !checked.ok()) return checked;
     *field = x;
     return {};
