@@ -33,13 +33,17 @@ int Fail(const Error& error) {
   return Code(app::ExitOf(error.kind));
 }
 
-// Ctrl-C: the first stops the work, which returns what it has (the best plan so far, with its
-// gap); a second ends the process as usual. Armed by the commands that report progress.
+// Ctrl-C or SIGTERM: the first stops the work, which returns what it has (the best plan so far,
+// with its gap); a second ends the process as usual. The handler only sets flags; the main flow
+// writes the result (and removes its temporaries). Armed by the commands that report progress.
 std::atomic<bool> g_interrupted{false};
+std::atomic<int> g_signal{0};
 
-extern "C" void OnInterrupt(int) {
+extern "C" void OnInterrupt(int signal) {
+  g_signal.store(signal);
   g_interrupted.store(true);
   std::signal(SIGINT, SIG_DFL);
+  std::signal(SIGTERM, SIG_DFL);
 }
 
 // The option's flags on `cmd`, from its row: the same names, help, checks and defaults.
@@ -128,12 +132,19 @@ int Write(const Result<app::Output>& result) {
     for (const auto& [path, content] : o.files) files.Add(path, content);
     if (Status written = files.Commit(); !written.ok()) return Fail(written.error());
   }
-  std::cout << o.out;
+  std::cout << o.out << std::flush;
   for (const std::string& m : o.messages) std::cerr << "bmpipe: " << m << "\n";
+  if (!std::cout) {
+    // Standard output closed early (a pipe's reader quit): said, not killed by SIGPIPE.
+    return Fail(IoError("standard output: error while writing (its reader closed it)"));
+  }
   return Code(o.exit);
 }
 
 int Main(int argc, char** argv) {
+  // A pipe whose reader quits is a write error, reported with exit 3 and no temporary left, not a
+  // silent death by SIGPIPE.
+  std::signal(SIGPIPE, SIG_IGN);
   CLI::App cli{std::string(app::ProgramHelp())};
   cli.set_version_flag("--version", "bmpipe " + std::string(app::Version()));
   cli.require_subcommand(1);
@@ -161,8 +172,10 @@ int Main(int argc, char** argv) {
     app::Context context;
     context.stop = Deadline::Never().StoppedBy(&g_interrupted);
     context.note = [](const std::string& note) { std::cerr << "bmpipe: note: " << note << "\n"; };
+    context.stopped_by = [] { return std::string(g_signal.load() == SIGTERM ? "SIGTERM" : "Ctrl-C"); };
     context.progress = [&printer](std::string_view command, const std::string& mode) {
       std::signal(SIGINT, OnInterrupt);
+      std::signal(SIGTERM, OnInterrupt);
       printer = std::make_unique<ProgressPrinter>(std::cerr, ProgressModeOf(mode, isatty(STDERR_FILENO) != 0),
                                                   std::string(command));
       return printer->Sink();

@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -547,6 +548,42 @@ TEST(CliPlan, CtrlCReturnsTheBestPlanSoFar) {
   EXPECT_GE(first["elapsed_s"].get<double>(), 1);  // nothing in the first second
   std::remove(err.c_str());
   rmdir(dir.c_str());
+}
+
+// SIGTERM (a job scheduler's stop) does what Ctrl-C does: the best plan so far with its gap.
+TEST(CliPlan, SigtermReturnsTheBestPlanSoFar) {
+  BMPIPE_SLOW_TEST();
+  const double signal_s = 3 * testing::kSlowdown;
+  testing::CommandResult r;
+  const double seconds = SecondsOf([&] {
+    r = RunBmpipe(fmt::format("plan --problem examples/mindformers-demo/problem-vpp3.yaml --time-limit 120 --json "
+                              "--progress none & pid=$!; sleep {}; kill -TERM $pid; wait $pid",
+                              signal_s));
+  });
+  EXPECT_LT(seconds, signal_s + 10 * testing::kSlowdown);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const Json plan = Json::parse(r.out);
+  EXPECT_EQ(plan["solver"]["status"], "feasible");
+  EXPECT_EQ(plan["solver"]["stopped_by"], "SIGTERM");
+  EXPECT_GT(plan["solver"]["gap"].get<double>(), 0);
+}
+
+// An output whose reader quits is a write error (exit 3, said), not a death by SIGPIPE, and the
+// other outputs are not left half-done.
+TEST(CliOutputs, AReaderThatQuitsIsAnErrorNotASignal) {
+  const std::string dir = testing::MakeTempDir();
+  // A reader that takes 5 bytes and quits.
+  ASSERT_EQ(std::system(fmt::format("mkfifo '{0}/ff' && (head -c 5 '{0}/ff' >/dev/null &)", dir).c_str()), 0);
+  const testing::CommandResult svg =
+      RunBmpipe(fmt::format("simulate --problem examples/mindformers-demo/problem.yaml --svg '{0}/ff' "
+                            "--trace '{0}/t.json'",
+                            dir));
+  EXPECT_EQ(svg.exit_code, 3) << svg.err;
+  EXPECT_NE(svg.err.find("error while writing the file (Broken pipe)"), std::string::npos) << svg.err;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    EXPECT_EQ(entry.path().filename().string(), "ff") << "left behind: " << entry.path();
+  }
+  std::filesystem::remove_all(dir);
 }
 
 TEST(CliPlan, QuickCommandsPrintNoProgress) {

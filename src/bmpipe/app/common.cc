@@ -135,7 +135,7 @@ std::string StoppedBy(const std::string& stopped_by, const std::string& limit_na
   std::string out = stopped_by;
   for (std::size_t at = out.find(limit_name); !limit_name.empty() && at != std::string::npos;
        at = out.find(limit_name, at + 1)) {
-    out.replace(at, limit_name.size(), "Ctrl-C");
+    out.replace(at, limit_name.size(), context.stopped_by());
   }
   return out;
 }
