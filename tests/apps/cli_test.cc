@@ -586,6 +586,18 @@ TEST(CliOutputs, AReaderThatQuitsIsAnErrorNotASignal) {
   std::filesystem::remove_all(dir);
 }
 
+// calibrate refuses a value no run of the fit exercises (it wrote fp8_gemm 0.090 from dense runs).
+TEST(CliCalibrate, RefusesToFitWhatNoRunExercises) {
+  for (const char* name : {"fp8_gemm", "moe_host_ms"}) {
+    const testing::CommandResult r =
+        RunBmpipe(std::string("calibrate --runs examples/calibrate/h100-runs.yaml --fit ") + name);
+    EXPECT_EQ(r.exit_code, 2) << name << "\n" << r.out;
+    EXPECT_NE(r.err.find(std::string("--fit ") + name + ": no run of the fit exercises it"), std::string::npos)
+        << r.err;
+    EXPECT_EQ(r.out, "");
+  }
+}
+
 TEST(CliPlan, QuickCommandsPrintNoProgress) {
   const testing::CommandResult r = RunBmpipe("plan --problem examples/tiny/problem.json --progress lines");
   EXPECT_EQ(r.exit_code, 0);

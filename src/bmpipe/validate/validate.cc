@@ -448,6 +448,29 @@ double FitScale(const std::string& name) { return FieldOf(name).milliseconds ? 1
 // tenth of it. Ties keep the first combination scanned.
 Result<Efficiencies> Fit(const std::vector<const PublishedRun*>& runs, DeviceSpec device,
                          const std::vector<std::string>& fit) {
+  // A value no run's prediction depends on cannot be fitted: the search would return whatever
+  // its grid starts with.
+  for (const std::string& name : fit) {
+    DeviceSpec low = device, high = device;
+    EfficiencyOf(low.efficiency, name) = 0.3 * FitScale(name);
+    EfficiencyOf(high.efficiency, name) = 0.9 * FitScale(name);
+    Result<double> a = Loss(runs, low);
+    if (!a.ok()) return a.error();
+    Result<double> b = Loss(runs, high);
+    if (!b.ok()) return b.error();
+    if (a.value() == b.value()) {
+      std::vector<std::string> ids;
+      for (const PublishedRun* run : runs) ids.push_back(run->id);
+      return InvalidInput(fmt::format("--fit {}: no run of the fit exercises it (the predictions of {} do not change "
+                                      "with it); fit it on runs that do ({}), or leave it at its value",
+                                      name, ids.size() <= 5 ? fmt::format("{}", fmt::join(ids, ", "))
+                                                             : fmt::format("{} runs", ids.size()),
+                                      FieldOf(name).milliseconds ? "MoE runs for the MoE host waits, FP8 runs for "
+                                                                   "fp8_host_ms"
+                                                                 : "runs whose kernels it prices: FP8 GEMMs for "
+                                                                   "fp8_gemm, FP4 for fp4_gemm, ..."));
+    }
+  }
   auto grid = [&](const std::vector<std::pair<int, int>>& ranges, double unit) -> Status {
     std::vector<int> k;
     for (const auto& r : ranges) k.push_back(r.first);
