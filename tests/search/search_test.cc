@@ -329,3 +329,26 @@ TEST(Search, TimeBudgetBoundsEveryStepOnAHugeModel) {
 
 }  // namespace
 }  // namespace bmpipe
+
+namespace bmpipe {
+namespace {
+
+// The bound over the whole space stays sound and useful for every target when planner runs stop
+// early: a target's planner stopped before a bound proves 0, the rank-load bound still holds
+// (a Megatron search stopped by its budget reported "no configuration can be faster than 0 s").
+TEST(Search, BoundHoldsForEveryTargetWhenPlannersStopEarly) {
+  for (TargetKind target : {TargetKind::kAny, TargetKind::kMegatron, TargetKind::kTorchTitan}) {
+    SmallCase c;
+    c.options.target = target;
+    c.options.node_limit = 0;
+    c.options.plan_count = 2;
+    const SearchResult r = SearchSmall(c);
+    ASSERT_FALSE(r.ranking.empty()) << static_cast<int>(target);
+    const double best = static_cast<double>(r.configs[r.fastest].planner.iteration_ns);
+    EXPECT_GT(r.bound_ns, 0.5 * best) << static_cast<int>(target);
+    EXPECT_LE(r.bound_ns, best) << static_cast<int>(target);
+  }
+}
+
+}  // namespace
+}  // namespace bmpipe

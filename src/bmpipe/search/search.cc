@@ -748,7 +748,11 @@ Result<SearchResult> SearchConfigurations(const ModelSpec& model, const DeviceSp
     const double best = static_cast<double>(result.configs[result.fastest].planner.iteration_ns);
     double bound = best;
     for (const ConfigOutcome& out : result.configs) {
-      if (out.verdict == Verdict::kPlanned) bound = std::min(bound, out.planner.bound_ns);
+      // Both the planner's bound and the rank-load bound hold for a planned configuration; a
+      // target's planner stopped early may prove none (0), the rank-load bound still holds.
+      if (out.verdict == Verdict::kPlanned) {
+        bound = std::min(bound, std::max(out.planner.bound_ns, static_cast<double>(out.time_bound_ns)));
+      }
       if (out.verdict == Verdict::kNotPlanned || out.verdict == Verdict::kTimeBound ||
           out.verdict == Verdict::kScreened) {
         bound = std::min(bound, static_cast<double>(out.time_bound_ns));
