@@ -328,6 +328,13 @@ TEST(LauncherPlan, DetectsTheFormat) {
   EXPECT_EQ(DetectPlanFormat("{\"stages\": []}").value(), kPlanFile);
   EXPECT_EQ(DetectPlanFormat("parallel_config:\n  pipeline_stage: 4\n").value(), PlanFormat{FrameworkId::kMindFormers});
   EXPECT_FALSE(DetectPlanFormat("import os\nX = 1\n").ok());
+  // Structure first: flags inside another format's strings do not make it Megatron's arguments.
+  EXPECT_EQ(DetectPlanFormat("description: >-\n  launched as\n\n  --tensor-model-parallel-size 8\n"
+                             "parallel_config:\n  pipeline_stage: 4\n")
+                .value(),
+            PlanFormat{FrameworkId::kMindFormers});
+  EXPECT_EQ(DetectPlanFormat("{\"stages\": [],\n \"name\": \"a --num-layers 4 run\"}").value(), kPlanFile);
+  EXPECT_EQ(DetectPlanFormat("stages: []\nname: |\n  --num-layers 4\n").value(), kPlanFile);
   EXPECT_EQ(ParsePlanFormat("megatorn").error().message,
             "--plan-format megatorn: unknown format; did you mean 'megatron'?; formats: json, megatron, mindformers, "
             "deepspeed, torchtitan, csv");

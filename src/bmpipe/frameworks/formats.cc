@@ -6,6 +6,7 @@
 
 #include "bmpipe/core/json_cursor.h"
 #include "bmpipe/frameworks/megatron/megatron.h"
+#include "bmpipe/frameworks/mindformers/mindformers.h"
 #include "bmpipe/frameworks/torchtitan/torchtitan.h"
 
 namespace bmpipe {
@@ -68,6 +69,13 @@ Result<PlanFormat> DetectPlanFormat(const std::string& text) {
     if (first != std::string::npos && line[first] != '#') plan_text.code.push_back(line.substr(first));
   }
   if (plan_text.code.empty()) return kPlanFile;  // the document reader says it is empty
+  // Structure first: a JSON or YAML mapping with a plan's stages is bmpipe's plan, one with
+  // MindFormers' sections is MindFormers', whatever text their strings hold (a description that
+  // mentions --num-layers, a folded line that starts with a flag).
+  if (const Result<Json> doc = ParseDocument(text, ""); doc.ok() && doc.value().is_object()) {
+    if (doc.value().contains("stages")) return kPlanFile;
+    if (IsMindFormersDocument(doc.value())) return PlanFormat{FrameworkId::kMindFormers};
+  }
   std::vector<const Framework*> order;
   for (const Framework& f : Frameworks()) order.push_back(&f);
   std::sort(order.begin(), order.end(), [](const Framework* a, const Framework* b) { return a->detect_order < b->detect_order; });
