@@ -823,3 +823,31 @@ TEST(LauncherPlan, MegatronMlpAndMoeModulesFollowTheLayersKind) {
 }
 
 }  // namespace bmpipe
+
+namespace bmpipe {
+namespace {
+
+// torchtitan's own defaults for what its arguments leave out: a shard degree of -1 is the ranks
+// the replicate degree leaves, and sequence parallelism is on with tensor parallelism unless
+// turned off.
+TEST(LauncherPlan, TorchTitanDefaultsAreTorchTitans) {
+  const std::string dir = "tests/golden/exports/llama3-70b-cp2-torchtitan/";
+  const Problem problem = LoadProblem(testing::SourcePath(dir + "problem.json")).value();
+  const std::string text = testing::ReadFile(testing::SourcePath(dir + "torchtitan.args"));
+  auto read = [&](const std::string& from, const std::string& to) {
+    std::string edited = text;
+    const std::size_t at = edited.find(from);
+    EXPECT_NE(at, std::string::npos) << from;
+    if (at != std::string::npos) edited.replace(at, from.size(), to);
+    const Result<Plan> plan = ReadLauncherPlan(edited, PlanFormat{FrameworkId::kTorchTitan}, problem, "t.args");
+    return plan.ok() ? std::string("(read)") : plan.error().message;
+  };
+  EXPECT_EQ(read("--parallelism.data_parallel_shard_degree 4", "--parallelism.data_parallel_shard_degree -1"), "(read)");
+  EXPECT_EQ(read("--parallelism.enable_sequence_parallel\n", ""), "(read)");
+  EXPECT_EQ(read("--parallelism.enable_sequence_parallel", "--parallelism.no-enable-sequence-parallel"),
+            "t.args: sequence parallelism off (--parallelism.no-enable-sequence-parallel), but the problem's run has "
+            "training.sequence_parallel = true; give --parallelism.enable_sequence_parallel");
+}
+
+}  // namespace
+}  // namespace bmpipe

@@ -125,12 +125,16 @@ Flags ReadFlags(const std::vector<ShellWord>& words, const std::map<std::string,
 
 std::int64_t IntegerValue(const Flag& flag, std::int64_t min, std::int64_t max) {
   const std::string& v = flag.values.front();
+  // A leading '-' where the range takes negative values (torchtitan's -1, "the rest").
+  const bool negative = min < 0 && v.size() > 1 && v[0] == '-';
+  const std::string magnitude = negative ? v.substr(1) : v;
   std::int64_t x = 0;
-  bool digits = !v.empty() && v.size() <= 18;
-  for (char c : v) {
+  bool digits = !magnitude.empty() && magnitude.size() <= 18;
+  for (char c : magnitude) {
     digits = digits && std::isdigit(static_cast<unsigned char>(c));
     if (digits) x = x * 10 + (c - '0');
   }
+  if (negative) x = -x;
   if (!digits || x < min || x > max) {
     Fail(fmt::format("{} {}: give a whole number from {} to {}", flag.name, v, min, max));
   }

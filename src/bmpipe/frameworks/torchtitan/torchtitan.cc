@@ -147,7 +147,10 @@ Plan ReadTorchTitanPlan(const std::string& text, const Problem& problem, std::ve
     // Data parallel: replicated for ZeRO 0, else sharded with FSDP, whose parameters stay
     // gathered from the forward to the backward (ZeRO 1, 2) or are resharded (ZeRO 3).
     const std::int64_t replicate = value("--parallelism.data_parallel_replicate_degree", 1, 1, big);
-    const std::int64_t shard = value("--parallelism.data_parallel_shard_degree", -1, -1, big);
+    std::int64_t shard = value("--parallelism.data_parallel_shard_degree", -1, -1, big);
+    if (shard == 0) FailConfiguration("--parallelism.data_parallel_shard_degree 0: give -1 (the ranks left) or a size");
+    // -1, torchtitan's default, is the data-parallel ranks the replicate degree leaves.
+    if (shard == -1 && t.data_parallel % replicate == 0) shard = t.data_parallel / replicate;
     const int stage = ZeroStage(t);
     if (t.data_parallel > 1) {
       if (stage == 0) {
@@ -156,10 +159,8 @@ Plan ReadTorchTitanPlan(const std::string& text, const Problem& problem, std::ve
         check("--parallelism.data_parallel_shard_degree", shard, 1, "training.zero_stage = 0 (no sharding)");
       } else {
         check("--parallelism.data_parallel_replicate_degree", replicate, 1, "training.zero_stage >= 1 (sharded)");
-        if (shard != -1) {
-          check("--parallelism.data_parallel_shard_degree", shard, t.data_parallel,
-                "training.data_parallel (sharded: training.zero_stage >= 1)");
-        }
+        check("--parallelism.data_parallel_shard_degree", shard, t.data_parallel,
+              "training.data_parallel (sharded: training.zero_stage >= 1)");
         const Flag* policy = flags.Get("--parallelism.fsdp_reshard_after_forward");
         const std::string rule = policy ? policy->values.front() : "default";
         if (rule != "default" && rule != "always" && rule != "never") {
@@ -175,6 +176,22 @@ Plan ReadTorchTitanPlan(const std::string& text, const Problem& problem, std::ve
                            reshard ? "3" : "1 or 2", stage, stage == 3 ? "always" : "never"));
         }
       }
+    }
+    // Sequence parallelism: torchtitan's tensor parallelism shards the norms' sequence unless told not to.
+    const bool off = flags.Get("--parallelism.no-enable-sequence-parallel") != nullptr;
+    if (off && flags.Get("--parallelism.enable_sequence_parallel")) {
+      FailConfiguration("--parallelism.enable_sequence_parallel and --parallelism.no-enable-sequence-parallel are both "
+                        "given; give one");
+    }
+    const bool sp = !off && t.tensor_parallel > 1;
+    if (sp != (t.sequence_parallel && t.tensor_parallel > 1)) {
+      FailConfiguration(fmt::format("sequence parallelism {} ({}), but the problem's run has training.sequence_parallel = "
+                                    "{}; give --parallelism.{}",
+                                    sp ? "on" : "off",
+                                    off ? "--parallelism.no-enable-sequence-parallel"
+                                        : "not turned off: torchtitan's default with tensor parallelism",
+                                    t.sequence_parallel ? "true" : "false",
+                                    t.sequence_parallel ? "enable_sequence_parallel" : "no-enable-sequence-parallel"));
     }
   } else {
     notes.push_back("the problem has no `training` section: the parallel and batch arguments are not checked");
