@@ -598,6 +598,22 @@ TEST(CliCalibrate, RefusesToFitWhatNoRunExercises) {
   }
 }
 
+// Contradictory settings are errors naming both (they were accepted silently).
+TEST(CliSetup, ContradictionsAreErrors) {
+  const std::string run = "simulate --model llama3-8b --device h100-80gb --gbs 8 --seq 4096 --pp 2 --dp 2 ";
+  for (const auto& [flags, message] : std::vector<std::pair<std::string, std::string>>{
+           {"--zero 3 --distributed-optimizer", "--zero 3 with --distributed-optimizer, which is ZeRO 1"},
+           {"--zero 0 --distributed-optimizer", "--zero 0 with --distributed-optimizer, which is ZeRO 1"},
+           {"--offload activations,activations", "--offload names 'activations' twice"},
+           {"--offload optimizer,optimizer-moments", "--offload optimizer,optimizer-moments: "},
+           {"--etp 0", "--etp: Value 0 not in range 1"}}) {
+    const testing::CommandResult r = RunBmpipe(run + flags);
+    EXPECT_EQ(r.exit_code, 2) << flags;
+    EXPECT_NE(r.err.find(message), std::string::npos) << flags << "\n" << r.err;
+  }
+  EXPECT_EQ(RunBmpipe(run + "--zero 1 --distributed-optimizer").exit_code, 0);
+}
+
 TEST(CliPlan, QuickCommandsPrintNoProgress) {
   const testing::CommandResult r = RunBmpipe("plan --problem examples/tiny/problem.json --progress lines");
   EXPECT_EQ(r.exit_code, 0);

@@ -259,7 +259,7 @@ void AddModelOptions(OptionTable& t, ModelRequest& m, const std::string& problem
   in(t.Add("--devices", "devices", &m.setup.devices, "Total devices; checked against tp x cp x pp x dp"));
   in(t.Add("--cp", "cp", &m.setup.cp, kCpHelp)).ShowDefault();
   in(t.Add("--ep", "ep", &m.setup.ep, kEpHelp)).ShowDefault();
-  in(t.Add("--etp", "etp", &m.setup.etp, kEtpHelp));
+  in(t.Add("--etp", "etp", &m.setup.etp, kEtpHelp)).Range(1, 1 << 20);
   in(t.Add("--precision", "precision", &m.words.precision, PrecisionHelp())).Choices(PrecisionNames()).ShowDefault();
   in(t.Add("--zero", "zero", &m.setup.zero, kZeroHelp)).Range(0, 3).ShowDefault();
   AddSetupOptions(t, m.setup, m.words, group, "--model");
@@ -466,6 +466,11 @@ Result<Problem> BuildModelProblem(const ModelRequest& request, std::vector<std::
   if (!args.recompute_given) AddTargetRecomputeOptions(targets, setup.recompute);
   if (Status reserved = SetReservedBytes(args.reserved_gb, setup); !reserved.ok()) return reserved.error();
   if (Status words = ApplySetupWords(args.words, setup); !words.ok()) return words.error();
+  // Both given, they must agree: the distributed optimizer is ZeRO 1.
+  if (args.given.count("zero") && args.given.count("distributed_optimizer") && setup.distributed_optimizer &&
+      setup.zero != 1) {
+    return InvalidInput(fmt::format("--zero {} with --distributed-optimizer, which is ZeRO 1: give one of them", setup.zero));
+  }
   const double memory_error = MemoryUncertainty(model.value(), setup);
   ModelRequest shown = args;  // the settings as the report lists them: the default headroom's value
   const bool default_headroom = args.default_headroom && args.words.headroom_gb < 0;

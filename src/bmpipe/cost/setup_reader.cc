@@ -116,6 +116,16 @@ void ReadSetupFields(const JsonCursor& c, TrainingSetup& s) {
 }
 
 Status ApplyOffload(const std::vector<std::string>& what, TrainingSetup& s) {
+  for (std::size_t i = 0; i < what.size(); ++i) {
+    for (std::size_t j = 0; j < i; ++j) {
+      if (what[i] == what[j]) return InvalidInput(fmt::format("--offload names '{}' twice; give it once", what[i]));
+    }
+  }
+  if (std::find(what.begin(), what.end(), "optimizer") != what.end() &&
+      std::find(what.begin(), what.end(), "optimizer-moments") != what.end()) {
+    return InvalidInput("--offload optimizer,optimizer-moments: the first moves the whole optimizer state to the host, "
+                        "the second only Adam's moments; give one");
+  }
   for (const std::string& w : what) {
     if (w == "optimizer") {
       s.offload_optimizer = true;
