@@ -614,6 +614,22 @@ TEST(CliSetup, ContradictionsAreErrors) {
   EXPECT_EQ(RunBmpipe(run + "--zero 1 --distributed-optimizer").exit_code, 0);
 }
 
+// A file name that is not UTF-8 is a name like any other (the JSON outputs that echo it said
+// "this is a bug", exit 1).
+TEST(CliOutputs, FileNamesThatAreNotUtf8) {
+  const std::string dir = testing::MakeTempDir();
+  const std::string table = "t\xff.yaml";
+  std::filesystem::copy_file(testing::SourcePath("examples/calibrate/h100-runs.yaml"), dir + "/" + table);
+  for (const std::string& run : {"validate --json --table '" + table + "'", "calibrate --json --fit gemm --runs '" + table + "'",
+                                 std::string("simulate --problem ") + testing::SourcePath("examples/tiny/problem.json") +
+                                     " --json --trace 't\xfe.json'"}) {
+    const testing::CommandResult r = RunBmpipe(run, dir);
+    EXPECT_EQ(r.exit_code, 0) << run << "\n" << r.err;
+    EXPECT_TRUE(Json::parse(r.out).is_object()) << run;
+  }
+  std::filesystem::remove_all(dir);
+}
+
 TEST(CliPlan, QuickCommandsPrintNoProgress) {
   const testing::CommandResult r = RunBmpipe("plan --problem examples/tiny/problem.json --progress lines");
   EXPECT_EQ(r.exit_code, 0);

@@ -3,6 +3,7 @@
 #include <fmt/ranges.h>
 
 #include "bmpipe/app/commands.h"
+#include "bmpipe/core/document.h"
 #include "bmpipe/app/common.h"
 #include "bmpipe/app/invocation.h"
 #include "bmpipe/app/model.h"
@@ -110,7 +111,7 @@ Result<Output> RunCompare(const CompareRequest& r, const Context& context) {
                                               : "Megatron-Core, Transformer Engine spec")});
   std::string title = "bmpipe compare";
   for (const auto& [label, value] : origin) title += fmt::format("\n  {:<10} {}", label, value);
-  return Emit(std::move(files), r.out, r.json, CompareToJson(pb, rows.value()).dump(2) + "\n",
+  return Emit(std::move(files), r.out, r.json, DumpJson(CompareToJson(pb, rows.value()), 2) + "\n",
               FormatCompare(title, pb, rows.value()));
 }
 

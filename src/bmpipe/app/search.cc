@@ -373,7 +373,7 @@ Result<Output> RunSearch(const SearchRequest& given_request, const Context& cont
   std::string exported;
   std::optional<Error> export_error;
   Json doc = SearchDocument(m, d, options, result);
-  const std::string json_text = doc.dump(2) + "\n";
+  const std::string json_text = DumpJson(doc, 2) + "\n";
   if (result.ranking.empty()) {
     // Why every configuration failed is still worth reading; no file is written.
     Output o;
@@ -412,7 +412,7 @@ Result<Output> RunSearch(const SearchRequest& given_request, const Context& cont
   if (!best.setting.empty()) plan_header.lines.push_back({"setting", best.setting});
   for (auto& line : PlannerLines(best.planner)) plan_header.lines.push_back(line);
   if (!r.plan_out.empty()) {
-    files.push_back({r.plan_out, doc["best_plan"].dump(2) + "\n"});
+    files.push_back({r.plan_out, DumpJson(doc["best_plan"], 2) + "\n"});
     plan_header.lines.push_back({"plan", "written to " + r.plan_out});
   }
   if (!r.svg.path.empty()) {

@@ -1,6 +1,7 @@
 // bmpipe validate and bmpipe calibrate: the cost model against measured runs, and a device's
 // efficiencies fitted to them.
 #include "bmpipe/app/commands.h"
+#include "bmpipe/core/document.h"
 #include "bmpipe/app/common.h"
 #include "bmpipe/app/invocation.h"
 #include "bmpipe/report/validate_report.h"
@@ -33,7 +34,7 @@ Result<Output> RunValidate(const ValidateRequest& r, const Context&) {
   if (!table.ok()) return table.error();
   Result<Validation> v = Validate(table.value());
   if (!v.ok()) return v.error();
-  return Emit({}, r.out, r.json, ValidationToJson(table.value(), v.value()).dump(2) + "\n",
+  return Emit({}, r.out, r.json, DumpJson(ValidationToJson(table.value(), v.value()), 2) + "\n",
               r.markdown ? ValidationMarkdown(table.value(), v.value()) : FormatValidation(table.value(), v.value()));
 }
 
@@ -73,7 +74,7 @@ Result<Output> RunCalibrate(const CalibrateRequest& r, const Context&) {
   } else {
     report += "\n" + device_file;
   }
-  Output o = Emit(std::move(files), r.out, r.json, CalibrationToJson(table.value(), c.value()).dump(2) + "\n", report);
+  Output o = Emit(std::move(files), r.out, r.json, DumpJson(CalibrationToJson(table.value(), c.value()), 2) + "\n", report);
   o.extras.push_back({"device_file", device_file});
   return o;
 }

@@ -394,6 +394,10 @@ Result<Json> ParseDocument(const std::string& text, const std::string& path) {
   return ParseYaml(text, path);
 }
 
+std::string DumpJson(const Json& doc, int indent) {
+  return doc.dump(indent, ' ', false, Json::error_handler_t::replace);
+}
+
 Result<std::string> LoadText(const std::string& path) {
   // Opened without blocking, so that a named pipe with no writer cannot hang the open.
   const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);

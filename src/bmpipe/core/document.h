@@ -36,6 +36,10 @@ Status CheckDocumentText(const std::string& text, const std::string& path);
 // otherwise by sniffing (a leading '{' or '[' means JSON). `path` is used in messages only.
 Result<Json> ParseDocument(const std::string& text, const std::string& path);
 
+// `doc` as JSON text (`indent` as nlohmann's dump takes it). A string that is not UTF-8 (a file name
+// given on the command line, say) is written with U+FFFD for its bad bytes instead of failing.
+std::string DumpJson(const Json& doc, int indent = -1);
+
 // Reads the file at `path` as LoadDocument does, without parsing it (the caller checks it with
 // CheckDocumentText).
 Result<std::string> LoadText(const std::string& path);

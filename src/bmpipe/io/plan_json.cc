@@ -1,4 +1,5 @@
 #include "bmpipe/io/plan_json.h"
+#include "bmpipe/core/document.h"
 
 #include <fmt/format.h>
 
@@ -200,7 +201,7 @@ Json PlanToJson(const Problem& problem, const Plan& plan, const SimResult& sim, 
 }
 
 std::string PlanJsonText(const Problem& problem, const Plan& plan, const SimResult& sim, const SolverInfo& solver) {
-  return PlanToJson(problem, plan, sim, solver).dump(2) + "\n";
+  return DumpJson(PlanToJson(problem, plan, sim, solver), 2) + "\n";
 }
 
 }  // namespace bmpipe

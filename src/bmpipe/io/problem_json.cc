@@ -1,4 +1,5 @@
 #include "bmpipe/io/problem_json.h"
+#include "bmpipe/core/document.h"
 
 namespace bmpipe {
 namespace {
@@ -97,7 +98,7 @@ Json ProblemToJson(const Problem& problem, const std::string& description) {
 }
 
 std::string ProblemJsonText(const Problem& problem, const std::string& description) {
-  return ProblemToJson(problem, description).dump(2) + "\n";
+  return DumpJson(ProblemToJson(problem, description), 2) + "\n";
 }
 
 }  // namespace bmpipe

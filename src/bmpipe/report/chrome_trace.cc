@@ -1,4 +1,5 @@
 #include "bmpipe/report/chrome_trace.h"
+#include "bmpipe/core/document.h"
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -11,7 +12,7 @@ namespace {
 // Microseconds with nanosecond digits: exact for integer nanoseconds.
 std::string Micros(TimeNs ns) { return fmt::format("{}.{:03d}", ns / 1000, static_cast<int>(ns % 1000)); }
 
-std::string Quoted(const std::string& s) { return nlohmann::json(s).dump(); }
+std::string Quoted(const std::string& s) { return DumpJson(Json(s)); }
 
 const char* KindLetter(OpKind kind) { return kind == OpKind::kForward ? "F" : kind == OpKind::kBackward ? "B" : "W"; }
 

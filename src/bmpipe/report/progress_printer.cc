@@ -1,4 +1,5 @@
 #include "bmpipe/report/progress_printer.h"
+#include "bmpipe/core/document.h"
 
 #include <algorithm>
 #include <ostream>
@@ -40,8 +41,8 @@ std::string ProgressText(const std::string& command, const Progress& p, double e
 
 std::string ProgressJson(const std::string& command, const Progress& p, double elapsed_s) {
   // Fixed decimals (times to the microsecond), not the shortest round trip of a double.
-  std::string s = fmt::format(R"({{"progress":{},"phase":{},"elapsed_s":{:.3f})", nlohmann::json(command).dump(),
-                              nlohmann::json(p.phase).dump(), elapsed_s);
+  std::string s = fmt::format(R"({{"progress":{},"phase":{},"elapsed_s":{:.3f})", DumpJson(Json(command)),
+                              DumpJson(Json(p.phase)), elapsed_s);
   if (p.done >= 0 && p.total >= 0) s += fmt::format(R"(,"done":{},"total":{})", p.done, p.total);
   if (p.best_s >= 0) s += fmt::format(R"(,"best_s":{:.6f})", p.best_s);
   if (p.bound_s >= 0) s += fmt::format(R"(,"bound_s":{:.6f})", p.bound_s);
