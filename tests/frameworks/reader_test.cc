@@ -844,6 +844,10 @@ TEST(LauncherPlan, TorchTitanDefaultsAreTorchTitans) {
   };
   EXPECT_EQ(read("--parallelism.data_parallel_shard_degree 4", "--parallelism.data_parallel_shard_degree -1"), "(read)");
   EXPECT_EQ(read("--parallelism.enable_sequence_parallel\n", ""), "(read)");
+  // Module names as torchtitan spells them, each once.
+  EXPECT_NE(read("layers.5,", "layers.05,").find("'layers.05' is not a module bmpipe maps"), std::string::npos);
+  EXPECT_NE(read("tok_embeddings,", "tok_embeddings,tok_embeddings,").find("tok_embeddings is listed twice"),
+            std::string::npos);
   EXPECT_EQ(read("--parallelism.enable_sequence_parallel", "--parallelism.no-enable-sequence-parallel"),
             "t.args: sequence parallelism off (--parallelism.no-enable-sequence-parallel), but the problem's run has "
             "training.sequence_parallel = true; give --parallelism.enable_sequence_parallel");

@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "bmpipe/core/json_cursor.h"
+#include "bmpipe/core/text.h"
 #include "bmpipe/frameworks/launcher_args.h"
 #include "bmpipe/frameworks/settings.h"
 #include "bmpipe/frameworks/stages.h"
@@ -92,15 +93,21 @@ Plan ReadTorchTitanPlan(const std::string& text, const Problem& problem, std::ve
       if (end == std::string::npos) end = part.size();
       const std::string fqn = part.substr(start, end - start);
       start = end + 1;
-      const std::string where = fmt::format("--parallelism.module_fqns_per_model_part: stage {} ('{}')", s, part);
+      const std::string where =
+          fmt::format("--parallelism.module_fqns_per_model_part: stage {} ('{}')", s, Abbreviated(part));
       if (fqn == "tok_embeddings") {
         if (s != 0) FailConfiguration(where + ": tok_embeddings must be on stage 0");
+        if (specs[s].embedding) FailConfiguration(where + ": tok_embeddings is listed twice; list each module once");
         specs[s].embedding = true;
       } else if (fqn == "norm" || fqn == "lm_head") {
         if (s + 1 != specs.size()) FailConfiguration(fmt::format("{}: {} must be on the last stage", where, fqn));
+        if ((fqn == "norm" && norm) || (fqn == "lm_head" && specs[s].head)) {
+          FailConfiguration(fmt::format("{}: {} is listed twice; list each module once", where, fqn));
+        }
         if (fqn == "norm") norm = true;
         else specs[s].head = true;
       } else if (fqn.compare(0, 7, "layers.") == 0 && fqn.size() > 7 && fqn.size() < 14 &&
+                 (fqn[7] != '0' || fqn.size() == 8) &&  // layers.5, not layers.05: torchtitan's own names
                  std::all_of(fqn.begin() + 7, fqn.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); })) {
         const int i = std::stoi(fqn.substr(7));
         if (i != next) {
