@@ -3,6 +3,9 @@
 // and the memory a forward leaves allocated. (python/tests/test_torch.py checks real traces.)
 #include "bmpipe/frameworks/torch/profiler_trace.h"
 
+#include <cstdint>
+#include <limits>
+
 #include <gtest/gtest.h>
 
 namespace bmpipe {
@@ -98,6 +101,31 @@ TEST(TorchTrace, TracesItCannotUseAreRefusedWithTheFix) {
   Json bad = Trace(false);
   bad["traceEvents"].push_back({{"ph", "X"}, {"name", "bmpipe.layer x"}, {"ts", 1}, {"dur", 1}, {"tid", 1}});
   EXPECT_NE(ReadTorchTrace(bad, "t.json").error().message.find("expected 'bmpipe.layer <index>"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace bmpipe
+
+namespace bmpipe {
+namespace {
+
+// Times that are not finite, memory counters no device holds and times past a problem's limit
+// are refused (profile wrote a 2e6 s forward, accepted ts NaN, and turned ±2^63 counters into 0).
+TEST(TorchTrace, NumbersOutsideAProblemsLimitsAreRefused) {
+  Json nan_ts = Trace(false);
+  nan_ts["traceEvents"][0]["ts"] = std::numeric_limits<double>::quiet_NaN();
+  EXPECT_NE(ReadTorchTrace(nan_ts, "t.json").error().message.find("ts is not a finite number"), std::string::npos);
+  Json huge = Trace(false);
+  for (Json& e : huge["traceEvents"]) {
+    if (e["name"] == "[memory]") e["args"]["Total Allocated"] = std::numeric_limits<std::int64_t>::min();
+  }
+  EXPECT_NE(ReadTorchTrace(huge, "t.json").error().message.find("is no device's memory"), std::string::npos);
+  Json slow = Trace(false);
+  slow["traceEvents"][0]["dur"] = 2e12;  // microseconds: a 2e6 s forward
+  const Problem base = TraceBaseProblem(2, 1, 4, "1f1b", 80e9, 1e9, 0.001).value();
+  const Result<Problem> p = ProblemFromTraces({{"none", "a.json", slow}}, base, 12);
+  ASSERT_FALSE(p.ok());
+  EXPECT_NE(p.error().message.find("layer 0's forward takes 2e+06 s"), std::string::npos) << p.error().message;
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "bmpipe/core/units.h"
+#include "bmpipe/core/text.h"
 #include "bmpipe/schedule/pipeline.h"
 
 namespace bmpipe {
@@ -114,8 +115,21 @@ Result<std::vector<TracedLayer>> ReadTorchTrace(const Json& trace, const std::st
     const std::string name = e["name"].get<std::string>();
     const std::string ph = Text(e, "ph");
     const std::string cat = Text(e, "cat");
+    // Times are finite and memory counters a size a device can hold: a NaN or an overflowing
+    // counter would make every cost derived from them meaningless.
+    for (const char* key : {"ts", "dur"}) {
+      if (e.contains(key) && e[key].is_number() && !std::isfinite(e[key].get<double>())) {
+        return InvalidInput(fmt::format("{}: event '{}': {} is not a finite number of microseconds", source,
+                                        Abbreviated(name), key));
+      }
+    }
     if (name == "[memory]") {
       const std::optional<std::int64_t> total = IntArg(e, "Total Allocated");
+      if (total && (*total < 0 || static_cast<double>(*total) > kMaxInputBytes)) {
+        return InvalidInput(fmt::format("{}: a '[memory]' event's Total Allocated {} bytes is no device's memory "
+                                        "(0 to {:g} bytes)",
+                                        source, *total, kMaxInputBytes));
+      }
       if (!total || !e.contains("ts") || !e["ts"].is_number()) continue;
       memory[static_cast<int>(IntArg(e, "Device Type").value_or(0))].push_back({e["ts"].get<double>(), *total});
       continue;
@@ -339,6 +353,16 @@ Result<Problem> ProblemFromTraces(const std::vector<TraceOption>& traces, const 
       Layer& layer = problem.layers[static_cast<std::size_t>(l.index)];
       for (const LayerOption& o : layer.options) {
         if (o.name == t.option) return InvalidInput(fmt::format("option '{}' is given twice", t.option));
+      }
+      // Each time within what a problem file may state (kMaxInputSeconds), as `plan` would read it.
+      for (const auto& [what, s] : {std::pair<const char*, double>{"forward", Median(l.forward_s)},
+                                    {"backward", Median(l.backward_s)},
+                                    {"recompute", Median(l.recompute_s)}}) {
+        if (s > kMaxInputSeconds) {
+          return InvalidInput(fmt::format("{}: layer {}'s {} takes {:.3g} s, more than the {:g} s a problem states; is "
+                                          "the trace's time unit microseconds?",
+                                          t.source, l.index, what, s, kMaxInputSeconds));
+        }
       }
       auto ns = [](double s) { return static_cast<TimeNs>(std::llround(std::max(0.0, s) * kSecondNs)); };
       layer.options.push_back({t.option, ns(Median(l.forward_s)), ns(Median(l.backward_s)), ns(Median(l.recompute_s)),
