@@ -630,6 +630,29 @@ TEST(CliOutputs, FileNamesThatAreNotUtf8) {
   std::filesystem::remove_all(dir);
 }
 
+// One file under two spellings is caught, and a file replaced keeps its mode (a private file
+// stayed private).
+TEST(CliOutputs, TwoSpellingsOfOneFileAndModesKept) {
+  const std::string dir = testing::MakeTempDir();
+  const std::string run = "simulate --problem " + testing::SourcePath("examples/tiny/problem.json") + " ";
+  testing::CommandResult r = RunBmpipe(run + "--out ./o.json --svg o.json", dir);
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("o.json and ./o.json are the same file"), std::string::npos) << r.err;
+  EXPECT_FALSE(std::filesystem::exists(dir + "/o.json"));
+  std::ofstream(dir + "/o.json") << "old";
+  ASSERT_EQ(::chmod((dir + "/o.json").c_str(), 0600), 0);
+  r = RunBmpipe(run + "--out o.json", dir);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  struct stat st {};
+  ASSERT_EQ(::stat((dir + "/o.json").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  EXPECT_NE(testing::ReadFile(dir + "/o.json"), "old");
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    EXPECT_EQ(entry.path().filename().string(), "o.json") << "left behind: " << entry.path();
+  }
+  std::filesystem::remove_all(dir);
+}
+
 TEST(CliPlan, QuickCommandsPrintNoProgress) {
   const testing::CommandResult r = RunBmpipe("plan --problem examples/tiny/problem.json --progress lines");
   EXPECT_EQ(r.exit_code, 0);

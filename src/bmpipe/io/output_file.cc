@@ -26,18 +26,34 @@ struct Target {
   std::string file;     // the file replaced (the path, or the regular file a link names)
   bool direct = false;  // written in place: a pipe, a device, standard output
   std::string temporary;
+  bool existed = false;  // a regular file is replaced: its mode is kept, and it is restored on a failure
+  mode_t mode = 0;
+  std::string backup;    // a second link to the replaced file while the outputs are put in place
 };
+
+// What names the same file under any spelling: device and inode of an existing file, else the
+// real directory and the name (./o.json and o.json are one file).
+std::string Identity(const Target& t) {
+  struct stat st {};
+  if (::stat(t.file.c_str(), &st) == 0) return fmt::format("inode {}:{}", st.st_dev, st.st_ino);
+  const std::size_t slash = t.file.rfind('/');
+  const std::string dir = slash == std::string::npos ? "." : (slash == 0 ? "/" : t.file.substr(0, slash));
+  char* real = ::realpath(dir.c_str(), nullptr);
+  std::string out = real ? std::string(real) : dir;
+  std::free(real);
+  return "path " + out + "/" + (slash == std::string::npos ? t.file : t.file.substr(slash + 1));
+}
 
 Result<Target> Resolve(const std::string& path) {
   if (path.empty()) return InvalidInput("an output file name is empty; give a path");
-  if (path == "-") return Target{path, path, true, ""};
+  if (path == "-") return Target{path, path, true, "", false, 0, ""};
   struct stat st {};
   if (::lstat(path.c_str(), &st) != 0) {
-    if (errno == ENOENT) return Target{path, path, false, ""};  // a new file
+    if (errno == ENOENT) return Target{path, path, false, "", false, 0, ""};  // a new file
     return IoError(fmt::format("{}: cannot write the file ({})", path, Reason()));
   }
   if (S_ISDIR(st.st_mode)) return IoError(fmt::format("{}: is a directory; give a file name", path));
-  if (S_ISREG(st.st_mode)) return Target{path, path, false, ""};
+  if (S_ISREG(st.st_mode)) return Target{path, path, false, "", true, static_cast<mode_t>(st.st_mode & 07777), ""};
   if (S_ISLNK(st.st_mode)) {
     struct stat target {};
     if (::stat(path.c_str(), &target) != 0) {
@@ -48,15 +64,15 @@ Result<Target> Resolve(const std::string& path) {
     // /dev/stdout and /proc/self/fd/N name a file the shell already has open: replacing it would
     // lose whatever else is written there, so it is written in place like a pipe.
     if (!S_ISREG(target.st_mode) || StartsWith(path, "/dev/") || StartsWith(path, "/proc/")) {
-      return Target{path, path, true, ""};
+      return Target{path, path, true, "", false, 0, ""};
     }
     char* real = ::realpath(path.c_str(), nullptr);
     if (real == nullptr) return IoError(fmt::format("{}: cannot follow the link ({})", path, Reason()));
     std::string file = real;
     std::free(real);
-    return Target{path, file, false, ""};
+    return Target{path, file, false, "", true, static_cast<mode_t>(target.st_mode & 07777), ""};
   }
-  return Target{path, path, true, ""};  // a named pipe, a device, a socket
+  return Target{path, path, true, "", false, 0, ""};  // a named pipe, a device, a socket
 }
 
 Status WriteAll(int fd, const std::string& content, const std::string& path) {
@@ -104,11 +120,13 @@ Status WriteTemporary(Target& t, const std::string& content) {
                                t.path, dir, Reason()));
   }
   t.temporary = name;
-  // mkostemp makes the file private; give it the permissions any new file gets.
+  // mkostemp makes the file private; give it the permissions of the file it replaces, or those
+  // any new file gets.
   const mode_t mask = ::umask(0);
   ::umask(mask);
+  const mode_t mode = t.existed ? t.mode : (0666 & ~mask);
   Status written = WriteAll(fd, content, t.path);
-  if (written.ok() && (::fchmod(fd, 0666 & ~mask) != 0 || ::fsync(fd) != 0)) {
+  if (written.ok() && (::fchmod(fd, mode) != 0 || ::fsync(fd) != 0)) {
     written = IoError(fmt::format("{}: error while writing the file ({})", t.path, Reason()));
   }
   if (::close(fd) != 0 && written.ok()) {
@@ -135,9 +153,21 @@ Status OutputFiles::Commit() {
     if (!t.ok()) return t.error();
     targets.push_back(t.value());
   }
+  // One file under two spellings is still one file.
+  for (std::size_t i = 0; i < targets.size(); ++i) {
+    if (targets[i].path == "-") continue;
+    for (std::size_t k = 0; k < i; ++k) {
+      if (targets[k].path != "-" && Identity(targets[k]) == Identity(targets[i])) {
+        return InvalidInput(fmt::format("{} and {} are the same file, given for two outputs; give each output its "
+                                        "own file",
+                                        targets[k].path, targets[i].path));
+      }
+    }
+  }
   auto remove_temporaries = [&] {
     for (const Target& t : targets) {
       if (!t.temporary.empty()) ::unlink(t.temporary.c_str());
+      if (!t.backup.empty()) ::unlink(t.backup.c_str());
     }
   };
   // Every regular file is written before any is put in place, so a failure leaves none behind.
@@ -157,14 +187,42 @@ Status OutputFiles::Commit() {
       return written;
     }
   }
+  // A second link to each file replaced, so that a rename failing after others succeeded can put
+  // every output back as it was (without one, say on a file system without hard links, that
+  // file is not restored).
   for (Target& t : targets) {
+    if (t.direct || !t.existed) continue;
+    std::string name = t.temporary;
+    name.replace(name.size() - 6, 6, "XXXXXX");
+    const int fd = ::mkostemp(name.data(), O_CLOEXEC);
+    if (fd < 0) continue;
+    ::close(fd);
+    ::unlink(name.c_str());
+    if (::link(t.file.c_str(), name.c_str()) == 0) t.backup = name;
+  }
+  for (std::size_t i = 0; i < targets.size(); ++i) {
+    Target& t = targets[i];
     if (t.direct) continue;
     if (std::rename(t.temporary.c_str(), t.file.c_str()) != 0) {
       const std::string reason = Reason();
+      // Put back the outputs already in place: the file each replaced, or none.
+      for (std::size_t k = 0; k < i; ++k) {
+        Target& done = targets[k];
+        if (done.direct) continue;
+        if (!done.backup.empty() && std::rename(done.backup.c_str(), done.file.c_str()) == 0) {
+          done.backup.clear();
+        } else if (!done.existed) {
+          ::unlink(done.file.c_str());
+        }
+      }
       remove_temporaries();
-      return IoError(fmt::format("{}: cannot write the file ({})", t.path, reason));
+      return IoError(fmt::format("{}: cannot write the file ({}); no output was changed", t.path, reason));
     }
     t.temporary.clear();
+  }
+  for (Target& t : targets) {
+    if (!t.backup.empty()) ::unlink(t.backup.c_str());
+    t.backup.clear();
   }
   files_.clear();
   return {};
