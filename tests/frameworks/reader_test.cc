@@ -855,3 +855,24 @@ TEST(LauncherPlan, TorchTitanDefaultsAreTorchTitans) {
 
 }  // namespace
 }  // namespace bmpipe
+
+namespace bmpipe {
+namespace {
+
+// A DeepSpeed module of 200,000 assignments and a ds_config of 100,000 keys reads in linear time
+// (a search per assignment took 21 s), with Python's meaning: the last assignment wins.
+TEST(LauncherPlan, DeepSpeedModulesOfManyAssignments) {
+  const std::string dir = "tests/golden/exports/qwen2-7b-pp8-deepspeed/";
+  const Problem problem = LoadProblem(testing::SourcePath(dir + "problem.json")).value();
+  std::string text = testing::ReadFile(testing::SourcePath(dir + "deepspeed.py"));
+  for (int i = 0; i < 200000; ++i) text += "x" + std::to_string(i) + " = " + std::to_string(i) + "\n";
+  text += "extra = {";
+  for (int i = 0; i < 100000; ++i) text += "\"k" + std::to_string(i) + "\": " + std::to_string(i) + ", ";
+  text += "}\nnum_stages = 3\nnum_stages = 8\n";  // the last assignment wins
+  const Result<Plan> plan = ReadLauncherPlan(text, PlanFormat{FrameworkId::kDeepSpeed}, problem, "plan.py");
+  ASSERT_TRUE(plan.ok()) << plan.error().message;
+  EXPECT_EQ(plan.value().num_stages(), 8);
+}
+
+}  // namespace
+}  // namespace bmpipe

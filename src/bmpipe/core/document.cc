@@ -40,14 +40,6 @@ std::string TooManyValues() {
   return fmt::format("the document holds more than {} values; use 'repeat' for identical layers", kMaxDocumentValues);
 }
 
-// Appends `value` under `key` to `object` without nlohmann's search for an existing key (linear in
-// the object's size, so quadratic over a document); the caller has checked the key is new.
-Json& AppendMember(Json& object, std::string key, Json value) {
-  auto& members = object.get_ref<Json::object_t&>();
-  members.Json::object_t::Container::emplace_back(std::move(key), std::move(value));
-  return members.Json::object_t::Container::back().second;
-}
-
 // Builds the tree as nlohmann's own DOM parser does, in linear time: each object's keys go to a
 // hash set (a duplicate is reported, not silently dropped), members are appended without a
 // search; values and depth are counted and stop the parse at a limit.
@@ -392,6 +384,12 @@ Result<Json> ParseDocument(const std::string& text, const std::string& path) {
     break;
   }
   return ParseYaml(text, path);
+}
+
+Json& AppendMember(Json& object, std::string key, Json value) {
+  auto& members = object.get_ref<Json::object_t&>();
+  members.Json::object_t::Container::emplace_back(std::move(key), std::move(value));
+  return members.Json::object_t::Container::back().second;
 }
 
 std::string DumpJson(const Json& doc, int indent) {

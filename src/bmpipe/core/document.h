@@ -36,6 +36,11 @@ Status CheckDocumentText(const std::string& text, const std::string& path);
 // otherwise by sniffing (a leading '{' or '[' means JSON). `path` is used in messages only.
 Result<Json> ParseDocument(const std::string& text, const std::string& path);
 
+// Appends `value` under `key` to `object` (an object) without nlohmann's search for an existing
+// key, which is linear in the object's size and so quadratic over a document; the caller knows
+// the key is new (a hash set of the keys so far). Returns the member.
+Json& AppendMember(Json& object, std::string key, Json value);
+
 // `doc` as JSON text (`indent` as nlohmann's dump takes it). A string that is not UTF-8 (a file name
 // given on the command line, say) is written with U+FFFD for its bad bytes instead of failing.
 std::string DumpJson(const Json& doc, int indent = -1);

@@ -5,7 +5,10 @@
 #include <cstdint>
 #include <optional>
 #include <string_view>
+#include <unordered_map>
+#include <unordered_set>
 #include <utility>
+#include <vector>
 
 namespace bmpipe {
 namespace {
@@ -15,7 +18,11 @@ class PythonLiterals {
   explicit PythonLiterals(const std::string& text) : text_(text) {}
 
   Json Read(std::vector<std::string>& computed) {
-    Json out = Json::object();
+    // The names in order of first assignment; a later assignment replaces the value (Python's
+    // last one wins), an expression removes it. Hash maps keep this linear in the module's size.
+    std::vector<std::pair<std::string, std::optional<Json>>> assigned;
+    std::unordered_map<std::string, std::size_t> at;
+    std::unordered_set<std::string> expressions;
     std::size_t line_start = 0;
     while (line_start < text_.size()) {
       pos_ = line_start;
@@ -30,16 +37,24 @@ class PythonLiterals {
       next = next == std::string::npos ? text_.size() : next + 1;
       if (assignment) {
         ++pos_;
-        if (std::optional<Json> value = Value(0); value && AtLineEnd()) {
-          out[name] = std::move(*value);
-          computed.erase(std::remove(computed.begin(), computed.end(), name), computed.end());
+        std::optional<Json> value = Value(0);
+        const bool literal = value && AtLineEnd();
+        auto [it, added] = at.emplace(name, assigned.size());
+        if (added) assigned.emplace_back(name, std::nullopt);
+        assigned[it->second].second = literal ? std::move(value) : std::nullopt;
+        if (literal) {
+          expressions.erase(name);
           next = pos_;
         } else {
-          out.erase(name);
-          computed.push_back(name);
+          expressions.insert(name);
         }
       }
       line_start = next;
+    }
+    Json out = Json::object();
+    for (auto& [name, value] : assigned) {
+      if (value) AppendMember(out, name, std::move(*value));
+      if (expressions.count(name)) computed.push_back(name);
     }
     return out;
   }
@@ -118,12 +133,19 @@ class PythonLiterals {
 
   std::optional<Json> Dict(int depth) {
     ++pos_;
-    Json out = Json::object();
+    // Keys in order of first appearance, a repeated key's last value (Python's dict literal).
+    std::vector<std::pair<std::string, Json>> members;
+    std::unordered_map<std::string, std::size_t> at;
+    auto finish = [&] {
+      Json out = Json::object();
+      for (auto& [key, value] : members) AppendMember(out, key, std::move(value));
+      return out;
+    };
     while (true) {
       SkipSpace();
       if (pos_ < text_.size() && text_[pos_] == '}') {
         ++pos_;
-        return out;
+        return finish();
       }
       std::optional<Json> key = Value(depth + 1);
       if (!key || !key->is_string()) return std::nullopt;
@@ -132,7 +154,12 @@ class PythonLiterals {
       ++pos_;
       std::optional<Json> item = Value(depth + 1);
       if (!item) return std::nullopt;
-      out[key->get<std::string>()] = std::move(*item);
+      auto [it, added] = at.emplace(key->get<std::string>(), members.size());
+      if (added) {
+        members.emplace_back(key->get<std::string>(), std::move(*item));
+      } else {
+        members[it->second].second = std::move(*item);
+      }
       SkipSpace();
       if (pos_ < text_.size() && text_[pos_] == ',') {
         ++pos_;
