@@ -177,16 +177,22 @@ Result<std::vector<TracedLayer>> ReadTorchTrace(const Json& trace, const std::st
     b.top = stack.empty();
     stack.push_back(&b);
   }
-  // The outermost backward function around a span (they do not overlap on a thread), if any.
+  // The outermost backward functions of each thread, in order of their start: they do not
+  // overlap on a thread, so the last one starting before a span is the only one that can hold it
+  // (a binary search, not a scan: the backward runs on its own thread on a GPU).
+  std::map<std::int64_t, std::vector<const Backward*>> tops;
+  for (const Backward& b : backwards) {
+    if (b.top) tops[b.span.tid].push_back(&b);
+  }
   auto backward_of = [&](const Span& s) -> const Backward* {
-    const auto last = std::upper_bound(backwards.begin(), backwards.end(), s.begin,
-                                       [](double t, const Backward& b) { return t < b.span.begin; });
-    for (auto it = last; it != backwards.begin();) {
-      --it;
-      if (it->top && it->span.Contains(s)) return &*it;
-      if (it->top && it->span.tid == s.tid && it->span.end < s.begin) break;
-    }
-    return nullptr;
+    const auto on = tops.find(s.tid);
+    if (on == tops.end()) return nullptr;
+    const std::vector<const Backward*>& list = on->second;
+    const auto after = std::upper_bound(list.begin(), list.end(), s.begin + 0.01,
+                                        [](double t, const Backward* b) { return t < b->span.begin; });
+    if (after == list.begin()) return nullptr;
+    const Backward* b = *std::prev(after);
+    return b->span.Contains(s) ? b : nullptr;
   };
 
   int layers = 0;
@@ -246,10 +252,25 @@ Result<std::vector<TracedLayer>> ReadTorchTrace(const Json& trace, const std::st
   std::sort(recomputed.begin(), recomputed.end(), [](const Span& x, const Span& y) {
     return x.begin != y.begin ? x.begin < y.begin : x.end > y.end;
   });
+  // Sorted by start (the longer first), a span is inside an outermost one only if inside the last
+  // outermost of its thread (spans on a thread nest): linear, not a scan of every earlier one.
   std::vector<Span> outermost;
+  std::map<std::int64_t, Span> last_outermost;
   for (const Span& r : recomputed) {
-    if (std::none_of(outermost.begin(), outermost.end(), [&](const Span& o) { return o.Contains(r); })) outermost.push_back(r);
+    auto it = last_outermost.find(r.tid);
+    if (it != last_outermost.end() && it->second.Contains(r)) continue;
+    outermost.push_back(r);
+    last_outermost[r.tid] = r;
   }
+  std::map<std::int64_t, std::vector<Span>> outermost_of;  // by thread, in order of their start
+  for (const Span& r : outermost) outermost_of[r.tid].push_back(r);
+  auto in_recomputation = [&](const Span& s) {
+    const auto on = outermost_of.find(s.tid);
+    if (on == outermost_of.end()) return false;
+    const auto after = std::upper_bound(on->second.begin(), on->second.end(), s.begin + 0.01,
+                                        [](double t, const Span& r) { return t < r.begin; });
+    return after != on->second.begin() && std::prev(after)->Contains(s);
+  };
   for (const Span& r : outermost) {
     const Backward* b = backward_of(r);
     const auto o = b ? owner(*b) : std::nullopt;
@@ -263,6 +284,8 @@ Result<std::vector<TracedLayer>> ReadTorchTrace(const Json& trace, const std::st
     // recomputed forward, a forward, or a backward function it runs in.
     std::map<std::int64_t, double> kernel_s;
     for (const auto& [ext, dur] : kernels) kernel_s[ext] += dur / 1e6;
+    std::map<std::int64_t, std::vector<const Annotation*>> annotations_of;  // by thread, in order of start
+    for (const Annotation& a : annotations) annotations_of[a.span.tid].push_back(&a);
     for (TracedLayer& l : out) std::fill(l.forward_s.begin(), l.forward_s.end(), 0.0);
     for (const CpuOp& op : ops) {
       const auto k = kernel_s.find(op.external);
@@ -270,24 +293,19 @@ Result<std::vector<TracedLayer>> ReadTorchTrace(const Json& trace, const std::st
       // The layer range around the op: the last one on its thread that starts before it (layer
       // ranges on a thread do not overlap), if that one contains it.
       const Annotation* inner = nullptr;
-      for (auto it = std::upper_bound(annotations.begin(), annotations.end(), op.span.begin,
-                                      [](double t, const Annotation& a) { return t < a.span.begin; });
-           it != annotations.begin();) {
-        --it;
-        if (it->span.tid != op.span.tid) continue;
-        if (it->span.Contains(op.span)) inner = &*it;
-        break;
+      if (const auto on = annotations_of.find(op.span.tid); on != annotations_of.end()) {
+        const auto after = std::upper_bound(on->second.begin(), on->second.end(), op.span.begin,
+                                            [](double t, const Annotation* a) { return t < a->span.begin; });
+        if (after != on->second.begin() && (*std::prev(after))->span.Contains(op.span)) inner = *std::prev(after);
       }
       const Backward* b = backward_of(op.span);
-      const auto o = b ? owner(*b) : std::nullopt;
-      const bool in_recompute =
-          std::any_of(outermost.begin(), outermost.end(), [&](const Span& r) { return r.Contains(op.span); });
       if (b == nullptr && inner != nullptr && !inner->recompute) {
         out[static_cast<std::size_t>(inner->layer)].forward_s[static_cast<std::size_t>(inner->instance)] += k->second;
-      } else if (o) {
-        std::vector<double>& to = in_recompute ? out[static_cast<std::size_t>(o->first)].recompute_s
-                                               : out[static_cast<std::size_t>(o->first)].backward_s;
-        to[static_cast<std::size_t>(o->second)] += k->second;
+      } else if (b != nullptr) {
+        if (const std::optional<std::pair<int, int>> o = owner(*b)) {
+          TracedLayer& l = out[static_cast<std::size_t>(o->first)];
+          (in_recomputation(op.span) ? l.recompute_s : l.backward_s)[static_cast<std::size_t>(o->second)] += k->second;
+        }
       }
       kernel_s.erase(k);  // a kernel counts once, for the op that launched it
     }
