@@ -62,6 +62,29 @@ Result<PlanFormat> ParsePlanFormat(const std::string& name) {
                                   fmt::join(names, ", ")));
 }
 
+namespace {
+
+// Whether `text` can be a JSON object or a YAML mapping: its first line that is not blank or a
+// comment opens an object or holds "key:". A command line's first flag ("--num-layers 4") cannot,
+// which spares argument files a YAML parse of their whole text.
+bool MayBeMapping(const std::string& text) {
+  std::size_t at = 0;
+  while (at < text.size()) {
+    std::size_t end = text.find('\n', at);
+    if (end == std::string::npos) end = text.size();
+    const std::size_t first = text.find_first_not_of(" \t\r", at);
+    if (first < end && text[first] != '#') {
+      if (text[first] == '{' || text.compare(first, 3, "---") == 0) return true;
+      if (text.compare(first, 2, "--") == 0) return false;
+      return text.find(':', first) < end;
+    }
+    at = end + 1;
+  }
+  return false;
+}
+
+}  // namespace
+
 Result<PlanFormat> DetectPlanFormat(const std::string& text) {
   PlanText plan_text{text, {}};
   for (const std::string& line : Lines(text)) {
@@ -72,7 +95,8 @@ Result<PlanFormat> DetectPlanFormat(const std::string& text) {
   // Structure first: a JSON or YAML mapping with a plan's stages is bmpipe's plan, one with
   // MindFormers' sections is MindFormers', whatever text their strings hold (a description that
   // mentions --num-layers, a folded line that starts with a flag).
-  if (const Result<Json> doc = ParseDocument(text, ""); doc.ok() && doc.value().is_object()) {
+  if (const Result<Json> doc = MayBeMapping(text) ? ParseDocument(text, "") : Result<Json>(Json());
+      doc.ok() && doc.value().is_object()) {
     if (doc.value().contains("stages")) return kPlanFile;
     if (IsMindFormersDocument(doc.value())) return PlanFormat{FrameworkId::kMindFormers};
   }
@@ -107,7 +131,8 @@ Result<Plan> ReadLauncherPlan(const std::string& text, PlanFormat format, const 
 Result<LauncherSetup> ReadLauncherSetup(const std::string& text, const std::string& source) {
   if (Status valid = CheckDocumentText(text, source); !valid.ok()) return valid.error();
   // A Megatron-Bridge configuration is a YAML document, read apart from the plan formats.
-  if (const Result<Json> doc = ParseDocument(text, source); doc.ok() && IsMegatronBridgeConfig(doc.value())) {
+  if (const Result<Json> doc = MayBeMapping(text) ? ParseDocument(text, source) : Result<Json>(Json());
+      doc.ok() && IsMegatronBridgeConfig(doc.value())) {
     return ReadMegatronBridgeSetup(doc.value(), source);
   }
   // So is a torchtitan job configuration, in TOML.
