@@ -653,6 +653,41 @@ TEST(CliOutputs, TwoSpellingsOfOneFileAndModesKept) {
   std::filesystem::remove_all(dir);
 }
 
+// search is the same for any number of threads on every dimension (ZeRO stages, precisions,
+// schedules with a split backward and two copies): its JSON but the wall times and the thread
+// count is byte-identical for 1, 2 and 4 threads.
+TEST(CliSearch, SameJsonOnOneTwoAndFourThreads) {
+  auto stripped = [](const std::string& out) {
+    Json doc = Json::parse(out);
+    std::function<void(Json&)> strip = [&](Json& j) {
+      if (j.is_object()) {
+        j.erase("seconds");
+        j.erase("threads");
+        for (auto& [key, value] : j.items()) strip(value);
+      } else if (j.is_array()) {
+        for (Json& value : j) strip(value);
+      }
+    };
+    strip(doc);
+    return doc.dump();
+  };
+  std::string first;
+  for (int threads : {1, 2, 4}) {
+    const testing::CommandResult r = RunBmpipe(fmt::format(
+        "search --model llama3-8b --device h100-80gb --devices 8 --gbs 32 --seq 4096 --flash-attn --zero 0,1,2,3 "
+        "--precision bf16,fp8 --schedules 1f1b,zb-h1,zb-v,dualpipev --threads {} --json --progress none",
+        threads));
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const std::string doc = stripped(r.out);
+    if (threads == 1) {
+      first = doc;
+      EXPECT_GT(Json::parse(r.out)["configurations"].size(), 1000u);
+    } else {
+      EXPECT_EQ(doc, first) << threads << " threads";
+    }
+  }
+}
+
 TEST(CliPlan, QuickCommandsPrintNoProgress) {
   const testing::CommandResult r = RunBmpipe("plan --problem examples/tiny/problem.json --progress lines");
   EXPECT_EQ(r.exit_code, 0);

@@ -1,6 +1,8 @@
 #include "bmpipe/io/output_file.h"
 
 #include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -141,7 +143,32 @@ void OutputFiles::Add(const std::string& path, std::string content) {
   files_.emplace_back(path, std::move(content));
 }
 
+namespace {
+
+// Holds SIGINT, SIGTERM and SIGHUP while the outputs are written and put in place: one arriving
+// then takes effect after, when every output is complete or no temporary is left.
+class HeldSignals {
+ public:
+  HeldSignals() {
+    sigset_t held;
+    sigemptyset(&held);
+    sigaddset(&held, SIGINT);
+    sigaddset(&held, SIGTERM);
+    sigaddset(&held, SIGHUP);
+    ::pthread_sigmask(SIG_BLOCK, &held, &before_);
+  }
+  ~HeldSignals() { ::pthread_sigmask(SIG_SETMASK, &before_, nullptr); }
+  HeldSignals(const HeldSignals&) = delete;
+  HeldSignals& operator=(const HeldSignals&) = delete;
+
+ private:
+  sigset_t before_;
+};
+
+}  // namespace
+
 Status OutputFiles::Commit() {
+  const HeldSignals held;
   std::vector<Target> targets;
   for (std::size_t i = 0; i < files_.size(); ++i) {
     for (std::size_t k = 0; k < i; ++k) {
