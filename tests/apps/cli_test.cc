@@ -688,6 +688,16 @@ TEST(CliSearch, SameJsonOnOneTwoAndFourThreads) {
   }
 }
 
+// A schedule --vpp leaves no configuration of is said, not dropped in silence.
+TEST(CliSearch, SchedulesThatTheVirtualStagesLeaveOut) {
+  const testing::CommandResult r =
+      RunBmpipe("search --model llama3-8b --device h100-80gb --devices 8 --gbs 32 --seq 4096 --flash-attn "
+                "--schedules dualpipe,zb-v --vpp 1 --progress none");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--schedules dualpipe runs 2 chunk(s) per rank, which --vpp 1 leaves out"), std::string::npos)
+      << r.err;
+}
+
 TEST(CliPlan, QuickCommandsPrintNoProgress) {
   const testing::CommandResult r = RunBmpipe("plan --problem examples/tiny/problem.json --progress lines");
   EXPECT_EQ(r.exit_code, 0);

@@ -336,6 +336,24 @@ Result<Output> RunSearch(const SearchRequest& given_request, const Context& cont
   options.mfu_attention = r.mfu_attention == "full" ? AttentionFlops::kFull : AttentionFlops::kCausal;
   for (const std::string& p : r.precisions) options.precision.push_back(ParsePrecision(p).value_or(Precision::kBf16));
   for (const std::string& name : r.schedules) options.schedules.push_back(*ScheduleFromName(name));
+  // A schedule whose chunks per rank --vpp leaves out would be dropped in silence: say so.
+  if (!options.vpp.empty()) {
+    for (ScheduleKind kind : options.schedules) {
+      const ScheduleTraits& t = TraitsOf(kind);
+      if (kind == ScheduleKind::kOneFOneB) continue;
+      const bool any = std::any_of(options.vpp.begin(), options.vpp.end(), [&](int v) {
+        return v >= t.min_chunks && v <= t.max_chunks;
+      });
+      if (!any) {
+        return InvalidInput(fmt::format("--schedules {} runs {} chunk(s) per rank, which --vpp {} leaves out; add {} to "
+                                        "--vpp or drop {} from --schedules",
+                                        t.name,
+                                        t.max_chunks == t.min_chunks ? std::to_string(t.min_chunks)
+                                                                     : fmt::format("{} or more", t.min_chunks),
+                                        fmt::join(options.vpp, ","), t.min_chunks, t.name));
+      }
+    }
+  }
   std::optional<FrameworkId> format;
   if (!r.export_format.empty() && r.export_format != "none") {
     Result<FrameworkId> parsed = ParseFormat(r.export_format);
