@@ -7,6 +7,7 @@
 #include <functional>
 #include <map>
 #include <tuple>
+#include <utility>
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
@@ -830,10 +831,14 @@ namespace {
 // torchtitan's own defaults for what its arguments leave out: a shard degree of -1 is the ranks
 // the replicate degree leaves, and sequence parallelism is on with tensor parallelism unless
 // turned off.
+// A golden export's problem and file.
+std::pair<Problem, std::string> Golden(const std::string& name, const std::string& file) {
+  const std::string dir = "tests/golden/exports/" + name + "/";
+  return {LoadProblem(testing::SourcePath(dir + "problem.json")).value(), testing::ReadFile(testing::SourcePath(dir + file))};
+}
+
 TEST(LauncherPlan, TorchTitanDefaultsAreTorchTitans) {
-  const std::string dir = "tests/golden/exports/llama3-70b-cp2-torchtitan/";
-  const Problem problem = LoadProblem(testing::SourcePath(dir + "problem.json")).value();
-  const std::string text = testing::ReadFile(testing::SourcePath(dir + "torchtitan.args"));
+  const auto [problem, text] = Golden("llama3-70b-cp2-torchtitan", "torchtitan.args");
   auto read = [&](const std::string& from, const std::string& to) {
     std::string edited = text;
     const std::size_t at = edited.find(from);
@@ -853,18 +858,10 @@ TEST(LauncherPlan, TorchTitanDefaultsAreTorchTitans) {
             "training.sequence_parallel = true; give --parallelism.enable_sequence_parallel");
 }
 
-}  // namespace
-}  // namespace bmpipe
-
-namespace bmpipe {
-namespace {
-
 // A DeepSpeed module of 200,000 assignments and a ds_config of 100,000 keys reads in linear time
 // (a search per assignment took 21 s), with Python's meaning: the last assignment wins.
 TEST(LauncherPlan, DeepSpeedModulesOfManyAssignments) {
-  const std::string dir = "tests/golden/exports/qwen2-7b-pp8-deepspeed/";
-  const Problem problem = LoadProblem(testing::SourcePath(dir + "problem.json")).value();
-  std::string text = testing::ReadFile(testing::SourcePath(dir + "deepspeed.py"));
+  auto [problem, text] = Golden("qwen2-7b-pp8-deepspeed", "deepspeed.py");
   for (int i = 0; i < 200000; ++i) text += "x" + std::to_string(i) + " = " + std::to_string(i) + "\n";
   text += "extra = {";
   for (int i = 0; i < 100000; ++i) text += "\"k" + std::to_string(i) + "\": " + std::to_string(i) + ", ";
