@@ -166,6 +166,7 @@ std::tuple<std::string, Documents, std::vector<std::string>> Run(const std::stri
   ProgressBridge bridge(std::move(progress));
   Notes notes;
   app::Context context;
+  context.wants_json = true;
   context.stop = Deadline::Never().StoppedBy(&g_interrupted);
   context.progress = [&bridge](std::string_view command_name, const std::string&) { return bridge.Sink(command_name); };
   context.note = [&notes](const std::string& note) { notes.push_back(note); };

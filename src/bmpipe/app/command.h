@@ -46,6 +46,8 @@ struct Context {
   // A note for the user as soon as it is known (an old key name read): "bmpipe: note: ..." on
   // the command line, a bmpipe.Note warning in Python.
   std::function<void(const std::string&)> note;
+  // The caller reads Output::json (Python): commands build it even when no option asks for it.
+  bool wants_json = false;
   // What stopped the work when `stop` did: "Ctrl-C" (SIGINT), "SIGTERM"; read once it has.
   std::function<std::string()> stopped_by = [] { return std::string("Ctrl-C"); };
 

@@ -390,8 +390,10 @@ Result<Output> RunSearch(const SearchRequest& given_request, const Context& cont
   Files files;
   std::string exported;
   std::optional<Error> export_error;
-  Json doc = SearchDocument(m, d, options, result);
-  const std::string json_text = DumpJson(doc, 2) + "\n";
+  // The JSON of every configuration (hundreds of thousands on a large space): only when asked for.
+  const bool json_wanted = r.json || !r.out.empty() || !r.plan_out.empty() || context.wants_json;
+  Json doc = json_wanted ? SearchDocument(m, d, options, result) : Json::object();
+  const std::string json_text = json_wanted ? DumpJson(doc, 2) + "\n" : std::string();
   if (result.ranking.empty()) {
     // Why every configuration failed is still worth reading; no file is written.
     Output o;
