@@ -838,7 +838,10 @@ std::pair<Problem, std::string> Golden(const std::string& name, const std::strin
 }
 
 TEST(LauncherPlan, TorchTitanDefaultsAreTorchTitans) {
-  const auto [problem, text] = Golden("llama3-70b-cp2-torchtitan", "torchtitan.args");
+  // Not a structured binding: clang 14 lets no lambda capture one.
+  const std::pair<Problem, std::string> golden = Golden("llama3-70b-cp2-torchtitan", "torchtitan.args");
+  const Problem& problem = golden.first;
+  const std::string& text = golden.second;
   auto read = [&](const std::string& from, const std::string& to) {
     std::string edited = text;
     const std::size_t at = edited.find(from);
@@ -861,7 +864,9 @@ TEST(LauncherPlan, TorchTitanDefaultsAreTorchTitans) {
 // A DeepSpeed module of 200,000 assignments and a ds_config of 100,000 keys reads in linear time
 // (a search per assignment took 21 s), with Python's meaning: the last assignment wins.
 TEST(LauncherPlan, DeepSpeedModulesOfManyAssignments) {
-  auto [problem, text] = Golden("qwen2-7b-pp8-deepspeed", "deepspeed.py");
+  std::pair<Problem, std::string> golden = Golden("qwen2-7b-pp8-deepspeed", "deepspeed.py");
+  const Problem& problem = golden.first;
+  std::string& text = golden.second;
   for (int i = 0; i < 200000; ++i) text += "x" + std::to_string(i) + " = " + std::to_string(i) + "\n";
   text += "extra = {";
   for (int i = 0; i < 100000; ++i) text += "\"k" + std::to_string(i) + "\": " + std::to_string(i) + ", ";
