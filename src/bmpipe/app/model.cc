@@ -88,10 +88,7 @@ Status ApplySetupWords(const SetupWords& w, TrainingSetup& setup) {
 
 Bytes DefaultHeadroomBytes(const DeviceSpec& device, const TrainingSetup& setup, double error) {
   const Bytes reserved = setup.reserved_bytes.value_or(ReservedBytesDefault(device));
-  if (error <= 0 || reserved >= device.memory_bytes) return 0;
-  const double usable = static_cast<double>(device.memory_bytes - reserved);
-  const double tenths = std::ceil(usable * error / (1 + error) / 1e8);
-  return static_cast<Bytes>(tenths) * Bytes{100'000'000};
+  return HeadroomForError(static_cast<double>(device.memory_bytes - reserved), error);
 }
 
 std::string DefaultHeadroomLine(Bytes bytes, double error) {

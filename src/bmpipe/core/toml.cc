@@ -425,12 +425,11 @@ class TomlParser {
     auto it = idx->second.find(key);
     return it == idx->second.end() ? nullptr : &members.Json::object_t::Container::operator[](it->second).second;
   }
-  // Appends a member the caller has checked is new, without nlohmann's linear search.
+  // Appends a member the caller has checked is new (AppendMember), indexed for Child.
   Json& Add(Json& table, const std::string& key, Json value) {
     auto& members = table.get_ref<Json::object_t&>();
     index_[&members][key] = members.size();
-    members.Json::object_t::Container::emplace_back(key, std::move(value));
-    return members.Json::object_t::Container::back().second;
+    return AppendMember(table, key, std::move(value));
   }
 
   const std::string& s_;

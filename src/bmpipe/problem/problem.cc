@@ -1,6 +1,7 @@
 #include "bmpipe/problem/problem.h"
 
 #include <algorithm>
+#include <cmath>
 #include <string>
 
 #include <fmt/format.h>
@@ -64,6 +65,11 @@ Status CheckMagnitudes(const Problem& problem) {
 
 Bytes DeviceMemoryBytes(const Problem& problem) {
   return problem.memory_bytes + (problem.training ? problem.training->headroom_bytes : 0);
+}
+
+Bytes HeadroomForError(double usable, double error) {
+  if (error <= 0 || usable <= 0) return 0;
+  return static_cast<Bytes>(std::ceil(usable * error / (1 + error) / 1e8)) * Bytes{100'000'000};
 }
 
 int ZeroStage(const TrainingInfo& training) {

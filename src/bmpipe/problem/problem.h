@@ -146,6 +146,10 @@ struct Problem {
 
 // The device's memory: the capacity plans fit in and the headroom kept free beyond it.
 Bytes DeviceMemoryBytes(const Problem& problem);
+// The memory to keep free so that a plan using the rest of `usable` bytes still fits when its
+// memory is `error` (a fraction) higher than predicted: usable x error / (1 + error), rounded up
+// to 0.1 GB; 0 without an error.
+Bytes HeadroomForError(double usable, double error);
 
 
 // Whether two layers cost the same: static bytes, update and p2p time, and every option (names

@@ -91,7 +91,7 @@ std::string FormatReport(const ReportHeader& header, const Problem& problem, con
       out += fmt::format("Memory           every rank fits, but rank {} at {:.1f} % of its capacity is within the cost "
                          "model's held-out memory error (±{:.1f} %): it may not fit when run; plan and search keep "
                          "{:.1f} GB free on every rank for it by default (--memory-headroom-gb)\n",
-                         fullest, 100 * peak / capacity, 100 * error, std::ceil(usable * error / (1 + error) / 1e8) / 10);
+                         fullest, 100 * peak / capacity, 100 * error, ToGigabytes(HeadroomForError(usable, error)));
     } else {
       out += "Memory           every rank fits\n";
     }
