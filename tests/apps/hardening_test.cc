@@ -188,6 +188,28 @@ TEST(Hardening, TimeLimitHoldsOnAModelOfAHundredThousandLayers) {
               2, "the model has 99999 decoder layers; with the embedding and the head bmpipe plans at most 100000");
 }
 
+// The largest schedules the limits allow (16.7M ops: DualPipeV over 64 ranks and 43,690
+// micro-batches): one simulation takes about half a second, and the planner leaves the time of the
+// report's own simulation before the limit, so that the run, a plan or none, ends within 2 s of it.
+TEST(Hardening, TimeLimitHoldsOnTheLargestSchedules) {
+  BMPIPE_SLOW_TEST();
+  Scratch s;
+  for (const char* schedule : {"dualpipev", "zb-v"}) {
+    const auto began = std::chrono::steady_clock::now();
+    const CommandResult r = RunBmpipe(
+        std::string("plan --model llama3-405b --device h100-80gb --tp 8 --pp 64 --vpp 2 --schedule ") + schedule +
+        " --gbs 43690 --seq 4096 --flash-attn --distributed-optimizer --time-limit 2 --progress none --out '" +
+        s.Path("plan.json") + "'");
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
+    EXPECT_TRUE(r.exit_code == 0 || r.exit_code == 5) << schedule << ": " << r.err;
+    if (r.exit_code == 0) {
+      EXPECT_NE(r.out.find("stopped by time limit 2 s"), std::string::npos) << r.out.substr(0, 2000);
+    }
+    EXPECT_LT(seconds, 2 + 2.0 * testing::kSlowdown) << schedule;
+    std::remove(s.Path("plan.json").c_str());
+  }
+}
+
 TEST(Hardening, FailedRunsLeaveNoFile) {
   Scratch s;
   ExpectError("plan --problem examples/tiny/problem.json --svg '" + s.Path("t.svg") + "' --export bogus", 2,

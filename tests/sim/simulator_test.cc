@@ -366,13 +366,13 @@ TEST(Simulator, WhatWaitsForAnActionsOpWaitsForTheAction) {
   };
   // Apart: F(0,1) 1000-2000; rank 1 runs F(1,0) 1010-2010 and B(1,0) 2010-4010, then F(1,1).
   const Timing<std::int64_t> apart = timed(false);
-  EXPECT_EQ(apart.start[1][2], 4010);
+  EXPECT_EQ(apart.span[1][2].start_ns, 4010);
   // Joined: the action waits for B(1,0) + p2p = 4020; F(0,1) 4020-5020, B(0,0) 5020-7020; F(1,1)
   // waits for the action: 7030.
   const Timing<std::int64_t> joined = timed(true);
-  EXPECT_EQ(joined.start[0][1], 4020);
-  EXPECT_EQ(joined.end[0][2], 7020);
-  EXPECT_EQ(joined.start[1][2], 7030);
+  EXPECT_EQ(joined.span[0][1].start_ns, 4020);
+  EXPECT_EQ(joined.span[0][2].end_ns, 7020);
+  EXPECT_EQ(joined.span[1][2].start_ns, 7030);
 }
 
 }  // namespace

@@ -171,7 +171,7 @@ TEST(Planner, FamilyBoundIsALowerBound) {
     if (plan.end.empty()) continue;
     ++with_plan;
     ASSERT_EQ(plan.end.size(), static_cast<std::size_t>(stages)) << "case " << c;
-    const SimResult sim = SimulatePlan(problem, PlanBuilder(problem, candidates).ToPlan(plan)).value();
+    const SimResult sim = SimulatePlan(problem, PlanBuilder(problem, candidates, Schedule(problem.pipeline)).ToPlan(plan)).value();
     EXPECT_GE(static_cast<double>(sim.iteration_ns), bound * (1 - 1e-12)) << "case " << c;
   }
   EXPECT_GT(tight, 0);  // and it is sometimes exact
@@ -196,7 +196,7 @@ TEST(Planner, FamilyBoundSeesTheCoolDownOfAnEarlierStage) {
   EXPECT_LE(bound, optimum * (1 + 1e-12));
   EXPECT_GE(bound, optimum * 0.998);
   // The plan of its minimum is a real plan, and here the optimum.
-  const PlanBuilder builder(problem, candidates);
+  const PlanBuilder builder(problem, candidates, schedule);
   ASSERT_EQ(plan.end.size(), static_cast<std::size_t>(stages));
   EXPECT_TRUE(builder.Fits(plan));
   const SimResult sim = SimulatePlan(problem, builder.ToPlan(plan)).value();

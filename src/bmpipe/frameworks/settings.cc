@@ -133,7 +133,13 @@ Result<TargetPlan> PlanForTarget(const Problem& problem, TargetKind kind, const 
     if (!p.stopped_by.empty() && best.stopped_by.empty()) best.stopped_by = p.stopped_by;
     if (p.status == ModelStatus::kNoSolution) return true;
     const std::optional<Plan> canonical = Canonical(problem, target, setting.space, p.plan);
-    const SimResult sim = canonical ? SimulatePlan(problem, *canonical).value() : SimResult{};
+    // The planner's plan is simulated and fits; another order of its layers is simulated here.
+    SimResult sim;
+    if (canonical && *canonical == p.plan) {
+      sim.iteration_ns = p.iteration_ns;
+    } else if (canonical) {
+      sim = SimulatePlan(problem, *canonical).value();
+    }
     if (!canonical || !sim.fits) {
       // The framework's order on stages of unlike layers runs another plan, which does not fit:
       // nothing found for this setting (the bound still holds).

@@ -21,6 +21,7 @@ struct Plan {
   int num_stages() const { return static_cast<int>(stage_begin.size()) - 1; }
   LayerIdx begin(StageIdx s) const { return stage_begin[s]; }
   LayerIdx end(StageIdx s) const { return stage_begin[s + 1]; }
+  bool operator==(const Plan& other) const { return stage_begin == other.stage_begin && option == other.option; }
 };
 
 // What produced a plan and what was proven about it.

@@ -116,15 +116,8 @@ class Schedule {
   OpEdges Dependents(const Op& op) const { return has_actions_ ? ActionDependents(op) : OpDependents(op); }
   // Whether some op runs joined to the one before it (Op::joined).
   bool has_actions() const { return has_actions_; }
-
-  MemoryEffect EffectOf(OpKind kind) const { return bmpipe::EffectOf(kind, pipeline_.SplitBackward()); }
-  // The bubble of the schedule with equal stages, no p2p and B = W = F (for unsplit schedules
-  // B = 2F): idle time over useful time on every rank (ScheduleTraits::ideal_bubble_divisor).
-  double IdealBubble() const;
-
- private:
-  Schedule(const Pipeline& pipeline, std::vector<std::vector<Op>> rank_ops);
-  // The op graph of single ops, before actions join them.
+  // The op graph of single ops, before actions join them: what Dependencies reads for each op of
+  // an action (the simulator's inner loop derives an action's edges from these and the order).
   OpEdges OpDependencies(const Op& op) const {
     const StageIdx s = op.stage;
     const MicroBatchIdx j = op.micro_batch;
@@ -140,6 +133,14 @@ class Schedule {
     }
     return {};
   }
+
+  MemoryEffect EffectOf(OpKind kind) const { return bmpipe::EffectOf(kind, pipeline_.SplitBackward()); }
+  // The bubble of the schedule with equal stages, no p2p and B = W = F (for unsplit schedules
+  // B = 2F): idle time over useful time on every rank (ScheduleTraits::ideal_bubble_divisor).
+  double IdealBubble() const;
+
+ private:
+  Schedule(const Pipeline& pipeline, std::vector<std::vector<Op>> rank_ops);
   OpEdges OpDependents(const Op& op) const {
     const StageIdx s = op.stage;
     const MicroBatchIdx j = op.micro_batch;

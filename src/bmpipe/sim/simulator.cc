@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cassert>
 #include <string>
+#include <utility>
 
 #include "bmpipe/sim/timing.h"
 
@@ -25,7 +26,7 @@ Durations<TimeNs> DurationsOf(const std::vector<StageCost>& stages, const std::v
 Status TimeOps(const Schedule& schedule, const std::vector<StageCost>& stages, const std::vector<RankCost>& ranks,
                SimResult& result) {
   const Durations<TimeNs> durations = DurationsOf(stages, ranks);
-  const Timing<TimeNs> timing = TimeSchedule(schedule, durations, /*record_binding=*/true);
+  Timing<TimeNs> timing = TimeSchedule(schedule, durations, /*record_binding=*/true);
   if (!timing.complete) {
     const Op& op = schedule.ops_of(timing.stuck_rank)[timing.stuck_position];
     return InternalError("the schedule deadlocks: rank " + std::to_string(timing.stuck_rank) + " op " +
@@ -33,14 +34,8 @@ Status TimeOps(const Schedule& schedule, const std::vector<StageCost>& stages, c
                          " stage " + std::to_string(op.stage) + " micro-batch " + std::to_string(op.micro_batch) +
                          ") waits for an op that never runs");
   }
-  result.op_timing.resize(schedule.rank_ops().size());
-  for (std::size_t r = 0; r < schedule.rank_ops().size(); ++r) {
-    result.op_timing[r].resize(schedule.rank_ops()[r].size());
-    for (std::size_t i = 0; i < schedule.rank_ops()[r].size(); ++i) {
-      result.op_timing[r][i] = {timing.start[r][i], timing.end[r][i]};
-    }
-  }
   result.critical_path = CriticalPath(schedule, durations, timing, timing.last_rank);
+  result.op_timing = std::move(timing.span);
   return {};
 }
 

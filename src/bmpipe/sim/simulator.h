@@ -13,10 +13,7 @@
 
 namespace bmpipe {
 
-struct OpTiming {
-  TimeNs start_ns;
-  TimeNs end_ns;
-};
+using OpTiming = OpSpan<TimeNs>;
 
 // Rank memory is a step function; each point gives the level from `time_ns` on.
 struct MemoryPoint {

@@ -19,57 +19,74 @@ Timing<Time> TimeSchedule(const Schedule& schedule, const Durations<Time>& durat
   for (RankIdx r = p.ranks - 1; r >= 0; --r) runnable.push_back(r);
 
   Timing<Time> t;
-  t.start.resize(p.ranks);
-  t.end.resize(p.ranks);
+  t.span.resize(p.ranks);
   if (record_binding) t.bound_by.resize(p.ranks);
   for (RankIdx r = 0; r < p.ranks; ++r) {
-    t.start[r].resize(schedule.ops_of(r).size());
-    t.end[r].resize(schedule.ops_of(r).size());
+    t.span[r].resize(schedule.ops_of(r).size());
     if (record_binding) t.bound_by[r].resize(schedule.ops_of(r).size());
   }
 
+  const bool actions = schedule.has_actions();
   while (!runnable.empty()) {
     const RankIdx r = runnable.back();
     runnable.pop_back();
     const std::vector<Op>& ops = schedule.ops_of(r);
     while (next[r] < ops.size()) {
+      // The action at position i: ops i..last, those after i joined to the one before. It waits
+      // for its ops' dependencies outside it (Schedule::Dependencies, read here from the single
+      // ops' edges in the same order, so that bound_by indexes that list), and its ops run back
+      // to back; an op outside waiting for one of them waits for the action's end, which end[]
+      // holds for each of its ops.
       const std::size_t i = next[r];
-      const Op& op = ops[i];
+      std::size_t last = i;
+      if (actions) {
+        while (last + 1 < ops.size() && ops[last + 1].joined) ++last;
+      }
       Time ready = 0;
       int binding = -1;
+      int index = 0;
       bool waits = false;
-      const OpEdges deps = schedule.Dependencies(op);
-      const OpEdge* first = deps.begin();
-      for (const OpEdge* e = first; e != deps.end(); ++e) {
-        Time& dep = end[e->op];
-        if (dep < Time(0)) {
-          next_waiter[r] = static_cast<RankIdx>(-2 - dep);  // -1 when none waited before
-          dep = Time(-2 - r);
-          waits = true;
-          break;
-        }
-        const Time at = dep + (e->crosses_ranks ? durations.p2p_out[e->boundary] : Time(0));
-        if (binding < 0 || at > ready) {
-          ready = at;
-          binding = static_cast<int>(e - first);
+      for (std::size_t k = i; k <= last && !waits; ++k) {
+        for (const OpEdge& e : schedule.OpDependencies(ops[k])) {
+          bool inside = false;
+          for (std::size_t q = i; q < k && !inside; ++q) inside = schedule.IdOf(ops[q]) == e.op;
+          if (inside) continue;
+          Time& dep = end[e.op];
+          if (dep < Time(0)) {
+            next_waiter[r] = static_cast<RankIdx>(-2 - dep);  // -1 when none waited before
+            dep = Time(-2 - r);
+            waits = true;
+            break;
+          }
+          const Time at = dep + (e.crosses_ranks ? durations.p2p_out[e.boundary] : Time(0));
+          if (binding < 0 || at > ready) {
+            ready = at;
+            binding = index;
+          }
+          ++index;
         }
       }
       if (waits) break;
-      const Time previous = i == 0 ? Time(0) : t.end[r][i - 1];
-      const Time start = std::max(previous, ready);
-      const Time duration = DurationOf(durations, op, split);
-      assert(duration >= Time(0) && ready >= Time(0) && "durations are non-negative and bounded (kMaxIterationNs)");
-      t.start[r][i] = start;
-      t.end[r][i] = start + duration;
+      const Time previous = i == 0 ? Time(0) : t.span[r][i - 1].end_ns;
+      Time at = std::max(previous, ready);
       if (record_binding) {
         const bool by_dependency = binding >= 0 && ready >= previous && (i == 0 || ready > previous);
         t.bound_by[r][i] = static_cast<std::int8_t>(by_dependency ? binding : -1);
       }
-      Time& self = end[schedule.IdOf(op)];
-      // Wake the ranks blocked on this op.
-      for (RankIdx w = static_cast<RankIdx>(-2 - self); w >= 0; w = next_waiter[w]) runnable.push_back(w);
-      self = start + duration;
-      ++next[r];
+      for (std::size_t k = i; k <= last; ++k) {
+        const Time duration = DurationOf(durations, ops[k], split);
+        assert(duration >= Time(0) && ready >= Time(0) && "durations are non-negative and bounded (kMaxIterationNs)");
+        t.span[r][k] = {at, at + duration};
+        at += duration;
+        if (record_binding && k > i) t.bound_by[r][k] = -1;  // the op before it on the rank
+      }
+      for (std::size_t k = i; k <= last; ++k) {
+        Time& self = end[schedule.IdOf(ops[k])];
+        // Wake the ranks blocked on this op.
+        for (RankIdx w = static_cast<RankIdx>(-2 - self); w >= 0; w = next_waiter[w]) runnable.push_back(w);
+        self = at;
+      }
+      next[r] = last + 1;
     }
   }
   for (RankIdx r = 0; r < p.ranks; ++r) {
@@ -81,7 +98,7 @@ Timing<Time> TimeSchedule(const Schedule& schedule, const Durations<Time>& durat
     }
   }
   for (RankIdx r = 0; r < p.ranks; ++r) {
-    const Time last = schedule.ops_of(r).empty() ? Time(0) : t.end[r].back();
+    const Time last = schedule.ops_of(r).empty() ? Time(0) : t.span[r].back().end_ns;
     const Time finish = last + durations.rank_update[r];
     if (r == 0 || finish > t.iteration) {
       t.iteration = finish;

@@ -19,10 +19,16 @@ struct Durations {
   std::vector<Time> rank_update;  // per rank: once-per-iteration work after its last op
 };
 
+// When one op runs: [start_ns, end_ns) in the time type's nanoseconds.
+template <typename Time>
+struct OpSpan {
+  Time start_ns;
+  Time end_ns;
+};
+
 template <typename Time>
 struct Timing {
-  std::vector<std::vector<Time>> start;  // per rank, per position in its op order
-  std::vector<std::vector<Time>> end;
+  std::vector<std::vector<OpSpan<Time>>> span;  // per rank, per position in its op order
   // Per op: the dependency (index into its dependency list) whose end (plus p2p) set its start,
   // or -1 when the previous op on its rank or time 0 did. Filled only when requested.
   std::vector<std::vector<std::int8_t>> bound_by;
@@ -49,8 +55,9 @@ Time DurationOf(const Durations<Time>& d, const Op& op, bool split_backward) {
 }
 
 // Times every op as early as its rank and its dependencies allow. Each rank advances until its
-// next op waits for one not yet timed, and resumes when the last op it waits for is timed: every
-// op is visited once.
+// next op (or action: the ops joined to it, timed as one) waits for one not yet timed, and resumes
+// when the last op it waits for is timed: every op is visited once, its dependencies derived
+// from the op itself (no per-op tables are read but the end times).
 template <typename Time>
 Timing<Time> TimeSchedule(const Schedule& schedule, const Durations<Time>& durations, bool record_binding);
 

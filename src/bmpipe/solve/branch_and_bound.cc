@@ -67,7 +67,7 @@ class Search {
         deadline_(deadline),
         deadline_name_(deadline_name),
         began_(std::chrono::steady_clock::now()),
-        builder_(problem, candidates),
+        builder_(problem, candidates, schedule),
         time_unit_ns_(ChooseTimeUnit(candidates)),
         t_floor_(static_cast<double>(RankLoadBound(problem, schedule)) / time_unit_ns_) {}
 
@@ -382,7 +382,9 @@ class Search {
   // Simulates `plan` and keeps it if it fits and beats the incumbent; returns its value in time
   // units (infinity if it does not fit).
   double Offer(const Plan& plan, double relaxation_value) {
-    Result<SimResult> sim = SimulatePlan(problem_, plan);
+    if (!ValidatePlan(problem_, plan).ok()) return kInfinity;
+    Result<SimResult> sim = Simulate(schedule_, ComputeStageCosts(problem_, plan), ComputeRankCosts(problem_, plan),
+                                     problem_.memory_bytes);
     if (!sim.ok() || !sim.value().fits) return kInfinity;
     const double value = static_cast<double>(sim.value().iteration_ns) / time_unit_ns_;
     if (!has_plan_ || value < best_value_) {

@@ -7,8 +7,8 @@
 
 namespace bmpipe {
 
-PlanBuilder::PlanBuilder(const Problem& problem, const Candidates& candidates)
-    : problem_(problem), candidates_(candidates), schedule_(Schedule(problem.pipeline)) {}
+PlanBuilder::PlanBuilder(const Problem& problem, const Candidates& candidates, const Schedule& schedule)
+    : problem_(problem), candidates_(candidates), schedule_(schedule) {}
 
 std::vector<int> PlanBuilder::Compatible(StageIdx s, LayerIdx start, int length) const {
   std::vector<int> out;

@@ -19,7 +19,8 @@ struct CandidatePlan {
 
 class PlanBuilder {
  public:
-  PlanBuilder(const Problem& problem, const Candidates& candidates);
+  // `schedule` is the problem's (Schedule(problem.pipeline)); it must outlive the builder.
+  PlanBuilder(const Problem& problem, const Candidates& candidates, const Schedule& schedule);
 
   // Candidates of stage s that can cover [start, start + length), in candidate order.
   std::vector<int> Compatible(StageIdx s, LayerIdx start, int length) const;
@@ -52,7 +53,7 @@ class PlanBuilder {
 
   const Problem& problem_;
   const Candidates& candidates_;
-  Schedule schedule_;  // built once: Evaluate times many plans of the same pipeline
+  const Schedule& schedule_;  // Evaluate times many plans of the same pipeline
 };
 
 // Hill climbing from `start`: move one layer from any stage to any other (the boundaries between

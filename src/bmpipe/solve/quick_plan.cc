@@ -1,13 +1,15 @@
 #include "bmpipe/solve/quick_plan.h"
 
 #include <algorithm>
+#include <chrono>
 
 #include "bmpipe/sim/simulator.h"
 
 namespace bmpipe {
 
 std::optional<QuickPlan> FindQuickPlan(const Problem& problem, const Schedule& schedule, const Deadline& deadline,
-                                       const StageSpace* space) {
+                                       const StageSpace* space, double* simulation_s) {
+  if (simulation_s != nullptr) *simulation_s = 0;
   const int n = problem.num_layers();
   const int stages = problem.pipeline.stages();
   std::size_t most = 1;
@@ -34,8 +36,13 @@ std::optional<QuickPlan> FindQuickPlan(const Problem& problem, const Schedule& s
     plan.stage_begin.push_back(n);
     if (space != nullptr && !space->Contains(plan)) continue;
     tried = true;
+    const auto began = std::chrono::steady_clock::now();
     Result<SimResult> sim = Simulate(schedule, ComputeStageCosts(problem, plan), ComputeRankCosts(problem, plan),
                                      problem.memory_bytes);
+    if (simulation_s != nullptr) {
+      *simulation_s = std::max(*simulation_s,
+                               std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count());
+    }
     if (sim.ok() && sim.value().fits && (!best || sim.value().iteration_ns < best->iteration_ns)) {
       best = QuickPlan{std::move(plan), sim.value().iteration_ns};
     }

@@ -21,8 +21,11 @@ struct QuickPlan {
 
 // Nullopt when no such plan fits. With `space`, only plans it contains (a framework's settings,
 // candidates.h) are tried. The first plan tried is always simulated; the others only while
-// `deadline` has not passed (one simulation each, O(stages x micro-batches)).
+// `deadline` has not passed (one simulation each, O(stages x micro-batches)). With
+// `simulation_s`, it is set to the seconds the slowest simulation took (what re-scoring a plan of
+// this problem costs; 0 when none was tried).
 std::optional<QuickPlan> FindQuickPlan(const Problem& problem, const Schedule& schedule,
-                                       const Deadline& deadline = Deadline::Never(), const StageSpace* space = nullptr);
+                                       const Deadline& deadline = Deadline::Never(), const StageSpace* space = nullptr,
+                                       double* simulation_s = nullptr);
 
 }  // namespace bmpipe
