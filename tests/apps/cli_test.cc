@@ -568,6 +568,37 @@ TEST(CliPlan, SigtermReturnsTheBestPlanSoFar) {
   EXPECT_GT(plan["solver"]["gap"].get<double>(), 0);
 }
 
+// CBC runs in a child process that its time limit (plus 0.5 s) and Ctrl-C end: its root LP on
+// 131,072 ops once ran past 10 minutes with --time-limit 2 and ignored Ctrl-C. Stopped so, CBC
+// gives no plan; the quick plan is returned with its bound, and no process is left behind.
+TEST(CliPlan, CbcStopsAtItsLimitAndAtCtrlC) {
+  BMPIPE_SLOW_TEST();
+  const std::string problem = "--model llama3-8b --device h100-80gb --pp 32 --gbs 2048 --seq 4096 --flash-attn "
+                              "--solver cbc --json --progress none";
+  testing::CommandResult r;
+  double seconds = SecondsOf([&] { r = RunBmpipe("plan " + problem + " --time-limit 2"); });
+  EXPECT_LT(seconds, 2 + 2 * testing::kSlowdown);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  Json plan = Json::parse(r.out);
+  EXPECT_EQ(plan["solver"]["name"], "cbc");
+  EXPECT_EQ(plan["solver"]["status"], "feasible");
+  EXPECT_NE(plan["solver"]["stopped_by"].get<std::string>().find("time limit 2 s"), std::string::npos);
+  EXPECT_GT(plan["solver"]["bound_s"].get<double>(), 0);
+
+  const double signal_s = 2 * testing::kSlowdown;
+  seconds = SecondsOf([&] {
+    r = RunBmpipe(fmt::format("plan {} --time-limit 120 & pid=$!; sleep {}; kill -INT $pid; wait $pid; "
+                              "pgrep -f 'gbs 2048 --seq 4096 --flash-attn --solver cbc --json --progress none "
+                              "--time-limit 120' >&2 && echo left >&2; true",
+                              problem, signal_s));
+  });
+  EXPECT_LT(seconds, signal_s + 2 * testing::kSlowdown);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.err.find("left"), std::string::npos) << r.err;
+  plan = Json::parse(r.out);
+  EXPECT_EQ(plan["solver"]["stopped_by"].get<std::string>().substr(0, 6), "Ctrl-C");
+}
+
 // An output whose reader quits is a write error (exit 3, said), not a death by SIGPIPE, and the
 // other outputs are not left half-done.
 TEST(CliOutputs, AReaderThatQuitsIsAnErrorNotASignal) {

@@ -48,6 +48,11 @@ TEST(Deadline, EarlierAndShare) {
   EXPECT_LE(Deadline().Earlier(minute).SecondsLeft(), 60);
   EXPECT_LE(hour.Share(0.25).SecondsLeft(), 900);
   EXPECT_GT(hour.Share(0.25).SecondsLeft(), 800);
+  // A grace after it: later by that much; an expired one too; never stays never.
+  EXPECT_GT(minute.Extended(60).SecondsLeft(), 110);
+  EXPECT_LE(minute.Extended(60).SecondsLeft(), 120);
+  EXPECT_FALSE(Deadline::In(0).Extended(60).Expired());
+  EXPECT_TRUE(Deadline().Extended(60).IsNever());
 }
 
 TEST(Deadline, AStopFlagEndsItBeforeItsTime) {
@@ -59,9 +64,9 @@ TEST(Deadline, AStopFlagEndsItBeforeItsTime) {
   EXPECT_FALSE(flag_only.Expired());
   EXPECT_EQ(flag_only.SecondsLeft(), std::numeric_limits<double>::infinity());
   // Copies derived from it watch the same flag.
-  const Deadline share = hour.Share(0.5), earlier = Deadline::In(60).Earlier(flag_only);
+  const Deadline share = hour.Share(0.5), earlier = Deadline::In(60).Earlier(flag_only), later = hour.Extended(60);
   stop = true;
-  for (const Deadline& d : {hour, flag_only, share, earlier}) {
+  for (const Deadline& d : {hour, flag_only, share, earlier, later}) {
     EXPECT_TRUE(d.Expired());
     EXPECT_TRUE(d.Stopped());
     EXPECT_EQ(d.SecondsLeft(), 0);

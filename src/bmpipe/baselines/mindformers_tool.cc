@@ -169,6 +169,7 @@ BaselineResult RunMindFormersTool(const Problem& problem, const Deadline& deadli
   }
   MipOptions mip;
   mip.time_limit_s = std::max(1e-3, std::min(deadline.SecondsLeft(), 90.0));  // the tool's default -t
+  mip.deadline = deadline;
   // CBC's failure without a solution (numerical trouble) reads as no solution found.
   const Result<MipResult> mip_result = SolveMip(model, mip);
   const MipResult solved = mip_result.ok() ? mip_result.value() : MipResult{};

@@ -105,6 +105,7 @@ BaselineResult RunMist(const Problem& problem, const Deadline& deadline) {
   model.AddRow(std::move(total));
   MipOptions mip;
   mip.time_limit_s = std::max(1e-3, deadline.SecondsLeft());
+  mip.deadline = deadline;
   // CBC's failure without a solution (numerical trouble) reads as no solution found.
   const Result<MipResult> mip_result = SolveMip(model, mip);
   const MipResult solved = mip_result.ok() ? mip_result.value() : MipResult{};

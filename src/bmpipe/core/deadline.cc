@@ -42,4 +42,11 @@ Deadline Deadline::Share(double fraction) const {
   return Earlier(In(SecondsLeft() * fraction));
 }
 
+Deadline Deadline::Extended(double seconds) const {
+  if (!finite_) return *this;
+  Deadline d = *this;
+  d.at_ += std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(std::max(seconds, 0.0)));
+  return d;
+}
+
 }  // namespace bmpipe

@@ -36,6 +36,8 @@ class Deadline {
   Deadline Earlier(const Deadline& other) const;
   // The sooner of this one and `fraction` of the time left from now (a share for one step).
   Deadline Share(double fraction) const;
+  // This deadline `seconds` later (a grace after it), watching the same stop flag.
+  Deadline Extended(double seconds) const;
 
  private:
   bool finite_ = false;

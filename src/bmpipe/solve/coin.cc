@@ -1,17 +1,24 @@
 // The only file that includes COIN-OR headers.
 #include "bmpipe/solve/coin.h"
 
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cfloat>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <mutex>
 #include <sstream>
+
+#include <fmt/format.h>
 
 #include <coin/Cbc_C_Interface.h>
 #include <coin/Clp_C_Interface.h>
@@ -87,6 +94,103 @@ std::string LpText(Cbc_Model* cbc) {
 
 }  // namespace
 
+namespace {
+
+// What CBC's run left, as the child process sends it back.
+struct MipVerdict {
+  int status = 0;  // ModelStatus, or -1: numerical failure without a solution
+  int has_solution = 0;
+  double objective = 0;
+  double bound = 0;
+  long nodes = 0;
+};
+
+MipVerdict VerdictOf(Cbc_Model* cbc) {
+  MipVerdict v;
+  v.has_solution = Cbc_bestSolution(cbc) != nullptr ? 1 : 0;
+  if (v.has_solution) v.objective = Cbc_getObjValue(cbc);
+  v.bound = Cbc_getBestPossibleObjValue(cbc);
+  v.nodes = Cbc_getNodeCount(cbc);
+  ModelStatus status;
+  if (Cbc_isProvenOptimal(cbc) && v.has_solution) {
+    status = ModelStatus::kOptimal;
+    v.bound = std::min(v.bound, v.objective);
+  } else if (Cbc_isProvenInfeasible(cbc)) {
+    status = ModelStatus::kInfeasible;
+  } else if (Cbc_status(cbc) == 1) {
+    status = v.has_solution ? ModelStatus::kFeasible : ModelStatus::kNoSolution;
+  } else if (Cbc_status(cbc) == 0 && !v.has_solution && Cbc_secondaryStatus(cbc) == 1) {
+    status = ModelStatus::kInfeasible;
+  } else if (v.has_solution) {
+    status = ModelStatus::kFeasible;
+  } else {
+    v.status = -1;
+    return v;
+  }
+  v.status = static_cast<int>(status);
+  return v;
+}
+
+bool WriteAll(int fd, const void* data, std::size_t size) {
+  const char* p = static_cast<const char*>(data);
+  while (size > 0) {
+    const ssize_t n = ::write(fd, p, size);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    p += n;
+    size -= static_cast<std::size_t>(n);
+  }
+  return true;
+}
+
+// Solves in a child process and sends the verdict and the solution down `fd`; never returns.
+[[noreturn]] void SolveInChild(Cbc_Model* cbc, int columns, int fd) {
+  Cbc_solve(cbc);
+  const MipVerdict v = VerdictOf(cbc);
+  bool sent = WriteAll(fd, &v, sizeof v);
+  if (sent && v.has_solution) sent = WriteAll(fd, Cbc_bestSolution(cbc), sizeof(double) * static_cast<std::size_t>(columns));
+  ::_exit(sent ? 0 : 1);
+}
+
+// Reads the child's answer until it closes its end, the stop flag is set or `hard` passes;
+// ends the child in the last two cases. Returns the bytes read (all of them only when the child
+// finished) and whether it was stopped.
+struct ChildAnswer {
+  std::string bytes;
+  bool ended = false;   // killed by us
+  bool clean = false;   // exited with status 0
+  int signal = 0;       // the signal that ended it, if not us
+};
+
+ChildAnswer AwaitChild(pid_t child, int fd, const Deadline& hard) {
+  ChildAnswer a;
+  char buffer[1 << 16];
+  while (true) {
+    if (hard.Expired()) {
+      ::kill(child, SIGKILL);
+      a.ended = true;
+      break;
+    }
+    pollfd p{fd, POLLIN, 0};
+    const int ready = ::poll(&p, 1, 50);
+    if (ready < 0 && errno != EINTR) break;
+    if (ready <= 0) continue;
+    const ssize_t n = ::read(fd, buffer, sizeof buffer);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;  // the child closed its end: it is done
+    a.bytes.append(buffer, static_cast<std::size_t>(n));
+  }
+  ::close(fd);
+  int status = 0;
+  while (::waitpid(child, &status, 0) < 0 && errno == EINTR) {
+  }
+  a.clean = !a.ended && WIFEXITED(status) && WEXITSTATUS(status) == 0;
+  if (!a.ended && WIFSIGNALED(status)) a.signal = WTERMSIG(status);
+  return a;
+}
+
+}  // namespace
+
 Result<MipResult> SolveMip(const LinearModel& model, const MipOptions& options) {
   std::lock_guard<std::mutex> guard(CoinLock());
   const auto began = std::chrono::steady_clock::now();
@@ -102,8 +206,9 @@ Result<MipResult> SolveMip(const LinearModel& model, const MipOptions& options) 
   for (int r = 0; r < model.num_rows(); ++r) Cbc_setRowName(cbc, r, model.rows[r].name.c_str());
   MipResult result;
   if (options.write_lp) result.lp_text = LpText(cbc);
+  const Deadline limit = options.deadline.Earlier(Deadline::In(options.time_limit_s));
   Cbc_setLogLevel(cbc, 0);
-  Cbc_setMaximumSeconds(cbc, options.time_limit_s);
+  Cbc_setMaximumSeconds(cbc, std::max(1e-3, std::min(options.time_limit_s, limit.SecondsLeft())));
   Cbc_setAllowableFractionGap(cbc, options.relative_gap);
   Cbc_setAllowableGap(cbc, 0.0);
   if (!options.start.empty()) {
@@ -117,32 +222,65 @@ Result<MipResult> SolveMip(const LinearModel& model, const MipOptions& options) 
     }
     Cbc_setMIPStartI(cbc, static_cast<int>(columns.size()), columns.data(), values.data());
   }
-  Cbc_solve(cbc);
-
-  const double* best = Cbc_bestSolution(cbc);
-  const bool has_solution = best != nullptr;
-  if (has_solution) {
-    result.solution.assign(best, best + model.num_columns());
-    result.objective = Cbc_getObjValue(cbc);
+  const int columns = model.num_columns();
+  MipVerdict verdict;
+  std::vector<double> solution;
+  int pipe_fds[2] = {-1, -1};
+  const bool piped = ::pipe(pipe_fds) == 0;
+  const pid_t child = piped ? ::fork() : -1;
+  if (child == 0) {
+    ::close(pipe_fds[0]);
+    SolveInChild(cbc, columns, pipe_fds[1]);
   }
-  result.bound = Cbc_getBestPossibleObjValue(cbc);
-  result.nodes = Cbc_getNodeCount(cbc);
-  if (Cbc_isProvenOptimal(cbc) && has_solution) {
-    result.status = ModelStatus::kOptimal;
-    result.bound = std::min(result.bound, result.objective);
-  } else if (Cbc_isProvenInfeasible(cbc)) {
-    result.status = ModelStatus::kInfeasible;
-  } else if (Cbc_status(cbc) == 1) {
-    result.status = has_solution ? ModelStatus::kFeasible : ModelStatus::kNoSolution;
-  } else if (Cbc_status(cbc) == 0 && !has_solution && Cbc_secondaryStatus(cbc) == 1) {
-    result.status = ModelStatus::kInfeasible;
-  } else if (has_solution) {
-    result.status = ModelStatus::kFeasible;
+  if (child < 0) {
+    // No process to run it in (out of processes or memory): CBC runs here, bounded by its own
+    // limit only.
+    if (piped) {
+      ::close(pipe_fds[0]);
+      ::close(pipe_fds[1]);
+    }
+    Cbc_solve(cbc);
+    verdict = VerdictOf(cbc);
+    if (verdict.has_solution) solution.assign(Cbc_bestSolution(cbc), Cbc_bestSolution(cbc) + columns);
   } else {
-    Cbc_deleteModel(cbc);
-    return InternalError("CBC reported a numerical failure");
+    ::close(pipe_fds[1]);
+    // The stop flag ends it at once; the time kMipGraceS after CBC's own limit.
+    const Deadline hard = limit.Extended(kMipGraceS);
+    const ChildAnswer answer = AwaitChild(child, pipe_fds[0], hard);
+    if (!answer.ended && !answer.clean) {
+      Cbc_deleteModel(cbc);
+      return InternalError(answer.signal != 0 ? fmt::format("CBC's process ended with signal {}", answer.signal)
+                                              : std::string("CBC's process ended without its answer"));
+    }
+    if (answer.ended) {
+      verdict.status = static_cast<int>(ModelStatus::kNoSolution);  // stopped before its verdict
+      verdict.bound = -kInfinity;
+    } else {
+      if (answer.bytes.size() < sizeof verdict) {
+        Cbc_deleteModel(cbc);
+        return InternalError("CBC's process sent a short answer");
+      }
+      std::memcpy(&verdict, answer.bytes.data(), sizeof verdict);
+      const std::size_t want = sizeof verdict + (verdict.has_solution ? sizeof(double) * columns : 0);
+      if (answer.bytes.size() != want) {
+        Cbc_deleteModel(cbc);
+        return InternalError("CBC's process sent a short answer");
+      }
+      if (verdict.has_solution) {
+        solution.resize(columns);
+        std::memcpy(solution.data(), answer.bytes.data() + sizeof verdict, sizeof(double) * columns);
+      }
+    }
   }
   Cbc_deleteModel(cbc);
+  if (verdict.status < 0) return InternalError("CBC reported a numerical failure");
+  result.status = static_cast<ModelStatus>(verdict.status);
+  if (verdict.has_solution) {
+    result.solution = std::move(solution);
+    result.objective = verdict.objective;
+  }
+  result.bound = verdict.bound;
+  result.nodes = verdict.nodes;
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
   return result;
 }

@@ -15,7 +15,11 @@
 namespace bmpipe {
 
 struct MipOptions {
-  double time_limit_s = 60;
+  double time_limit_s = 60;  // CBC's own limit, on its search
+  // A hard stop: CBC runs in a child process, ended at this deadline's stop flag (Ctrl-C) at
+  // once, and kMipGraceS after its time when CBC has not stopped by itself (its root LP and cuts
+  // do not look at its limit). A solve ended so has no solution (kNoSolution).
+  Deadline deadline = Deadline::Never();
   double relative_gap = 1e-9;
   std::vector<double> start;  // optional MIP start: a value per column
   bool write_lp = false;      // return the model as text (CPLEX LP format) in MipResult::lp_text
@@ -31,8 +35,12 @@ struct MipResult {
   std::string lp_text;  // with MipOptions::write_lp
 };
 
+// How long past the earlier of MipOptions::time_limit_s and its deadline CBC may run before it
+// is ended.
+inline constexpr double kMipGraceS = 0.5;
+
 // What happened to the model (core/outcome.h); an internal error when CBC failed (numerical
-// trouble, unbounded) without a solution.
+// trouble, unbounded) without a solution, or its process ended abnormally.
 Result<MipResult> SolveMip(const LinearModel& model, const MipOptions& options);
 
 // A linear program kept between solves, for branch and bound: column bounds change and rows are

@@ -52,6 +52,7 @@ PlannerResult RunCbc(const Problem& problem, const Candidates& candidates, const
   f.model.column_lower[f.t] = f.t_floor;  // (g); CBC orders its search by its own bounds
   MipOptions mip;
   mip.time_limit_s = std::max(1e-3, deadline.SecondsLeft());
+  mip.deadline = deadline;
   mip.relative_gap = kOptimalityTolerance;
   mip.write_lp = options.write_lp;
   Result<MipResult> solved = SolveMip(f.model, mip);
