@@ -38,7 +38,7 @@ OptionTable CompareTable(CompareRequest& r) {
   t.Add("--problem", "", &r.problem, "Problem file (JSON or YAML, docs/file-formats.md)");
   t.Add("--time-limit", "time_limit", &r.time_limit_s,
         "Seconds for bmpipe's search, and for each baseline that runs CBC (the MindFormers tool at most 90). Ctrl-C "
-        "stops each planner still to run at once (a baseline inside CBC at its own limit); a second Ctrl-C ends the "
+        "stops each planner still to run at once (CBC too); a second Ctrl-C ends the "
         "command")
       .Positive()
       .ShowDefault();
