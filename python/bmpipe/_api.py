@@ -619,10 +619,14 @@ def search(model: str, device: str, *, devices: int, gbs: int, seq: int,
                    configurations=tuple(doc["configurations"]), best_plan=best)
 
 
-def validate(path: Optional[PathLike] = None) -> Validation:
+def validate(path: Optional[PathLike] = None, *, time_limit: Optional[float] = None) -> Validation:
     """The cost model against published runs, as ``bmpipe validate`` checks it (default: the
-    bundled table); to_dict() gives what ``validate --json`` prints."""
-    text, _ = _run("validate", None, dict(table=path))
+    bundled table); to_dict() gives what ``validate --json`` prints. `time_limit` bounds the fits
+    (seconds, default 300): a fit that cannot end in it raises NoPlanError at once."""
+    options: Dict[str, Any] = dict(table=path)
+    if time_limit is not None:
+        options["time_limit"] = time_limit
+    text, _ = _run("validate", None, options)
     doc = json.loads(text)
     summaries = {k: _record(ErrorSummary, doc[k]) for k in ("held_out_time", "held_out_memory", "calibration_fit")}
     lists = {k: tuple(doc[k]) for k in ("calibration", "held_out_by_kind", "not_fitting", "other_frameworks_not_fitting",
@@ -630,11 +634,15 @@ def validate(path: Optional[PathLike] = None) -> Validation:
     return _record(Validation, doc, **summaries, **lists)
 
 
-def calibrate(runs: PathLike, fit: Sequence[str]) -> Calibration:
+def calibrate(runs: PathLike, fit: Sequence[str], *, time_limit: Optional[float] = None) -> Calibration:
     """Fits one or two efficiencies of the device preset that every run in the file `runs` is on
     to their measurements, as ``bmpipe calibrate`` does; `device_file` holds the device file (YAML)
-    with the fitted values, to save and give as a model's device."""
-    text, documents = _run("calibrate", None, dict(runs=runs, fit=list(fit)))
+    with the fitted values, to save and give as a model's device. `time_limit` bounds the fit
+    (seconds, default 300): a fit that cannot end in it raises NoPlanError at once."""
+    options: Dict[str, Any] = dict(runs=runs, fit=list(fit))
+    if time_limit is not None:
+        options["time_limit"] = time_limit
+    text, documents = _run("calibrate", None, options)
     doc = json.loads(text)
     return _record(Calibration, doc, runs=tuple(_record(CalibratedMeasurement, r) for r in doc["runs"]),
                    device_file=documents["device_file"][0])

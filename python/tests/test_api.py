@@ -191,6 +191,9 @@ def test_calibrate_equals_the_command_line(tmp_path):
     assert slow.iteration_time_s > fast.iteration_time_s
     with pytest.raises(bmpipe.InvalidInputError, match="did you mean 'gemm'"):
         bmpipe.calibrate(runs, ["gem"])
+    # A fit that cannot end within its time limit is refused at once, with the estimate.
+    with pytest.raises(bmpipe.NoPlanError, match="the fit of gemm and attention needs about"):
+        bmpipe.calibrate(runs, ["gemm", "attention"], time_limit=1e-3)
 
 
 @pytest.mark.parametrize("doc, kind, code", [

@@ -629,6 +629,37 @@ TEST(CliCalibrate, RefusesToFitWhatNoRunExercises) {
   }
 }
 
+// calibrate is bounded by --time-limit (default 300 s): a fit that cannot end in time is refused
+// at once with the estimate, one stopped by Ctrl-C ends with exit 5; a run of 65,536 micro-batches
+// once had no bound at all (a two-efficiency fit of it needs about 6 minutes).
+TEST(CliCalibrate, TheFitIsBoundedByItsTimeLimitAndCtrlC) {
+  BMPIPE_SLOW_TEST();
+  const std::string dir = testing::MakeTempDir();
+  std::ofstream(dir + "/runs.yaml")
+      << "runs:\n  - id: long\n    source: a test\n    states: a run of 65,536 micro-batches on 8 stages\n"
+         "    assumes: nothing\n    model: llama3-8b\n    device: h100-80gb\n    tp: 1\n    pp: 8\n    dp: 1\n"
+         "    mbs: 1\n    gbs: 65536\n    seq: 4096\n    recompute: full\n    flash_attention: true\n"
+         "    measured: {iteration_time_s: 9000}\n";
+  const std::string calibrate = "calibrate --runs '" + dir + "/runs.yaml' --fit gemm,attention";
+  testing::CommandResult r;
+  double seconds = SecondsOf([&] { r = RunBmpipe(calibrate + " --time-limit 10"); });
+  EXPECT_EQ(r.exit_code, 5) << r.err;
+  EXPECT_NE(r.err.find("the fit of gemm and attention needs about "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("more than --time-limit 10 s leaves"), std::string::npos) << r.err;
+  EXPECT_LT(seconds, 10);
+  EXPECT_EQ(r.out, "");
+  const double signal_s = 2 * testing::kSlowdown;
+  seconds = SecondsOf([&] {
+    r = RunBmpipe(fmt::format("{} --time-limit 100000 2>'{}/err' & pid=$!; sleep {}; kill -INT $pid; wait $pid",
+                              calibrate, dir, signal_s));
+  });
+  const std::string err = testing::ReadFile(dir + "/err");
+  EXPECT_EQ(r.exit_code, 5) << err;
+  EXPECT_NE(err.find("was stopped by Ctrl-C after "), std::string::npos) << err;
+  EXPECT_LT(seconds, signal_s + 2 * testing::kSlowdown);
+  std::filesystem::remove_all(dir);
+}
+
 // Contradictory settings are errors naming both (they were accepted silently).
 TEST(CliSetup, ContradictionsAreErrors) {
   const std::string run = "simulate --model llama3-8b --device h100-80gb --gbs 8 --seq 4096 --pp 2 --dp 2 ";

@@ -12,6 +12,8 @@ Exit ExitOf(ErrorKind kind) {
       return Exit::kIo;
     case ErrorKind::kTooLarge:
       return Exit::kTooLarge;
+    case ErrorKind::kStopped:
+      return Exit::kNoPlan;
     case ErrorKind::kInternal:
       return Exit::kInternal;
   }

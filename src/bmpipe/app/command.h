@@ -30,7 +30,7 @@ enum class Exit : int {
   kBadInput = 2,  // bad command line or invalid input file
   kIo = 3,        // a file could not be read or written
   kNoFit = 4,     // proven: no plan fits in memory
-  kNoPlan = 5,    // the time limit stopped the search before any plan
+  kNoPlan = 5,    // the time limit (or Ctrl-C) stopped the search before any plan or result
   kTooLarge = 6,  // the work does not fit in the memory available
 };
 // The exit code of an error.

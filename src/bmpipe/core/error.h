@@ -13,6 +13,7 @@ enum class ErrorKind {
   kInvalidInput,  // the user's input is wrong; the message says where and how to fix it
   kIo,            // a file could not be read or written
   kTooLarge,      // the work does not fit the memory available; the message says which size to lower
+  kStopped,       // a time limit or Ctrl-C ended the work before any result; the message says which
   kInternal,      // a bug in bmpipe (an invariant did not hold)
 };
 
@@ -24,6 +25,7 @@ struct Error {
 Error InvalidInput(std::string message);
 Error IoError(std::string message);
 Error TooLarge(std::string message);
+Error Stopped(std::string message);
 Error InternalError(std::string message);
 
 namespace internal {

@@ -1,6 +1,7 @@
 #include "bmpipe/validate/validate.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <map>
@@ -446,8 +447,13 @@ double FitScale(const std::string& name) { return FieldOf(name).milliseconds ? 1
 // loss kinked, where coordinate descent stalls): every combination of [0.10, 1.00] by 0.01 for an
 // efficiency, [0.1, 10] ms by 0.1 ms for a host wait (FitScale), then of the best +- one step by a
 // tenth of it. Ties keep the first combination scanned.
+// Each evaluation predicts every run (a simulation each): before the grid, the evaluations it
+// needs times the measured cost of one are compared with the time left, and a fit that cannot end
+// in it is refused at once; the grid looks at the deadline (and Ctrl-C) between evaluations.
 Result<Efficiencies> Fit(const std::vector<const PublishedRun*>& runs, DeviceSpec device,
-                         const std::vector<std::string>& fit) {
+                         const std::vector<std::string>& fit, const FitOptions& limit) {
+  const auto began = std::chrono::steady_clock::now();
+  int evaluations = 0;
   // A value no run's prediction depends on cannot be fitted: the search would return whatever
   // its grid starts with.
   for (const std::string& name : fit) {
@@ -458,6 +464,7 @@ Result<Efficiencies> Fit(const std::vector<const PublishedRun*>& runs, DeviceSpe
     if (!a.ok()) return a.error();
     Result<double> b = Loss(runs, high);
     if (!b.ok()) return b.error();
+    evaluations += 2;
     if (a.value() == b.value()) {
       std::vector<std::string> ids;
       for (const PublishedRun* run : runs) ids.push_back(run->id);
@@ -471,6 +478,23 @@ Result<Efficiencies> Fit(const std::vector<const PublishedRun*>& runs, DeviceSpe
                                                                    "fp8_gemm, FP4 for fp4_gemm, ..."));
     }
   }
+  // Efficiencies from 0.10, host waits from 0.1 ms; then the best +- 10 steps of a tenth.
+  std::vector<std::pair<int, int>> coarse;
+  for (const std::string& name : fit) coarse.push_back({FitScale(name) > 1 ? 1 : 10, 100});
+  double planned = 1, fine_points = 1;
+  for (const auto& [lo, hi] : coarse) planned *= hi - lo + 1;
+  for (std::size_t i = 0; i < fit.size(); ++i) fine_points *= 21;
+  planned += fine_points;
+  const double each_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count() / std::max(1, evaluations);
+  const std::string runs_said = fmt::format("{} {}", runs.size(), runs.size() == 1 ? "run's" : "runs'");
+  if (!limit.deadline.Expired() && planned * each_s > limit.deadline.SecondsLeft()) {
+    return Stopped(fmt::format(
+        "the fit of {} needs about {:.0f} s ({:.0f} evaluations of the {} predictions, {:.3g} s each), more than "
+        "{} leaves; raise it, fit one efficiency at a time, or calibrate on runs with fewer micro-batches",
+        fmt::join(fit, " and "), planned * each_s, planned, runs_said, each_s, limit.name));
+  }
+  int done = 0;
   auto grid = [&](const std::vector<std::pair<int, int>>& ranges, double unit) -> Status {
     std::vector<int> k;
     for (const auto& r : ranges) k.push_back(r.first);
@@ -485,6 +509,19 @@ Result<Efficiencies> Fit(const std::vector<const PublishedRun*>& runs, DeviceSpe
         EfficiencyOf(device.efficiency, fit[i]) = value;
       }
       if (valid) {
+        if (limit.deadline.Expired()) {
+          return Stopped(fmt::format("the fit of {} was stopped by {} after {} of about {:.0f} evaluations of the "
+                                     "{} predictions; nothing was fitted",
+                                     fmt::join(fit, " and "), limit.deadline.Stopped() ? limit.stopped_by() : limit.name,
+                                     done, planned, runs_said));
+        }
+        ++done;
+        if (limit.progress) {
+          Progress p{"fitting " + fmt::format("{}", fmt::join(fit, " and "))};
+          p.done = done;
+          p.total = static_cast<int>(planned);
+          limit.progress(p);
+        }
         Result<double> loss = Loss(runs, device);
         if (!loss.ok()) return loss.error();
         if (best_loss < 0 || loss.value() < best_loss) {
@@ -499,9 +536,6 @@ Result<Efficiencies> Fit(const std::vector<const PublishedRun*>& runs, DeviceSpe
     device.efficiency = best;
     return {};
   };
-  // Efficiencies from 0.10, host waits from 0.1 ms.
-  std::vector<std::pair<int, int>> coarse;
-  for (const std::string& name : fit) coarse.push_back({FitScale(name) > 1 ? 1 : 10, 100});
   Status s = grid(coarse, 0.01);
   if (!s.ok()) return s.error();
   std::vector<std::pair<int, int>> fine;
@@ -642,7 +676,7 @@ Result<RunTable> LoadRunTable(const std::string& path) {
   return ReadRunTable(doc.value(), path, std::filesystem::path(path).parent_path().string());
 }
 
-Result<Validation> Validate(const RunTable& table) {
+Result<Validation> Validate(const RunTable& table, const FitOptions& limit) {
   Validation v;
   std::map<std::string, Efficiencies> fitted;
   std::set<std::string> calibration_ids;
@@ -665,7 +699,7 @@ Result<Validation> Validate(const RunTable& table) {
       }
       calibration_ids.insert(id);
     }
-    Result<Efficiencies> e = Fit(runs, device, cal.fit);
+    Result<Efficiencies> e = Fit(runs, device, cal.fit, limit);
     if (!e.ok()) return e.error();
     f.after = e.value();
     fitted[cal.device] = f.after;
@@ -724,7 +758,8 @@ Result<Validation> Validate(const RunTable& table) {
   return v;
 }
 
-Result<DeviceCalibration> CalibrateDevice(const RunTable& table, const std::vector<std::string>& fit) {
+Result<DeviceCalibration> CalibrateDevice(const RunTable& table, const std::vector<std::string>& fit,
+                                          const FitOptions& limit) {
   if (table.runs.empty()) return InvalidInput(table.source + ": no runs to calibrate on");
   const std::string& name = table.runs.front().device.name;
   for (const PublishedRun& run : table.runs) {
@@ -756,7 +791,7 @@ Result<DeviceCalibration> CalibrateDevice(const RunTable& table, const std::vect
     if (!o.ok()) return InvalidInput(fmt::format("{}: run '{}': {}", table.source, run.id, o.error().message));
     cal.before_outcomes.push_back(o.value());
   }
-  Result<Efficiencies> fitted = Fit(runs, cal.device, fit);
+  Result<Efficiencies> fitted = Fit(runs, cal.device, fit, limit);
   if (!fitted.ok()) return fitted.error();
   cal.device.efficiency = fitted.value();
   for (const PublishedRun& run : table.runs) cal.after_outcomes.push_back(Predict(run, cal.device).value());

@@ -14,12 +14,15 @@
 // reserve.
 #pragma once
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "bmpipe/frameworks/megatron/megatron.h"
+#include "bmpipe/core/deadline.h"
 #include "bmpipe/core/document.h"
+#include "bmpipe/core/progress.h"
 #include "bmpipe/cost/training_setup.h"
 
 namespace bmpipe {
@@ -168,7 +171,18 @@ struct Validation {
 };
 
 // Fits each calibration group, then predicts every run. Deterministic.
-Result<Validation> Validate(const RunTable& table);
+// How a fit runs: its grid of evaluations stops at `deadline` (and its stop flag: Ctrl-C), with
+// an error (ErrorKind::kStopped) naming `name` ("--time-limit 300 s") or what set the flag
+// (`stopped_by`, asked once it has: "Ctrl-C", "SIGTERM"), and reports the evaluations done of all
+// to `progress`.
+struct FitOptions {
+  Deadline deadline = Deadline::Never();
+  std::string name = "the time limit";
+  std::function<std::string()> stopped_by = [] { return std::string("Ctrl-C"); };
+  ProgressSink progress;
+};
+
+Result<Validation> Validate(const RunTable& table, const FitOptions& limit = {});
 
 // `bmpipe calibrate`: a device preset's efficiencies fitted to a user's own measured runs.
 struct DeviceCalibration {
@@ -182,7 +196,8 @@ struct DeviceCalibration {
 // or device file) that every run of `table` is on, starting from its efficiencies, to the runs'
 // measurements (the table's calibration entries are not used). Fails when the runs are on
 // several devices or a name is unknown.
-Result<DeviceCalibration> CalibrateDevice(const RunTable& table, const std::vector<std::string>& fit);
+Result<DeviceCalibration> CalibrateDevice(const RunTable& table, const std::vector<std::string>& fit,
+                                          const FitOptions& limit = {});
 
 // predicted / measured - 1.
 inline double RelativeError(double predicted, double measured) { return predicted / measured - 1; }
