@@ -393,7 +393,7 @@ Result<Output> RunSearch(const SearchRequest& given_request, const Context& cont
   // The JSON of every configuration (hundreds of thousands on a large space): only when asked for.
   const bool json_wanted = r.json || !r.out.empty() || !r.plan_out.empty() || context.wants_json;
   Json doc = json_wanted ? SearchDocument(m, d, options, result) : Json::object();
-  const std::string json_text = json_wanted ? DumpJson(doc, 2) + "\n" : std::string();
+  std::string json_text = json_wanted ? SearchJsonText(doc, result) : std::string();
   if (result.ranking.empty()) {
     // Why every configuration failed is still worth reading; no file is written.
     Output o;
@@ -474,7 +474,7 @@ Result<Output> RunSearch(const SearchRequest& given_request, const Context& cont
     }
   }
   report += "\n" + FormatReport(plan_header, problem, best.planner.plan, sim.value());
-  Output o = Emit(std::move(files), r.out, r.json, json_text, report);
+  Output o = Emit(std::move(files), r.out, r.json, std::move(json_text), report);
   if (!r.json && !exported.empty()) o.out += "\n" + exported;
   o.extras.push_back({"best_problem", ProblemJsonText(problem, "")});
   // The default export (no --export given) is a courtesy: its failure is reported, not an error.

@@ -167,10 +167,16 @@ std::string FormatSearch(const std::vector<std::pair<std::string, std::string>>&
   }
   const ConfigOutcome& best = result.configs[result.ranking[0]];
   const ConfigOutcome& fastest = result.configs[result.fastest];
-  line("best", fmt::format("{} per iteration; no configuration can be faster than {} (the least lower bound over every "
-                           "configuration not ruled out), a gap of {:.1f} %",
-                           FormatDuration(fastest.planner.iteration_ns),
-                           FormatDuration(static_cast<TimeNs>(result.bound_ns)), 100 * result.gap));
+  if (result.bound_ns > 0) {
+    line("best", fmt::format("{} per iteration; no configuration can be faster than {} (the least lower bound over "
+                             "every configuration not ruled out), a gap of {:.1f} %",
+                             FormatDuration(fastest.planner.iteration_ns),
+                             FormatDuration(static_cast<TimeNs>(result.bound_ns)), 100 * result.gap));
+  } else {
+    line("best", fmt::format("{} per iteration; no lower bound over the space: the search ended before it had "
+                             "bounded every configuration",
+                             FormatDuration(fastest.planner.iteration_ns)));
+  }
   if (&best != &fastest) {
     line("chosen", fmt::format("#1 is {:.2f} % slower than the fastest ({}, {:.1f} % of memory) but uses less memory "
                                "({:.1f} %): configurations within {:g} % of the fastest rank by memory, as the "
@@ -210,26 +216,32 @@ std::string FormatSearch(const std::vector<std::pair<std::string, std::string>>&
   return out;
 }
 
+namespace {
+
+// A configuration's settings as the JSON names them.
+Json ConfigJson(const ConfigOutcome& c) {
+  Json j;
+  j["tp"] = c.config.tp;
+  j["pp"] = c.config.pp;
+  j["dp"] = c.config.dp;
+  j["vpp"] = c.config.vpp;
+  j["micro_batch_size"] = c.config.mbs;
+  j["micro_batches"] = c.micro_batches;
+  j["cp"] = c.config.cp;
+  j["ep"] = c.config.ep;
+  j["etp"] = c.config.etp;
+  j["sequence_parallel"] = c.config.sequence_parallel;
+  j["distributed_optimizer"] = c.config.zero >= 1;
+  j["zero"] = c.config.zero;
+  j["precision"] = std::string(PrecisionName(c.config.precision));
+  if (c.config.schedule != ScheduleKind::kOneFOneB) j["schedule"] = std::string(ScheduleName(c.config.schedule));
+  if (!c.setting.empty()) j["recompute_setting"] = c.setting;
+  return j;
+}
+
+}  // namespace
+
 Json SearchToJson(const SearchOptions& options, const SearchResult& result) {
-  auto config_json = [](const ConfigOutcome& c) {
-    Json j;
-    j["tp"] = c.config.tp;
-    j["pp"] = c.config.pp;
-    j["dp"] = c.config.dp;
-    j["vpp"] = c.config.vpp;
-    j["micro_batch_size"] = c.config.mbs;
-    j["micro_batches"] = c.micro_batches;
-    j["cp"] = c.config.cp;
-    j["ep"] = c.config.ep;
-    j["etp"] = c.config.etp;
-    j["sequence_parallel"] = c.config.sequence_parallel;
-    j["distributed_optimizer"] = c.config.zero >= 1;
-    j["zero"] = c.config.zero;
-    j["precision"] = std::string(PrecisionName(c.config.precision));
-    if (c.config.schedule != ScheduleKind::kOneFOneB) j["schedule"] = std::string(ScheduleName(c.config.schedule));
-    if (!c.setting.empty()) j["recompute_setting"] = c.setting;
-    return j;
-  };
   Json doc;
   doc["target"] = std::string(TargetOf(options.target).name);
   doc["devices"] = options.devices;
@@ -257,7 +269,7 @@ Json SearchToJson(const SearchOptions& options, const SearchResult& result) {
   Json ranking = Json::array();
   for (int i : result.ranking) {
     const ConfigOutcome& c = result.configs[i];
-    Json j = config_json(c);
+    Json j = ConfigJson(c);
     j["iteration_time_s"] = ToSeconds(c.planner.iteration_ns);
     j["tokens_per_s"] = c.tokens_per_s;
     j["mfu"] = c.mfu;
@@ -273,18 +285,32 @@ Json SearchToJson(const SearchOptions& options, const SearchResult& result) {
   doc["ranking"] = ranking;
   if (result.fastest >= 0) {
     // The fastest, when the ranking puts one within kTimeTie of it with less memory first.
-    Json fastest = config_json(result.configs[result.fastest]);
+    Json fastest = ConfigJson(result.configs[result.fastest]);
     fastest["iteration_time_s"] = ToSeconds(result.configs[result.fastest].planner.iteration_ns);
     fastest["peak_memory_fraction"] = result.configs[result.fastest].peak_memory_fraction;
     doc["fastest"] = fastest;
   }
-  Json all = Json::array();
-  for (const ConfigOutcome& c : result.configs) {
-    Json j = config_json(c);
+  // Every configuration (hundreds of thousands on a large space) is written as text by
+  // SearchJsonText, one at a time: here only its place.
+  doc["configurations"] = nullptr;
+  return doc;
+}
+
+std::string SearchJsonText(const Json& doc, const SearchResult& result) {
+  std::string text = DumpJson(doc, 2) + "\n";
+  const std::string place = "\n  \"configurations\": null";
+  const std::size_t at = text.find(place);
+  if (at == std::string::npos) return text;
+  // Each configuration's object as DumpJson writes it inside the array: its own dump, every line
+  // indented by the array's depth (two levels of two spaces). Strings hold no raw newline.
+  std::string all = result.configs.empty() ? "[]" : "[\n";
+  for (std::size_t k = 0; k < result.configs.size(); ++k) {
+    const ConfigOutcome& c = result.configs[k];
+    Json j = ConfigJson(c);
     j["verdict"] = std::string(VerdictName(c.verdict));
     j["time_bound_s"] = ToSeconds(c.time_bound_ns);
     j["memory_bound_bytes"] = c.memory_bound_bytes;
-    if (c.verdict == Verdict::kDominated) j["dominated_by"] = config_json(result.configs[c.dominated_by]);
+    if (c.verdict == Verdict::kDominated) j["dominated_by"] = ConfigJson(result.configs[c.dominated_by]);
     if (c.screen_ns > 0) j["screen_iteration_time_s"] = ToSeconds(c.screen_ns);
     if (c.verdict == Verdict::kPlanned) {
       j["status"] = std::string(ModelStatusName(c.planner.status));
@@ -293,10 +319,16 @@ Json SearchToJson(const SearchOptions& options, const SearchResult& result) {
       }
       j["lower_bound_s"] = ToSeconds(c.planner.bound_ns);
     }
-    all.push_back(j);
+    const std::string one = DumpJson(j, 2);
+    all += "    ";
+    for (char ch : one) {
+      all += ch;
+      if (ch == '\n') all += "    ";
+    }
+    all += k + 1 < result.configs.size() ? ",\n" : "\n  ]";
   }
-  doc["configurations"] = all;
-  return doc;
+  text.replace(at, place.size(), "\n  \"configurations\": " + all);
+  return text;
 }
 
 Json SearchDocument(const ModelSpec& model, const DeviceSpec& device, const SearchOptions& options,

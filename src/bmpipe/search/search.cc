@@ -28,6 +28,9 @@ constexpr double kNoTimeLimitS = 1e9;
 // configurations are planned does not depend on the number of threads.
 constexpr int kWave = 8;
 
+// The share of a time budget the bounding pass may take (the rest screens and plans).
+constexpr double kBoundShare = 0.5;
+
 // At most this many threads (--threads): more only adds stacks and contention.
 constexpr int kMaxThreads = 1024;
 
@@ -498,8 +501,15 @@ Result<SearchResult> SearchConfigurations(const ModelSpec& model, const DeviceSp
   std::vector<std::optional<Error>> build_errors(n);
   std::vector<char> bounded(n, 0);  // not when the time budget ran out first
   std::vector<Bytes> capacity(n, 0);  // the memory plans fit in: the device's less the headroom
-  ParallelFor(n, result.threads, [&](int i) {
-    if (deadline.Expired()) return;
+  // With a budget, bounding takes at most half of it, leaving the rest to screening and planning,
+  // and visits the configurations with a stride coprime with their count near n/phi, so that
+  // those bounded before it runs out spread over the whole space, not a prefix of its key order.
+  const Deadline bound_deadline = deadline.Share(kBoundShare);
+  std::int64_t stride = std::max<std::int64_t>(1, std::llround(n * 0.6180339887));
+  while (std::gcd(stride, static_cast<std::int64_t>(n)) != 1) ++stride;
+  ParallelFor(n, result.threads, [&](int k) {
+    if (bound_deadline.Expired()) return;
+    const int i = static_cast<int>(static_cast<std::int64_t>(k) * stride % n);
     ConfigOutcome& out = result.configs[i];
     Result<Problem> problem = BuildProblem(model, device, SetupOf(options, out.config));
     if (!problem.ok()) {
@@ -655,6 +665,7 @@ Result<SearchResult> SearchConfigurations(const ModelSpec& model, const DeviceSp
             if (!TargetRunsPlan(problem, quick->plan, options.target)) quick.reset();
           }
           out.screen_ns = quick ? quick->iteration_ns : 0;
+          if (quick) out.screen_plan = std::move(quick->plan);
           out.verdict = Verdict::kScreened;
         },
         [&](const ConfigOutcome& out) {
@@ -717,6 +728,35 @@ Result<SearchResult> SearchConfigurations(const ModelSpec& model, const DeviceSp
         if (HasPlan(out)) add_found(out.planner.iteration_ns);
         if (out.verdict == Verdict::kNotPlanned) result.budget_exhausted = true;
       });
+
+  // 4c. A budget (or Ctrl-C) that ended the search before any exact plan: the fastest screened
+  // configuration's quick plan (simulated, fits, runs on the target) is the answer, and says so.
+  if (std::none_of(result.configs.begin(), result.configs.end(), [](const ConfigOutcome& o) { return HasPlan(o); })) {
+    ConfigOutcome* quickest = nullptr;
+    for (ConfigOutcome& out : result.configs) {
+      if (out.screen_ns > 0 && (quickest == nullptr || out.screen_ns < quickest->screen_ns)) quickest = &out;
+    }
+    if (quickest != nullptr) {
+      ConfigOutcome& out = *quickest;
+      const Problem problem = BuildProblem(model, device, SetupOf(options, out.config)).value();
+      PlannerResult& r = out.planner;
+      r = PlannerResult{};
+      r.solver = "quick plan";
+      r.plan = out.screen_plan;
+      r.iteration_ns = out.screen_ns;
+      r.objective_ns = static_cast<double>(out.screen_ns);
+      r.bound_ns = std::min(static_cast<double>(out.time_bound_ns), static_cast<double>(out.screen_ns));
+      r.gap = (static_cast<double>(r.iteration_ns) - r.bound_ns) / static_cast<double>(r.iteration_ns);
+      r.status = r.gap < kOptimalityTolerance ? ModelStatus::kOptimal : ModelStatus::kFeasible;
+      r.stopped_by = std::string(options.deadline.Stopped() ? "the interruption" : "the time budget") +
+                     " before the exact planner: the plan is the screening's quick one (one recomputation option "
+                     "on every layer, equal compute per stage)";
+      out.verdict = Verdict::kPlanned;
+      Measure(problem, options, result.model_flops, device.peak_flops, out);
+      result.budget_exhausted = true;
+    }
+  }
+  for (ConfigOutcome& out : result.configs) out.screen_plan = Plan{};
 
   result.plan_seconds = SecondsSince(began) - result.bound_seconds - result.screen_seconds;
 

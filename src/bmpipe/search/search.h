@@ -128,6 +128,8 @@ struct ConfigOutcome {
   Bytes memory_bound_bytes = 0;     // least peak some rank must reach
   int dominated_by = -1;            // index into SearchResult::configs
   TimeNs screen_ns = 0;             // the quick plan's iteration time (0: none fits, or not screened)
+  Plan screen_plan;                 // that plan, while the search runs (the answer of a budget that
+                                    // ends before any exact plan; cleared at the end)
   PlannerResult planner;            // when planned
   std::string setting;              // the target's recomputation setting of the plan (global targets)
   // For plans found: from the simulator.
