@@ -130,7 +130,15 @@ int Write(const Result<app::Output>& result) {
   if (o.exit == app::Exit::kOk || o.keep_files) {
     OutputFiles files;
     for (const auto& [path, content] : o.files) files.Add(path, content);
-    if (Status written = files.Commit(); !written.ok()) return Fail(written.error());
+    if (Status written = files.Commit(); !written.ok()) {
+      // Interrupted while writing: said, and the exit is the signal's (128 + its number) as if
+      // it had ended the process, which it does at once where no handler catches it.
+      if (written.error().kind == ErrorKind::kStopped && g_signal.load() != 0) {
+        std::cerr << "bmpipe: " << written.error().message << "\n";
+        return 128 + g_signal.load();
+      }
+      return Fail(written.error());
+    }
   }
   std::cout << o.out << std::flush;
   for (const std::string& m : o.messages) std::cerr << "bmpipe: " << m << "\n";

@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <climits>
 #include <cstdio>
@@ -77,10 +78,35 @@ Result<Target> Resolve(const std::string& path) {
   return Target{path, path, true, "", false, 0, ""};  // a named pipe, a device, a socket
 }
 
+// Whether SIGINT, SIGTERM or SIGHUP arrived while held (HeldSignals): the outputs are then not
+// put in place.
+// A signal the process ignores (SIGINT in a background job of a script, SIGHUP under nohup) stops
+// nothing, though Linux keeps it pending while held.
+bool StopPending() {
+  sigset_t pending;
+  if (::sigpending(&pending) != 0) return false;
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) {
+    struct sigaction action {};
+    if (sigismember(&pending, sig) == 1 && ::sigaction(sig, nullptr, &action) == 0 && action.sa_handler != SIG_IGN) {
+      return true;
+    }
+  }
+  return false;
+}
+
+Error Interrupted(const std::string& path) {
+  return Stopped(fmt::format("{}: interrupted while the outputs were written; no output was changed", path));
+}
+
+// Writes in slices, looking for a held signal between them: a 330 MB trace is not finished
+// before an interruption takes effect.
+constexpr std::size_t kWriteSlice = std::size_t{8} << 20;
+
 Status WriteAll(int fd, const std::string& content, const std::string& path) {
   std::size_t done = 0;
   while (done < content.size()) {
-    const ssize_t n = ::write(fd, content.data() + done, content.size() - done);
+    if (done > 0 && StopPending()) return Interrupted(path);
+    const ssize_t n = ::write(fd, content.data() + done, std::min(kWriteSlice, content.size() - done));
     if (n < 0) {
       if (errno == EINTR) continue;
       return IoError(fmt::format("{}: error while writing the file ({})", path, Reason()));
@@ -146,7 +172,8 @@ void OutputFiles::Add(const std::string& path, std::string content) {
 namespace {
 
 // Holds SIGINT, SIGTERM and SIGHUP while the outputs are written and put in place: one arriving
-// then takes effect after, when every output is complete or no temporary is left.
+// then stops the writing (StopPending) and takes effect after, when no temporary is left and no
+// output changed (or, arriving during the renames, every output is complete).
 class HeldSignals {
  public:
   HeldSignals() {
@@ -213,6 +240,11 @@ Status OutputFiles::Commit() {
       remove_temporaries();
       return written;
     }
+  }
+  // An interruption while they were written: none is put in place.
+  if (StopPending()) {
+    remove_temporaries();
+    return Interrupted(targets.empty() ? std::string("the outputs") : targets.front().path);
   }
   // A second link to each file replaced, so that a rename failing after others succeeded can put
   // every output back as it was (without one, say on a file system without hard links, that
