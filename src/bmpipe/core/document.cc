@@ -13,10 +13,13 @@
 #include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <sstream>
+#include <unordered_map>
 #include <unordered_set>
 #include <vector>
 
 #include <fmt/format.h>
+#include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/yaml.h>
 
 namespace bmpipe {
@@ -140,20 +143,20 @@ Result<Json> ParseJson(const std::string& text, const std::string& path) {
 
 // A YAML string as the parser gives it: yaml-cpp turns the escapes \_ and \N into single bytes,
 // which are not UTF-8.
-const std::string& CheckedYamlString(const YAML::Node& node) {
-  const std::string& s = node.Scalar();
+const std::string& CheckedYamlString(const std::string& s, const YAML::Mark& mark) {
   if (FirstInvalidUtf8(s) != std::string_view::npos) {
     throw DocumentLimit{fmt::format("line {}: a string whose escapes do not make valid UTF-8 (\\_ or \\N); write "
                                     "the characters themselves",
-                                    node.Mark().line + 1)};
+                                    mark.line + 1)};
   }
   return s;
 }
 
 // YAML 1.2 core schema for plain scalars: null, booleans, integers, floats; all else strings.
-Json YamlScalar(const YAML::Node& node) {
-  const std::string& s = CheckedYamlString(node);
-  if (node.Tag() == "!") return s;  // quoted: always a string
+// `tag` is "!" for a quoted scalar (always a string).
+Json YamlScalar(const std::string& value, const std::string& tag, const YAML::Mark& mark) {
+  const std::string& s = CheckedYamlString(value, mark);
+  if (tag == "!") return s;  // quoted: always a string
   if (s.empty() || s == "~" || s == "null" || s == "Null" || s == "NULL") return nullptr;
   if (s == "true" || s == "True" || s == "TRUE") return true;
   if (s == "false" || s == "False" || s == "FALSE") return false;
@@ -170,7 +173,7 @@ Json YamlScalar(const YAML::Node& node) {
     if (errno == 0 || std::abs(d) < 1) return d;
   }
   if (*end == '\0' && errno == ERANGE && std::isinf(d)) {
-    throw DocumentLimit{fmt::format("line {}: the number {} lies beyond +-1.7e308", node.Mark().line + 1, s)};
+    throw DocumentLimit{fmt::format("line {}: the number {} lies beyond +-1.7e308", mark.line + 1, s)};
   }
   if (s == ".inf" || s == "+.inf" || s == ".Inf") return std::numeric_limits<double>::infinity();
   if (s == "-.inf" || s == "-.Inf") return -std::numeric_limits<double>::infinity();
@@ -183,52 +186,121 @@ struct YamlDuplicateKey {
   int line;
 };
 
-// Converts yaml-cpp's node graph, in which an alias is the node it names, to a tree, counting
-// every value it produces so that aliases cannot expand a small text into a huge tree.
-class YamlConverter {
+// Builds the tree from yaml-cpp's parser events, without its node graph (which it builds at
+// about 3 MB/s): mappings and sequences as frames on a stack, each value appended as it ends.
+// An alias is a copy of the value its anchor named; every value produced is counted, so that
+// aliases cannot expand a small text into a huge tree.
+class YamlBuilder : public YAML::EventHandler {
  public:
-  explicit YamlConverter(std::size_t text_bytes) : budget_(std::min(kMaxDocumentValues, text_bytes + kMaxAliasValues)) {}
+  explicit YamlBuilder(std::size_t text_bytes) : budget_(std::min(kMaxDocumentValues, text_bytes + kMaxAliasValues)) {}
 
-  Json Convert(const YAML::Node& node, int depth) {
-    if (depth > kMaxDocumentDepth) throw DocumentLimit{TooDeep("YAML")};
-    if (++values_ > budget_) {
+  Json& root() { return root_; }
+
+  void OnDocumentStart(const YAML::Mark&) override {}
+  void OnDocumentEnd() override {}
+  void OnNull(const YAML::Mark& mark, YAML::anchor_t anchor) override { Value(nullptr, 1, mark, anchor, nullptr); }
+  void OnAlias(const YAML::Mark& mark, YAML::anchor_t anchor) override {
+    const auto it = anchors_.find(anchor);
+    if (it == anchors_.end()) throw DocumentLimit{fmt::format("line {}: an alias to no anchor", mark.line + 1)};
+    Value(it->second.first, it->second.second, mark, 0, nullptr);
+  }
+  void OnScalar(const YAML::Mark& mark, const std::string& tag, YAML::anchor_t anchor,
+                const std::string& value) override {
+    Value(YamlScalar(value, tag, mark), 1, mark, anchor, &value);
+  }
+  void OnSequenceStart(const YAML::Mark& mark, const std::string&, YAML::anchor_t anchor,
+                       YAML::EmitterStyle::value) override {
+    Open(Json::array(), mark, anchor);
+  }
+  void OnSequenceEnd() override { Close(); }
+  void OnMapStart(const YAML::Mark& mark, const std::string&, YAML::anchor_t anchor,
+                  YAML::EmitterStyle::value) override {
+    Open(Json::object(), mark, anchor);
+  }
+  void OnMapEnd() override { Close(); }
+
+ private:
+  struct Frame {
+    Json value;
+    YAML::anchor_t anchor = 0;
+    std::size_t values = 1;  // values under it, itself included (an alias to it counts them)
+    bool key_next = true;    // a mapping: the next event is a key
+    std::string key;
+    int key_line = 0;
+    std::unordered_set<std::string> keys;  // linear in the mapping's size, not quadratic
+  };
+
+  void Count(std::size_t values) {
+    values_ += values;
+    if (values_ > budget_) {
       if (budget_ == kMaxDocumentValues) throw DocumentLimit{TooManyValues()};
       throw DocumentLimit{fmt::format("YAML aliases expand the document to more than {} values ({} more than it has "
                                       "bytes); use 'repeat' for identical layers instead of aliases",
                                       budget_, kMaxAliasValues)};
     }
-    switch (node.Type()) {
-      case YAML::NodeType::Null:
-      case YAML::NodeType::Undefined:
-        return nullptr;
-      case YAML::NodeType::Scalar:
-        return YamlScalar(node);
-      case YAML::NodeType::Sequence: {
-        Json out = Json::array();
-        for (const auto& child : node) out.push_back(Convert(child, depth + 1));
-        return out;
-      }
-      case YAML::NodeType::Map: {
-        Json out = Json::object();
-        std::unordered_set<std::string> keys;  // linear in the mapping's size, not quadratic
-        for (const auto& kv : node) {
-          if (!kv.first.IsScalar()) {
-            throw DocumentLimit{fmt::format("line {}: a mapping key must be a plain name, not a list or mapping",
-                                            kv.first.Mark().line + 1)};
-          }
-          const std::string key = CheckedYamlString(kv.first);
-          if (!keys.insert(key).second) throw YamlDuplicateKey{key, kv.first.Mark().line + 1};
-          AppendMember(out, key, Convert(kv.second, depth + 1));
-        }
-        return out;
-      }
-    }
-    return nullptr;
   }
 
- private:
+  // A mapping's key, or false when the event is a value.
+  bool TakeKey(const YAML::Mark& mark, const std::string* scalar) {
+    if (stack_.empty() || !stack_.back().value.is_object() || !stack_.back().key_next) return false;
+    Frame& f = stack_.back();
+    if (scalar == nullptr) {
+      throw DocumentLimit{
+          fmt::format("line {}: a mapping key must be a plain name, not a list or mapping", mark.line + 1)};
+    }
+    f.key = CheckedYamlString(*scalar, mark);
+    f.key_line = mark.line + 1;
+    f.key_next = false;
+    return true;
+  }
+
+  void Open(Json value, const YAML::Mark& mark, YAML::anchor_t anchor) {
+    if (!stack_.empty() && stack_.back().value.is_object() && stack_.back().key_next) TakeKey(mark, nullptr);
+    if (static_cast<int>(stack_.size()) >= kMaxDocumentDepth) throw DocumentLimit{TooDeep("YAML")};
+    Count(1);
+    Frame frame;
+    frame.value = std::move(value);
+    frame.anchor = anchor;
+    stack_.push_back(std::move(frame));
+  }
+
+  void Close() {
+    Frame f = std::move(stack_.back());
+    stack_.pop_back();
+    Place(std::move(f.value), f.values, f.anchor);
+  }
+
+  void Value(const Json& value, std::size_t values, const YAML::Mark& mark, YAML::anchor_t anchor,
+             const std::string* scalar) {
+    if (TakeKey(mark, scalar)) return;  // keys are not counted
+    if (!stack_.empty() && stack_.back().value.is_object() && stack_.back().key_next) TakeKey(mark, nullptr);
+    Count(values);
+    Place(Json(value), values, anchor);
+  }
+
+  // A finished value into its parent (or as the root); kept for aliases when anchored.
+  void Place(Json value, std::size_t values, YAML::anchor_t anchor) {
+    if (anchor != 0) anchors_[anchor] = {value, values};
+    if (stack_.empty()) {
+      root_ = std::move(value);
+      return;
+    }
+    Frame& parent = stack_.back();
+    parent.values += values;
+    if (parent.value.is_array()) {
+      parent.value.push_back(std::move(value));
+      return;
+    }
+    if (!parent.keys.insert(parent.key).second) throw YamlDuplicateKey{parent.key, parent.key_line};
+    AppendMember(parent.value, parent.key, std::move(value));
+    parent.key_next = true;
+  }
+
   std::size_t budget_;
   std::size_t values_ = 0;
+  std::vector<Frame> stack_;
+  std::unordered_map<YAML::anchor_t, std::pair<Json, std::size_t>> anchors_;
+  Json root_;
 };
 
 // yaml-cpp builds its node graph recursively; nesting is checked on the text first so that a
@@ -258,8 +330,11 @@ bool YamlTooDeep(const std::string& text) {
 Result<Json> ParseYaml(const std::string& text, const std::string& path) {
   if (YamlTooDeep(text)) return InvalidInput(fmt::format("{}: {}", path, TooDeep("YAML")));
   try {
-    YamlConverter converter(text.size());
-    return converter.Convert(YAML::Load(text), 0);
+    std::istringstream in(text);
+    YAML::Parser parser(in);
+    YamlBuilder builder(text.size());
+    parser.HandleNextDocument(builder);
+    return std::move(builder.root());
   } catch (const YAML::Exception& e) {
     return InvalidInput(fmt::format("{}: not valid YAML: line {}, column {}: {}", path, e.mark.line + 1,
                                     e.mark.column + 1, e.msg));

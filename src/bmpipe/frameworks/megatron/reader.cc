@@ -181,6 +181,11 @@ std::vector<std::string> ExpandLayout(const std::string& layout) {
     }
     for (std::size_t k = 0; k < times; ++k) out += piece;
   };
+  // Written out (commas between the layers allowed), twice the expanded length at most.
+  if (layout.size() > 2 * max_chars) {
+    FailConfiguration(fmt::format("{}: it is longer than {} characters; no layout of this problem is that long", flag,
+                                  2 * max_chars));
+  }
   std::string s;
   for (char c : layout) {
     if (c != ',') s += c;
