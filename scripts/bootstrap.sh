@@ -10,7 +10,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-packages=(g++ cmake make pkg-config nlohmann-json3-dev libcli11-dev libyaml-cpp-dev libfmt-dev
+packages=(g++ cmake make pkg-config nlohmann-json3-dev libcli11-dev libyaml-dev libfmt-dev
           coinor-libcbc-dev libgtest-dev libbenchmark-dev)
 deps_only=0
 target=()

@@ -13,14 +13,12 @@
 #include <cstdlib>
 #include <cstring>
 #include <limits>
-#include <sstream>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
 
 #include <fmt/format.h>
-#include <yaml-cpp/eventhandler.h>
-#include <yaml-cpp/yaml.h>
+#include <yaml.h>
 
 namespace bmpipe {
 namespace {
@@ -141,22 +139,19 @@ Result<Json> ParseJson(const std::string& text, const std::string& path) {
   }
 }
 
-// A YAML string as the parser gives it: yaml-cpp turns the escapes \_ and \N into single bytes,
-// which are not UTF-8.
-const std::string& CheckedYamlString(const std::string& s, const YAML::Mark& mark) {
+// A YAML string as the parser gives it, which must be UTF-8.
+const std::string& CheckedYamlString(const std::string& s, int line) {
   if (FirstInvalidUtf8(s) != std::string_view::npos) {
-    throw DocumentLimit{fmt::format("line {}: a string whose escapes do not make valid UTF-8 (\\_ or \\N); write "
-                                    "the characters themselves",
-                                    mark.line + 1)};
+    throw DocumentLimit{fmt::format("line {}: a string that is not valid UTF-8; write the characters themselves", line)};
   }
   return s;
 }
 
 // YAML 1.2 core schema for plain scalars: null, booleans, integers, floats; all else strings.
-// `tag` is "!" for a quoted scalar (always a string).
-Json YamlScalar(const std::string& value, const std::string& tag, const YAML::Mark& mark) {
-  const std::string& s = CheckedYamlString(value, mark);
-  if (tag == "!") return s;  // quoted: always a string
+// A quoted (or block) scalar is always a string.
+Json YamlScalar(const std::string& value, bool plain, int line) {
+  const std::string& s = CheckedYamlString(value, line);
+  if (!plain) return s;
   if (s.empty() || s == "~" || s == "null" || s == "Null" || s == "NULL") return nullptr;
   if (s == "true" || s == "True" || s == "TRUE") return true;
   if (s == "false" || s == "False" || s == "FALSE") return false;
@@ -173,7 +168,7 @@ Json YamlScalar(const std::string& value, const std::string& tag, const YAML::Ma
     if (errno == 0 || std::abs(d) < 1) return d;
   }
   if (*end == '\0' && errno == ERANGE && std::isinf(d)) {
-    throw DocumentLimit{fmt::format("line {}: the number {} lies beyond +-1.7e308", mark.line + 1, s)};
+    throw DocumentLimit{fmt::format("line {}: the number {} lies beyond +-1.7e308", line, s)};
   }
   if (s == ".inf" || s == "+.inf" || s == ".Inf") return std::numeric_limits<double>::infinity();
   if (s == "-.inf" || s == "-.Inf") return -std::numeric_limits<double>::infinity();
@@ -186,49 +181,69 @@ struct YamlDuplicateKey {
   int line;
 };
 
-// Builds the tree from yaml-cpp's parser events, without its node graph (which it builds at
-// about 3 MB/s): mappings and sequences as frames on a stack, each value appended as it ends.
-// An alias is a copy of the value its anchor named; every value produced is counted, so that
-// aliases cannot expand a small text into a huge tree.
-class YamlBuilder : public YAML::EventHandler {
+// Builds the tree from libyaml's parser events (yaml-cpp's node graph took 22 s on 64 MiB, its
+// scanner alone 6 s; libyaml scans it in under one): mappings and sequences as frames on a stack,
+// each value appended as it ends. An alias is a copy of the value its anchor named; every value
+// produced is counted, so that aliases cannot expand a small text into a huge tree.
+class YamlBuilder {
  public:
   explicit YamlBuilder(std::size_t text_bytes) : budget_(std::min(kMaxDocumentValues, text_bytes + kMaxAliasValues)) {}
 
   Json& root() { return root_; }
 
-  void OnDocumentStart(const YAML::Mark&) override {}
-  void OnDocumentEnd() override {}
-  void OnNull(const YAML::Mark& mark, YAML::anchor_t anchor) override { Value(nullptr, 1, mark, anchor, nullptr); }
-  void OnAlias(const YAML::Mark& mark, YAML::anchor_t anchor) override {
-    const auto it = anchors_.find(anchor);
-    if (it == anchors_.end()) throw DocumentLimit{fmt::format("line {}: an alias to no anchor", mark.line + 1)};
-    Value(it->second.first, it->second.second, mark, 0, nullptr);
+  // One event of the first document; false once that document has ended.
+  bool Take(const yaml_event_t& e) {
+    const int line = static_cast<int>(e.start_mark.line) + 1;
+    switch (e.type) {
+      case YAML_DOCUMENT_END_EVENT:
+      case YAML_STREAM_END_EVENT:
+        return false;
+      case YAML_ALIAS_EVENT: {
+        const auto it = anchors_.find(Text(e.data.alias.anchor));
+        if (it == anchors_.end()) throw DocumentLimit{fmt::format("line {}: an alias to no anchor", line)};
+        const std::string* scalar = it->second.scalar ? &it->second.text : nullptr;
+        Value(it->second.value, it->second.values, line, "", scalar);
+        return true;
+      }
+      case YAML_SCALAR_EVENT: {
+        const std::string text(reinterpret_cast<const char*>(e.data.scalar.value), e.data.scalar.length);
+        const bool plain = e.data.scalar.style == YAML_PLAIN_SCALAR_STYLE;
+        Value(YamlScalar(text, plain, line), 1, line, Text(e.data.scalar.anchor), &text);
+        return true;
+      }
+      case YAML_SEQUENCE_START_EVENT:
+        Open(Json::array(), line, Text(e.data.sequence_start.anchor));
+        return true;
+      case YAML_MAPPING_START_EVENT:
+        Open(Json::object(), line, Text(e.data.mapping_start.anchor));
+        return true;
+      case YAML_SEQUENCE_END_EVENT:
+      case YAML_MAPPING_END_EVENT:
+        Close();
+        return true;
+      default:  // stream and document start, no event
+        return true;
+    }
   }
-  void OnScalar(const YAML::Mark& mark, const std::string& tag, YAML::anchor_t anchor,
-                const std::string& value) override {
-    Value(YamlScalar(value, tag, mark), 1, mark, anchor, &value);
-  }
-  void OnSequenceStart(const YAML::Mark& mark, const std::string&, YAML::anchor_t anchor,
-                       YAML::EmitterStyle::value) override {
-    Open(Json::array(), mark, anchor);
-  }
-  void OnSequenceEnd() override { Close(); }
-  void OnMapStart(const YAML::Mark& mark, const std::string&, YAML::anchor_t anchor,
-                  YAML::EmitterStyle::value) override {
-    Open(Json::object(), mark, anchor);
-  }
-  void OnMapEnd() override { Close(); }
 
  private:
   struct Frame {
     Json value;
-    YAML::anchor_t anchor = 0;
+    std::string anchor;
     std::size_t values = 1;  // values under it, itself included (an alias to it counts them)
     bool key_next = true;    // a mapping: the next event is a key
     std::string key;
     int key_line = 0;
     std::unordered_set<std::string> keys;  // linear in the mapping's size, not quadratic
   };
+  struct Anchored {
+    Json value;
+    std::size_t values = 1;
+    bool scalar = false;
+    std::string text;  // a scalar's text, for an alias used as a mapping key
+  };
+
+  static std::string Text(const yaml_char_t* s) { return s == nullptr ? std::string() : reinterpret_cast<const char*>(s); }
 
   void Count(std::size_t values) {
     values_ += values;
@@ -241,46 +256,44 @@ class YamlBuilder : public YAML::EventHandler {
   }
 
   // A mapping's key, or false when the event is a value.
-  bool TakeKey(const YAML::Mark& mark, const std::string* scalar) {
+  bool TakeKey(int line, const std::string* scalar) {
     if (stack_.empty() || !stack_.back().value.is_object() || !stack_.back().key_next) return false;
     Frame& f = stack_.back();
-    if (scalar == nullptr) {
-      throw DocumentLimit{
-          fmt::format("line {}: a mapping key must be a plain name, not a list or mapping", mark.line + 1)};
-    }
-    f.key = CheckedYamlString(*scalar, mark);
-    f.key_line = mark.line + 1;
+    if (scalar == nullptr) throw DocumentLimit{fmt::format("line {}: a mapping key must be a plain name, not a list or mapping", line)};
+    f.key = CheckedYamlString(*scalar, line);
+    f.key_line = line;
     f.key_next = false;
     return true;
   }
 
-  void Open(Json value, const YAML::Mark& mark, YAML::anchor_t anchor) {
-    if (!stack_.empty() && stack_.back().value.is_object() && stack_.back().key_next) TakeKey(mark, nullptr);
+  void Open(Json value, int line, std::string anchor) {
+    TakeKey(line, nullptr);  // a list or mapping where a key belongs is refused
     if (static_cast<int>(stack_.size()) >= kMaxDocumentDepth) throw DocumentLimit{TooDeep("YAML")};
     Count(1);
     Frame frame;
     frame.value = std::move(value);
-    frame.anchor = anchor;
+    frame.anchor = std::move(anchor);
     stack_.push_back(std::move(frame));
   }
 
   void Close() {
     Frame f = std::move(stack_.back());
     stack_.pop_back();
-    Place(std::move(f.value), f.values, f.anchor);
+    Place(std::move(f.value), f.values, f.anchor, nullptr);
   }
 
-  void Value(const Json& value, std::size_t values, const YAML::Mark& mark, YAML::anchor_t anchor,
-             const std::string* scalar) {
-    if (TakeKey(mark, scalar)) return;  // keys are not counted
-    if (!stack_.empty() && stack_.back().value.is_object() && stack_.back().key_next) TakeKey(mark, nullptr);
+  void Value(const Json& value, std::size_t values, int line, const std::string& anchor, const std::string* scalar) {
+    if (TakeKey(line, scalar)) {
+      if (!anchor.empty()) anchors_[anchor] = {value, 1, true, *scalar};
+      return;  // keys are not counted
+    }
     Count(values);
-    Place(Json(value), values, anchor);
+    Place(Json(value), values, anchor, scalar);
   }
 
   // A finished value into its parent (or as the root); kept for aliases when anchored.
-  void Place(Json value, std::size_t values, YAML::anchor_t anchor) {
-    if (anchor != 0) anchors_[anchor] = {value, values};
+  void Place(Json value, std::size_t values, const std::string& anchor, const std::string* scalar) {
+    if (!anchor.empty()) anchors_[anchor] = {value, values, scalar != nullptr, scalar != nullptr ? *scalar : ""};
     if (stack_.empty()) {
       root_ = std::move(value);
       return;
@@ -299,13 +312,13 @@ class YamlBuilder : public YAML::EventHandler {
   std::size_t budget_;
   std::size_t values_ = 0;
   std::vector<Frame> stack_;
-  std::unordered_map<YAML::anchor_t, std::pair<Json, std::size_t>> anchors_;
+  std::unordered_map<std::string, Anchored> anchors_;
   Json root_;
 };
 
-// yaml-cpp builds its node graph recursively; nesting is checked on the text first so that a
-// deeply nested document is refused before the parser's stack can overflow. Flow brackets and
-// block indentation both count: a crude but safe over-estimate of the nesting.
+// Nesting is checked on the text first, so that a deeply nested document is refused before the
+// parser's stacks grow with it. Flow brackets and block indentation both count: a crude but safe
+// over-estimate of the nesting.
 bool YamlTooDeep(const std::string& text) {
   int flow = 0;
   std::size_t line_start = 0;
@@ -330,14 +343,30 @@ bool YamlTooDeep(const std::string& text) {
 Result<Json> ParseYaml(const std::string& text, const std::string& path) {
   if (YamlTooDeep(text)) return InvalidInput(fmt::format("{}: {}", path, TooDeep("YAML")));
   try {
-    std::istringstream in(text);
-    YAML::Parser parser(in);
+    struct Parser {
+      yaml_parser_t p;
+      Parser() { yaml_parser_initialize(&p); }
+      ~Parser() { yaml_parser_delete(&p); }
+    } parser;
+    yaml_parser_set_input_string(&parser.p, reinterpret_cast<const unsigned char*>(text.data()), text.size());
     YamlBuilder builder(text.size());
-    parser.HandleNextDocument(builder);
+    while (true) {
+      yaml_event_t event;
+      if (yaml_parser_parse(&parser.p, &event) == 0) {
+        const yaml_mark_t& mark = parser.p.problem_mark;
+        const char* problem = parser.p.problem != nullptr ? parser.p.problem : "unreadable";
+        const char* context = parser.p.context;
+        return InvalidInput(fmt::format("{}: not valid YAML: line {}, column {}: {}{}", path, mark.line + 1,
+                                        mark.column + 1, problem,
+                                        context != nullptr ? fmt::format(" ({})", context) : std::string()));
+      }
+      struct Event {
+        yaml_event_t* e;
+        ~Event() { yaml_event_delete(e); }
+      } owned{&event};
+      if (!builder.Take(event)) break;
+    }
     return std::move(builder.root());
-  } catch (const YAML::Exception& e) {
-    return InvalidInput(fmt::format("{}: not valid YAML: line {}, column {}: {}", path, e.mark.line + 1,
-                                    e.mark.column + 1, e.msg));
   } catch (const YamlDuplicateKey& d) {
     return InvalidInput(
         fmt::format("{}: line {}: key '{}' appears twice in the same mapping; keep one", path, d.line, d.key));

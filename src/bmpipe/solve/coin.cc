@@ -208,6 +208,9 @@ Result<MipResult> SolveMip(const LinearModel& model, const MipOptions& options) 
   if (options.write_lp) result.lp_text = LpText(cbc);
   const Deadline limit = options.deadline.Earlier(Deadline::In(options.time_limit_s));
   Cbc_setLogLevel(cbc, 0);
+  // Its limit on the clock, not on CPU time (which runs behind the clock on a busy machine, so
+  // that CBC would still be searching when its grace ends and it is stopped without its plan).
+  Cbc_setParameter(cbc, "timeMode", "elapsed");
   Cbc_setMaximumSeconds(cbc, std::max(1e-3, std::min(options.time_limit_s, limit.SecondsLeft())));
   Cbc_setAllowableFractionGap(cbc, options.relative_gap);
   Cbc_setAllowableGap(cbc, 0.0);
