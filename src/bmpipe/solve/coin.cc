@@ -247,8 +247,8 @@ Result<MipResult> SolveMip(const LinearModel& model, const MipOptions& options) 
     if (verdict.has_solution) solution.assign(Cbc_bestSolution(cbc), Cbc_bestSolution(cbc) + columns);
   } else {
     ::close(pipe_fds[1]);
-    // The stop flag ends it at once; the time kMipGraceS after CBC's own limit.
-    const Deadline hard = limit.Extended(kMipGraceS);
+    // The stop flag ends it at once; the time a grace after CBC's own limit.
+    const Deadline hard = limit.Extended(std::clamp(0.25 * limit.SecondsLeft(), kMipGraceS, kMipMaxGraceS));
     const ChildAnswer answer = AwaitChild(child, pipe_fds[0], hard);
     if (!answer.ended && !answer.clean) {
       Cbc_deleteModel(cbc);

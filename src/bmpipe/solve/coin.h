@@ -17,8 +17,8 @@ namespace bmpipe {
 struct MipOptions {
   double time_limit_s = 60;  // CBC's own limit, on its search
   // A hard stop: CBC runs in a child process, ended at this deadline's stop flag (Ctrl-C) at
-  // once, and kMipGraceS after its time when CBC has not stopped by itself (its root LP and cuts
-  // do not look at its limit). A solve ended so has no solution (kNoSolution).
+  // once, and a grace after its time (below) when CBC has not stopped by itself (its root LP and
+  // cuts do not look at its limit). A solve ended so has no solution (kNoSolution).
   Deadline deadline = Deadline::Never();
   double relative_gap = 1e-9;
   std::vector<double> start;  // optional MIP start: a value per column
@@ -36,8 +36,10 @@ struct MipResult {
 };
 
 // How long past the earlier of MipOptions::time_limit_s and its deadline CBC may run before it
-// is ended.
+// is ended: a quarter of that time, at least kMipGraceS and at most kMipMaxGraceS (CBC looks at its
+// clock between heuristics and cut rounds, which take longer on a busy machine).
 inline constexpr double kMipGraceS = 0.5;
+inline constexpr double kMipMaxGraceS = 2.0;
 
 // What happened to the model (core/outcome.h); an internal error when CBC failed (numerical
 // trouble, unbounded) without a solution, or its process ended abnormally.
