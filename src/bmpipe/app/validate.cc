@@ -25,6 +25,16 @@ FitOptions FitOptionsOf(double seconds, const std::string& progress, std::string
   return o;
 }
 
+// --time-limit and --progress of a command that fits efficiencies (validate, calibrate).
+void AddFitOptions(OptionTable& t, double& time_limit_s, std::string& progress, const std::string& what) {
+  t.Add("--time-limit", "time_limit", &time_limit_s,
+        "Seconds " + what + "; a fit that cannot end in time is refused at once, one stopped by it or by Ctrl-C ends "
+        "with exit 5")
+      .Positive()
+      .ShowDefault();
+  AddProgressOption(t, progress);
+}
+
 struct ValidateRequest {
   std::string table;
   double time_limit_s = kFitTimeLimitS;
@@ -42,12 +52,7 @@ OptionTable ValidateOptions(ValidateRequest& r) {
         "assumed");
   t.Add("--markdown", "", &r.markdown, "Print the Markdown tables of docs/fidelity.md");
   t.Add("--out", "", &r.out, "Also write the JSON to this file");
-  t.Add("--time-limit", "time_limit", &r.time_limit_s,
-        "Seconds the fits may take (each predicts every run of its entry about 10,000 times); a fit that cannot end "
-        "in time is refused at once, one stopped by it or by Ctrl-C ends with exit 5")
-      .Positive()
-      .ShowDefault();
-  AddProgressOption(t, r.progress);
+  AddFitOptions(t, r.time_limit_s, r.progress, "the fits may take (each predicts every run of its entry about 10,000 times)");
   return t;
 }
 
@@ -82,13 +87,9 @@ OptionTable CalibrateOptions(CalibrateRequest& r) {
   t.Add("--device-out", "", &r.device_out, "Write the device file (YAML) here instead of printing it");
   t.Add("--json", "", &r.json, "Print JSON: the fitted values and every measurement before and after");
   t.Add("--out", "", &r.out, "Also write the JSON to this file");
-  t.Add("--time-limit", "time_limit", &r.time_limit_s,
-        "Seconds the fit may take (a grid of about 120 evaluations for one efficiency, 10,000 for two, each "
-        "predicting every run); a fit that cannot end in time is refused at once, one stopped by it or by Ctrl-C "
-        "ends with exit 5")
-      .Positive()
-      .ShowDefault();
-  AddProgressOption(t, r.progress);
+  AddFitOptions(t, r.time_limit_s, r.progress,
+                "the fit may take (a grid of about 120 evaluations for one efficiency, 10,000 for two, each predicting "
+                "every run)");
   return t;
 }
 

@@ -202,13 +202,20 @@ class YamlBuilder {
         const auto it = anchors_.find(Text(e.data.alias.anchor));
         if (it == anchors_.end()) throw DocumentLimit{fmt::format("line {}: an alias to no anchor", line)};
         const std::string* scalar = it->second.scalar ? &it->second.text : nullptr;
-        Value(it->second.value, it->second.values, line, "", scalar);
+        if (TakeKey(line, scalar)) return true;  // keys are not counted
+        Value(Json(it->second.value), it->second.values, "", scalar);
         return true;
       }
       case YAML_SCALAR_EVENT: {
         const std::string text(reinterpret_cast<const char*>(e.data.scalar.value), e.data.scalar.length);
         const bool plain = e.data.scalar.style == YAML_PLAIN_SCALAR_STYLE;
-        Value(YamlScalar(text, plain, line), 1, line, Text(e.data.scalar.anchor), &text);
+        const std::string anchor = Text(e.data.scalar.anchor);
+        if (TakeKey(line, &text)) {
+          // A key is typed only when an alias may use it as a value.
+          if (!anchor.empty()) anchors_[anchor] = {YamlScalar(text, plain, line), 1, true, text};
+          return true;
+        }
+        Value(YamlScalar(text, plain, line), 1, anchor, &text);
         return true;
       }
       case YAML_SEQUENCE_START_EVENT:
@@ -282,13 +289,10 @@ class YamlBuilder {
     Place(std::move(f.value), f.values, f.anchor, nullptr);
   }
 
-  void Value(const Json& value, std::size_t values, int line, const std::string& anchor, const std::string* scalar) {
-    if (TakeKey(line, scalar)) {
-      if (!anchor.empty()) anchors_[anchor] = {value, 1, true, *scalar};
-      return;  // keys are not counted
-    }
+  // A value (not a key: Take has placed those) counted and placed.
+  void Value(Json value, std::size_t values, const std::string& anchor, const std::string* scalar) {
     Count(values);
-    Place(Json(value), values, anchor, scalar);
+    Place(std::move(value), values, anchor, scalar);
   }
 
   // A finished value into its parent (or as the root); kept for aliases when anchored.
