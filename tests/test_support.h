@@ -8,18 +8,10 @@
 
 #include <gtest/gtest.h>
 
+#include "bmpipe/core/build.h"
 #include "bmpipe/core/document.h"
 #include "bmpipe/problem/plan.h"
 #include "bmpipe/problem/problem.h"
-
-// Sanitized builds (ASan + UBSan, TSan) run several times slower than release ones.
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define BMPIPE_TEST_SANITIZED 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-#define BMPIPE_TEST_SANITIZED 1
-#endif
-#endif
 
 // At the top of a long property or scale test's body: the test is skipped in the fast tier
 // (BMPIPE_FAST set, FastTier()) and runs in full otherwise (scripts/test.sh, CI).
@@ -34,11 +26,7 @@ namespace bmpipe::testing {
 
 // What scales the fixed allowance (reading, building, simulating) that the time-limit tests grant
 // beyond the limits they set: 3 in a sanitized build, else 1. The limits themselves do not scale.
-#ifdef BMPIPE_TEST_SANITIZED
-inline constexpr double kSlowdown = 3;
-#else
-inline constexpr double kSlowdown = 1;
-#endif
+inline constexpr double kSlowdown = kSanitizedBuild ? 3 : 1;
 
 // Whether this run is the fast tier (`scripts/test.sh --fast`): the environment variable
 // BMPIPE_FAST is set to a non-empty value other than "0".

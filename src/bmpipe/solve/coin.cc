@@ -207,7 +207,7 @@ Result<MipResult> SolveMip(const LinearModel& model, const MipOptions& options) 
   MipResult result;
   if (options.write_lp) result.lp_text = LpText(cbc);
   const Deadline limit = options.deadline.Earlier(Deadline::In(options.time_limit_s));
-  Cbc_setLogLevel(cbc, 0);
+  Cbc_setLogLevel(cbc, getenv("CBCLOG") ? 1 : 0);
   // Its limit on the clock, not on CPU time (which runs behind the clock on a busy machine, so
   // that CBC would still be searching when its grace ends and it is stopped without its plan).
   Cbc_setParameter(cbc, "timeMode", "elapsed");
@@ -248,7 +248,8 @@ Result<MipResult> SolveMip(const LinearModel& model, const MipOptions& options) 
   } else {
     ::close(pipe_fds[1]);
     // The stop flag ends it at once; the time a grace after CBC's own limit.
-    const Deadline hard = limit.Extended(std::clamp(0.25 * limit.SecondsLeft(), kMipGraceS, kMipMaxGraceS));
+    const Deadline hard =
+        limit.Extended(kMipGraceScale * std::clamp(0.25 * limit.SecondsLeft(), kMipGraceS, kMipMaxGraceS));
     const ChildAnswer answer = AwaitChild(child, pipe_fds[0], hard);
     if (!answer.ended && !answer.clean) {
       Cbc_deleteModel(cbc);
