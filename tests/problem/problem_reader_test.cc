@@ -113,7 +113,7 @@ TEST(ProblemReader, UnknownKeyIsAnErrorWithASuggestion) {
   doc["pipeline"]["micro_batch"] = 4;
   EXPECT_EQ(ErrorOf(doc),
             "p.json: pipeline: unknown key 'micro_batch'; did you mean 'micro_batches'?; the keys allowed here are: "
-            "ranks, chunks, stages, virtual_stages, micro_batches, micro_batch_group, schedule");
+            "ranks, chunks, stages, virtual_stages, micro_batches, micro_batch_group, schedule, overlap");
   Json top = Base();
   top["comment"] = "x";
   EXPECT_NE(ErrorOf(top).find("p.json: top level: unknown key 'comment'"), std::string::npos);

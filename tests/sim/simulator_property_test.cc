@@ -95,8 +95,23 @@ std::vector<std::vector<Event>> SimulateByHand(const Pipeline& p, const std::vec
         }
         if (waiting) break;
         TimeNs at = ready;
+        std::vector<TimeNs> length;
+        for (std::size_t k = next[r]; k <= last; ++k) length.push_back(DurationOf(p, stages[orders[r][k].stage], orders[r][k].kind));
+        // An overlapped pair: a forward, then a backward of another micro-batch (and maybe that
+        // backward's W). First the forward's compute beside the backward's communication, then the
+        // backward's compute (and its W) beside the forward's communication, each the longer.
+        const Op& f = orders[r][next[r]];
+        if (p.overlap && last > next[r] && f.kind == OpKind::kForward && orders[r][next[r] + 1].kind == OpKind::kBackward &&
+            orders[r][next[r] + 1].micro_batch != f.micro_batch) {
+          const StageCost& a = stages[f.stage];
+          const StageCost& b = stages[orders[r][next[r] + 1].stage];
+          const bool with_w = last >= next[r] + 2;
+          const TimeNs w = with_w ? length[2] : 0;
+          length[0] = std::max(a.forward_ns - a.forward_comm_ns, b.backward_comm_ns);
+          length[1] = std::max(length[1] - b.backward_comm_ns + w, a.forward_comm_ns) - w;
+        }
         for (std::size_t k = next[r]; k <= last; ++k) {
-          const TimeNs end = at + DurationOf(p, stages[orders[r][k].stage], orders[r][k].kind);
+          const TimeNs end = at + length[k - next[r]];
           events[r].push_back({at, end});
           at = end;
         }
@@ -138,10 +153,25 @@ Bytes MemoryAfter(const Pipeline& p, const std::vector<Op>& ops, const std::vect
 // the same start and end as the plain event simulation, the same memory peak as the definition
 // gives at every op boundary, and a critical path as long as the iteration.
 TEST(SimulatorProperty, RandomPlansMatchAnEventSimulationByHand) {
-  std::mt19937_64 rng(20261129);
+  std::mt19937_64 rng(20261129), comm_rng(1202);
   std::set<ScheduleKind> covered;
+  int overlapped = 0;
   for (int c = 0; c < kCases; ++c) {
     testing::RandomCase rc = testing::MakeRandomCase(rng);
+    // Half the cases of the schedules with pairs overlap them, each option partly communication.
+    const ScheduleKind kind = rc.problem.pipeline.schedule;
+    auto draw = [&](std::int64_t lo, std::int64_t hi) { return std::uniform_int_distribution<std::int64_t>(lo, hi)(comm_rng); };
+    if ((kind == ScheduleKind::kDualPipe || kind == ScheduleKind::kDualPipeV || kind == ScheduleKind::kInterleavedOneFOneB) &&
+        draw(0, 1) == 0) {
+      rc.problem.pipeline.overlap = true;
+      ++overlapped;
+      for (Layer& layer : rc.problem.layers) {
+        for (LayerOption& o : layer.options) {
+          o.forward_comm_ns = draw(0, o.forward_ns);
+          o.backward_comm_ns = draw(0, std::max<TimeNs>(0, o.backward_ns + o.recompute_ns - layer.weight_grad_ns));
+        }
+      }
+    }
     const Problem& problem = rc.problem;
     const Pipeline& p = problem.pipeline;
     covered.insert(p.schedule);
@@ -202,12 +232,15 @@ TEST(SimulatorProperty, RandomPlansMatchAnEventSimulationByHand) {
       durations.backward.push_back(stage.backward_ns);
       durations.weight_grad.push_back(stage.weight_grad_ns);
       durations.p2p_out.push_back(stage.p2p_out_ns);
+      durations.forward_comm.push_back(stage.forward_comm_ns);
+      durations.backward_comm.push_back(stage.backward_comm_ns);
     }
     for (const RankResult& r : sim.ranks) durations.rank_update.push_back(r.update_ns);
     ASSERT_EQ(PathLength(sim.critical_path, durations), sim.iteration_ns);
     ASSERT_NEAR(sim.bubble.ideal + sim.bubble.imbalance + sim.bubble.recompute, sim.bubble.real, 1e-9);
   }
   EXPECT_EQ(covered.size(), std::size(kSchedules)) << "every schedule is drawn";
+  EXPECT_GT(overlapped, 30);
 }
 
 TEST(SimulatorProperty, RerunningGivesIdenticalOutput) {

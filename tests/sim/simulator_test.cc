@@ -316,6 +316,51 @@ TEST(Simulator, DualPipeVRunsOverlappedPairsInTurn) {
   }
 }
 
+// An overlapped pair (pipeline.overlap): the forward's compute beside the backward's
+// communication, then the backward's compute and its W beside the forward's communication. With
+// F = 1000 (400 of it communication), B = 2000 (W 1000, communication 400): the forward runs
+// max(600, 400) = 600, the backward max(600 + 1000, 400) - 1000 = 600, the W 1000: 2200 for the
+// pair against 3000 in turn, 800 hidden per pair. With the forward mostly communication (900 of
+// 1000), the first phase is the backward's communication (400 against 100 of compute).
+TEST(Simulator, OverlappedPairsRunTheLongerOfTwoStreamsPerPhase) {
+  for (const auto& [mf, mb, first, second] : {std::tuple{400, 400, 600, 600}, std::tuple{900, 400, 400, 600}}) {
+    Problem problem = UniformProblem(ScheduleKind::kDualPipeV, 2, 2, 8, 4, 1000, 2000);
+    problem.pipeline.overlap = true;
+    for (Layer& layer : problem.layers) {
+      layer.weight_grad_ns = 1000;
+      layer.options[0].forward_comm_ns = mf;
+      layer.options[0].backward_comm_ns = mb;
+    }
+    // A forward of 1000 with mf of it communication: first phase max(1000 - mf, mb).
+    const TimeNs phase1 = std::max<TimeNs>(1000 - mf, mb), phase2 = std::max<TimeNs>(2000 - mb, mf);
+    ASSERT_EQ(phase1, first);
+    ASSERT_EQ(phase2 - 1000, second);
+    const SimResult sim = SimulateOk(problem, OneLayerPerStage(problem));
+    const Schedule schedule(problem.pipeline);
+    int pairs = 0;
+    for (RankIdx r = 0; r < 2; ++r) {
+      const std::vector<Op>& ops = schedule.ops_of(r);
+      int rank_pairs = 0;
+      for (std::size_t i = 0; i + 2 < ops.size(); ++i) {
+        if (ops[i].kind != OpKind::kForward || !ops[i + 1].joined || ops[i + 1].kind != OpKind::kBackward) continue;
+        ++rank_pairs;
+        EXPECT_EQ(sim.op_timing[r][i].end_ns - sim.op_timing[r][i].start_ns, phase1);
+        EXPECT_EQ(sim.op_timing[r][i + 1].end_ns - sim.op_timing[r][i + 1].start_ns, phase2 - 1000);
+        EXPECT_EQ(sim.op_timing[r][i + 2].end_ns - sim.op_timing[r][i + 2].start_ns, 1000);
+      }
+      EXPECT_EQ(sim.ranks[r].hidden_comm_ns, rank_pairs * (3000 - phase1 - phase2));
+      pairs += rank_pairs;
+    }
+    EXPECT_GT(pairs, 0);
+    // The same plan with the pairs in turn is slower by at most what they hide.
+    Problem serial = problem;
+    serial.pipeline.overlap = false;
+    const SimResult in_turn = SimulateOk(serial, OneLayerPerStage(serial));
+    EXPECT_GT(in_turn.iteration_ns, sim.iteration_ns);
+    EXPECT_LE(in_turn.iteration_ns - sim.iteration_ns, pairs * (3000 - phase1 - phase2));
+  }
+}
+
 // DualPipe: half the micro-batches enter at each end, so each half fills the pipeline through
 // half the ranks. With equal stages and B <= W every rank idles (p-2)F in stage times, 2(p/2-1)F:
 // the paper's (p/2-1)(F&B+B-3W) with the pair run in turn (F&B = F+B+W) is (p/2-1)(F+2B-2W), and

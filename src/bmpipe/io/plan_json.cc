@@ -139,6 +139,7 @@ Json PlanToJson(const Problem& problem, const Plan& plan, const SimResult& sim, 
   out["pipeline"] = {{"schedule", ScheduleName(p.schedule)}, {"ranks", p.ranks},          {"chunks", p.chunks},
                      {"micro_batches", p.micro_batches},     {"stages", p.ranks}, {"virtual_stages", p.chunks}};
   if (p.micro_batch_group != 0) out["pipeline"]["micro_batch_group"] = p.micro_batch_group;
+  if (p.overlap) out["pipeline"]["overlap"] = true;
   out["memory_capacity_bytes"] = sim.capacity_bytes;
   out["fits_memory"] = sim.fits;
   out["bubble"] = {{"ratio", sim.bubble.ratio},

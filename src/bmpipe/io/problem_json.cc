@@ -22,6 +22,7 @@ Json ProblemToJson(const Problem& problem, const std::string& description) {
                      {"stages", p.ranks},
                      {"virtual_stages", p.chunks}};
   if (p.micro_batch_group != 0) out["pipeline"]["micro_batch_group"] = p.micro_batch_group;
+  if (p.overlap) out["pipeline"]["overlap"] = true;
   out["device"] = {{"memory_bytes", problem.memory_bytes}, {"reserved_bytes", problem.reserved_bytes}};
   out["p2p_s"] = Seconds(problem.p2p_ns);
   Json layers = Json::array();
@@ -39,12 +40,15 @@ Json ProblemToJson(const Problem& problem, const std::string& description) {
     if (l.weight_grad_bytes != 0) entry["weight_grad_bytes"] = l.weight_grad_bytes;
     Json options = Json::array();
     for (const LayerOption& o : l.options) {
-      options.push_back({{"name", o.name},
-                         {"forward_s", Seconds(o.forward_ns)},
-                         {"backward_s", Seconds(o.backward_ns)},
-                         {"recompute_s", Seconds(o.recompute_ns)},
-                         {"saved_bytes", o.saved_bytes},
-                         {"peak_extra_bytes", o.peak_extra_bytes}});
+      Json option = {{"name", o.name},
+                     {"forward_s", Seconds(o.forward_ns)},
+                     {"backward_s", Seconds(o.backward_ns)},
+                     {"recompute_s", Seconds(o.recompute_ns)},
+                     {"saved_bytes", o.saved_bytes},
+                     {"peak_extra_bytes", o.peak_extra_bytes}};
+      if (o.forward_comm_ns != 0) option["forward_comm_s"] = Seconds(o.forward_comm_ns);
+      if (o.backward_comm_ns != 0) option["backward_comm_s"] = Seconds(o.backward_comm_ns);
+      options.push_back(std::move(option));
     }
     entry["options"] = std::move(options);
     layers.push_back(std::move(entry));

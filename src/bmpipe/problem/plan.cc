@@ -49,6 +49,8 @@ StageCost ComputeStageCost(const Problem& problem, const Plan& plan, StageIdx s)
     c.saved_bytes += o.saved_bytes;
     c.weight_grad_bytes += problem.layers[l].weight_grad_bytes;
     c.transient_bytes = std::max(c.transient_bytes, o.peak_extra_bytes);
+    c.forward_comm_ns += o.forward_comm_ns;
+    c.backward_comm_ns += o.backward_comm_ns;
   }
   c.p2p_out_ns = problem.layers[plan.end(s) - 1].p2p_ns;
   return c;

@@ -55,6 +55,10 @@ struct StageCost {
   TimeNs p2p_out_ns = 0;    // p2p time of the stage's output: that of its last layer
   TimeNs weight_grad_ns = 0;    // the part of backward_ns that W runs when the schedule splits the backward
   Bytes weight_grad_bytes = 0;  // held from B to W when the schedule splits the backward
+  // The parts of forward_ns and of backward_ns (outside weight_grad_ns) an overlapped pair hides
+  // under its partner's compute (LayerOption::forward_comm_ns, backward_comm_ns).
+  TimeNs forward_comm_ns = 0;
+  TimeNs backward_comm_ns = 0;
 };
 
 // Per-rank costs that do not depend on micro-batches.

@@ -18,7 +18,8 @@ bool SameCosts(const Layer& a, const Layer& b) {
     const LayerOption& x = a.options[o];
     const LayerOption& y = b.options[o];
     if (x.name != y.name || x.forward_ns != y.forward_ns || x.backward_ns != y.backward_ns ||
-        x.recompute_ns != y.recompute_ns || x.saved_bytes != y.saved_bytes || x.peak_extra_bytes != y.peak_extra_bytes) {
+        x.recompute_ns != y.recompute_ns || x.saved_bytes != y.saved_bytes || x.peak_extra_bytes != y.peak_extra_bytes ||
+        x.forward_comm_ns != y.forward_comm_ns || x.backward_comm_ns != y.backward_comm_ns) {
       return false;
     }
   }
@@ -121,6 +122,16 @@ Status ValidateProblem(const Problem& problem) {
       if (opt.forward_ns < 0 || opt.backward_ns < 0 || opt.recompute_ns < 0 || opt.saved_bytes < 0 ||
           opt.peak_extra_bytes < 0) {
         return InvalidInput(fmt::format("layer {} ('{}') option '{}' has a negative cost", l, layer.name, opt.name));
+      }
+      if (opt.forward_comm_ns < 0 || opt.forward_comm_ns > opt.forward_ns) {
+        return InvalidInput(fmt::format("layer {} ('{}') option '{}': forward_comm_s is part of forward_s (0 to {} s)",
+                                        l, layer.name, opt.name, ToSeconds(opt.forward_ns)));
+      }
+      if (opt.backward_comm_ns < 0 || opt.backward_comm_ns > opt.backward_ns + opt.recompute_ns - layer.weight_grad_ns) {
+        return InvalidInput(fmt::format(
+            "layer {} ('{}') option '{}': backward_comm_s is part of backward_s + recompute_s outside the layer's "
+            "weight_grad_s (0 to {} s)",
+            l, layer.name, opt.name, ToSeconds(std::max<TimeNs>(0, opt.backward_ns + opt.recompute_ns - layer.weight_grad_ns))));
       }
       if (layer.weight_grad_ns > opt.backward_ns) {
         return InvalidInput(fmt::format("layer {} ('{}'): weight_grad_s is part of every option's backward_s and "

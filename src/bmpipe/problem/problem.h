@@ -37,6 +37,11 @@ struct LayerOption {
   TimeNs recompute_ns = 0;  // forward work redone during the backward
   Bytes saved_bytes = 0;    // kept from forward to backward, per micro-batch
   Bytes peak_extra_bytes = 0;  // transient while this layer's forward or backward runs
+  // The part of forward_ns, and of backward_ns + recompute_ns (outside the weight gradient), that
+  // waits for communication another micro-batch's compute can hide: the expert-parallel
+  // all-to-all. Only an overlapped pair uses them (Pipeline::overlap, docs/semantics.md).
+  TimeNs forward_comm_ns = 0;
+  TimeNs backward_comm_ns = 0;
 };
 
 struct Layer {

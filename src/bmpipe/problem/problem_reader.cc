@@ -40,7 +40,8 @@ std::optional<JsonCursor> Renamed(const JsonCursor& c, std::string_view name, st
 }
 
 Pipeline ReadPipeline(const JsonCursor& c, std::vector<std::string>& notes) {
-  c.ExpectKeys({"ranks", "chunks", "stages", "virtual_stages", "micro_batches", "micro_batch_group", "schedule"});
+  c.ExpectKeys({"ranks", "chunks", "stages", "virtual_stages", "micro_batches", "micro_batch_group", "schedule",
+                "overlap"});
   Pipeline p;
   std::optional<JsonCursor> ranks =
       Renamed(c, "ranks", "stages", "the pipeline ranks; a stage is one model chunk of one rank", notes);
@@ -58,11 +59,13 @@ Pipeline ReadPipeline(const JsonCursor& c, std::vector<std::string>& notes) {
     p.micro_batch_group = static_cast<int>(
         g->Integer(1, kMaxMicroBatches, "give the micro-batches each chunk runs in a row (interleaved 1F1B)"));
   }
+  if (auto o = c.Optional("overlap")) p.overlap = o->Bool();
   return p;
 }
 
 LayerOption ReadOption(const JsonCursor& c) {
-  c.ExpectKeys({"name", "forward_s", "backward_s", "recompute_s", "saved_bytes", "peak_extra_bytes"});
+  c.ExpectKeys({"name", "forward_s", "backward_s", "recompute_s", "saved_bytes", "peak_extra_bytes", "forward_comm_s",
+                "backward_comm_s"});
   LayerOption o;
   o.name = c.Required("name", "e.g. 'none', 'selective', 'full'").String();
   o.forward_ns = c.Required("forward_s", "forward time per micro-batch, seconds").Seconds();
@@ -70,6 +73,8 @@ LayerOption ReadOption(const JsonCursor& c) {
   if (auto r = c.Optional("recompute_s")) o.recompute_ns = r->Seconds();
   o.saved_bytes = c.Required("saved_bytes", "activation bytes kept from forward to backward per micro-batch").ByteCount();
   if (auto t = c.Optional("peak_extra_bytes")) o.peak_extra_bytes = t->ByteCount();
+  if (auto f = c.Optional("forward_comm_s")) o.forward_comm_ns = f->Seconds();
+  if (auto b = c.Optional("backward_comm_s")) o.backward_comm_ns = b->Seconds();
   return o;
 }
 

@@ -164,6 +164,14 @@ Status ValidatePipeline(const Pipeline& p, int num_layers) {
                                     "end and needs an even number, such as {}",
                                     p.micro_batches, traits.name, p.micro_batches + 1));
   }
+  if (p.overlap && p.schedule != ScheduleKind::kInterleavedOneFOneB && p.schedule != ScheduleKind::kDualPipe &&
+      p.schedule != ScheduleKind::kDualPipeV) {
+    return InvalidInput(fmt::format(
+        "pipeline.overlap: schedule '{}' runs no forward and backward of two micro-batches as one action; overlapped "
+        "pairs are DualPipe's, DualPipeV's and Megatron's combined 1F1B (interleaved-1f1b); remove it or use one of "
+        "those schedules",
+        traits.name));
+  }
   if (p.micro_batch_group != 0 && !traits.micro_batch_groups) {
     return InvalidInput(fmt::format(
         "pipeline.micro_batch_group = {}: schedule '{}' runs no micro-batch groups (only {} do); remove it",

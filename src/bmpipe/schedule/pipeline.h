@@ -146,6 +146,13 @@ struct Pipeline {
   // Interleaved 1F1B: micro-batches each chunk runs in a row (Megatron's
   // --microbatch-group-size-per-virtual-pipeline-stage); 0 means p, Megatron's default.
   int micro_batch_group = 0;
+  // Overlapped pairs (docs/semantics.md, "Actions"): an action that joins a forward to another
+  // micro-batch's backward runs each one's communication (LayerOption::forward_comm_ns,
+  // backward_comm_ns) under the other's compute. DualPipe's and DualPipeV's pairs, and under
+  // interleaved 1F1B Megatron's combined 1F1B (--overlap-moe-expert-parallel-comm), which joins
+  // each forward of the steady phase to the backward after it. Off: pairs run one op after the
+  // other (torch's OVERLAP_F_B without an overlap function).
+  bool overlap = false;
 
   // The stages the layers are split into: ranks x chunks, or half that where each stage has two
   // copies (the mirror placement).

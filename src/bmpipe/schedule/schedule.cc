@@ -48,9 +48,13 @@ std::vector<Op> OneFOneBOrder(const Pipeline& p, const OrderTable& table, RankId
   auto backward = [&](int k) { return Op{backward_stage[table.chunk[k]], table.micro_batch[k], OpKind::kBackward}; };
   std::size_t at = 0;
   for (int k = 0; k < warmup; ++k) ops[at++] = forward(k);
+  // Megatron's combined 1F1B (interleaved, overlapped): each steady forward and the backward
+  // after it run as one action.
+  const bool combined = p.overlap && !p.SplitBackward();
   for (int k = 0; k < total - warmup; ++k) {
     ops[at++] = forward(warmup + k);
-    ops[at++] = backward(k);
+    ops[at] = backward(k);
+    ops[at++].joined = combined;
   }
   for (int k = total - warmup; k < total; ++k) ops[at++] = backward(k);
   return ops;

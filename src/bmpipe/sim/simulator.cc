@@ -18,14 +18,14 @@ Durations<TimeNs> DurationsOf(const std::vector<StageCost>& stages, const std::v
     d.backward.push_back(c.backward_ns);
     d.weight_grad.push_back(c.weight_grad_ns);
     d.p2p_out.push_back(c.p2p_out_ns);
+    d.forward_comm.push_back(c.forward_comm_ns);
+    d.backward_comm.push_back(c.backward_comm_ns);
   }
   for (const RankCost& r : ranks) d.rank_update.push_back(r.update_ns);
   return d;
 }
 
-Status TimeOps(const Schedule& schedule, const std::vector<StageCost>& stages, const std::vector<RankCost>& ranks,
-               SimResult& result) {
-  const Durations<TimeNs> durations = DurationsOf(stages, ranks);
+Status TimeOps(const Schedule& schedule, const Durations<TimeNs>& durations, SimResult& result) {
   Timing<TimeNs> timing = TimeSchedule(schedule, durations, /*record_binding=*/true);
   if (!timing.complete) {
     const Op& op = schedule.ops_of(timing.stuck_rank)[timing.stuck_position];
@@ -39,9 +39,28 @@ Status TimeOps(const Schedule& schedule, const std::vector<StageCost>& stages, c
   return {};
 }
 
+// The communication the overlapped pairs of rank r hide: each pair's ops one after the other,
+// less the pair.
+TimeNs HiddenComm(const Schedule& schedule, const Durations<TimeNs>& durations, RankIdx r) {
+  const Pipeline& p = schedule.pipeline();
+  const std::vector<Op>& ops = schedule.ops_of(r);
+  TimeNs hidden = 0;
+  for (std::size_t i = 0; i < ops.size();) {
+    std::size_t last = i;
+    while (last + 1 < ops.size() && ops[last + 1].joined) ++last;
+    const ActionTimes<TimeNs> overlapped = TimeAction(durations, ops, i, last, p.SplitBackward(), true);
+    if (overlapped.pair) {
+      const ActionTimes<TimeNs> serial = TimeAction(durations, ops, i, last, p.SplitBackward(), false);
+      for (int k = 0; k < 3; ++k) hidden += serial.op[k] - overlapped.op[k];
+    }
+    i = last + 1;
+  }
+  return hidden;
+}
+
 // Per-rank busy time, memory over time and its peak.
 void AccountRanks(const Schedule& schedule, const std::vector<StageCost>& stages, const std::vector<RankCost>& ranks,
-                  const SimOptions& options, SimResult& result) {
+                  const Durations<TimeNs>& durations, const SimOptions& options, SimResult& result) {
   const Pipeline& p = schedule.pipeline();
   result.ranks.assign(p.ranks, {});
   if (options.record_memory) result.memory.assign(p.ranks, {});
@@ -49,6 +68,7 @@ void AccountRanks(const Schedule& schedule, const std::vector<StageCost>& stages
     RankResult& rr = result.ranks[r];
     rr.static_bytes = ranks[r].static_bytes;
     rr.update_ns = ranks[r].update_ns;
+    if (p.overlap) rr.hidden_comm_ns = HiddenComm(schedule, durations, r);
     rr.peak_memory_bytes = rr.static_bytes;
     Bytes saved = 0;  // saved and held bytes of the micro-batches in flight
     int in_flight = 0;
@@ -123,9 +143,10 @@ Result<SimResult> Simulate(const Schedule& schedule, const std::vector<StageCost
   }
   SimResult result;
   result.capacity_bytes = capacity_bytes;
-  Status timed = TimeOps(schedule, stages, ranks, result);
+  const Durations<TimeNs> durations = DurationsOf(stages, ranks);
+  Status timed = TimeOps(schedule, durations, result);
   if (!timed.ok()) return timed.error();
-  AccountRanks(schedule, stages, ranks, options, result);
+  AccountRanks(schedule, stages, ranks, durations, options, result);
   result.bubble = ComputeBubble(schedule, result);
   return result;
 }

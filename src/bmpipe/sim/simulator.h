@@ -31,6 +31,9 @@ struct RankResult {
   Bytes peak_memory_bytes = 0;
   TimeNs peak_time_ns = 0;    // first instant the peak is reached
   int max_in_flight = 0;      // most (stage, micro-batch) saved activations at once (not counting held W inputs)
+  // With overlapped pairs (Pipeline::overlap): how much shorter its pairs ran than their ops one
+  // after the other, the communication hidden under the partner's compute.
+  TimeNs hidden_comm_ns = 0;
 };
 
 // Bubble ratio as docs/semantics.md defines it, and the loss relative to useful compute broken down as

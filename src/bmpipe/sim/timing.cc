@@ -27,6 +27,7 @@ Timing<Time> TimeSchedule(const Schedule& schedule, const Durations<Time>& durat
   }
 
   const bool actions = schedule.has_actions();
+  const bool overlap = p.overlap;
   while (!runnable.empty()) {
     const RankIdx r = runnable.back();
     runnable.pop_back();
@@ -73,8 +74,9 @@ Timing<Time> TimeSchedule(const Schedule& schedule, const Durations<Time>& durat
         const bool by_dependency = binding >= 0 && ready >= previous && (i == 0 || ready > previous);
         t.bound_by[r][i] = static_cast<std::int8_t>(by_dependency ? binding : -1);
       }
+      const ActionTimes<Time> times = TimeAction(durations, ops, i, last, split, overlap);
       for (std::size_t k = i; k <= last; ++k) {
-        const Time duration = DurationOf(durations, ops[k], split);
+        const Time duration = k - i < 3 ? times.op[k - i] : DurationOf(durations, ops[k], split);
         assert(duration >= Time(0) && ready >= Time(0) && "durations are non-negative and bounded (kMaxIterationNs)");
         t.span[r][k] = {at, at + duration};
         at += duration;
@@ -117,6 +119,10 @@ PathCoefficients CriticalPath(const Schedule& schedule, const Durations<Time>& d
   path.backward.assign(p.stages(), 0);
   path.weight_grad.assign(p.stages(), 0);
   path.hops.assign(std::max(p.stages() - 1, 0), 0);
+  if (p.overlap) {
+    path.forward_comm.assign(p.stages(), 0);
+    path.backward_comm.assign(p.stages(), 0);
+  }
   if (!timing.complete || timing.bound_by.empty()) return path;
   if (durations.rank_update[end_rank] != Time(0)) path.update_rank = end_rank;
 
@@ -125,18 +131,45 @@ PathCoefficients CriticalPath(const Schedule& schedule, const Durations<Time>& d
   std::size_t i = schedule.ops_of(r).size() - 1;
   const bool split = p.SplitBackward();
   while (true) {
-    const Op& op = schedule.ops_of(r)[i];
-    switch (op.kind) {
-      case OpKind::kForward:
+    const std::vector<Op>& ops = schedule.ops_of(r);
+    const Op& op = ops[i];
+    // An op of an overlapped pair counts its phase (TimeAction).
+    ActionTimes<Time> action;
+    std::size_t first = i;
+    if (p.overlap && op.kind != OpKind::kWeightGrad) {
+      const auto [begin, last] = ActionAround(ops, i);
+      first = begin;
+      action = TimeAction(durations, ops, first, last, split, true);
+    }
+    if (action.pair && i == first) {
+      if (action.forward_by_comm) {
+        path.backward_comm[ops[first + 1].stage] += 1;
+      } else {
         path.forward[op.stage] += 1;
-        break;
-      case OpKind::kBackward:
+        path.forward_comm[op.stage] -= 1;
+      }
+    } else if (action.pair && i == first + 1) {
+      if (action.backward_by_comm) {
+        path.forward_comm[ops[first].stage] += 1;
+        if (action.weight_joined) path.weight_grad[op.stage] -= 1;
+      } else {
         path.backward[op.stage] += 1;
         if (split) path.weight_grad[op.stage] -= 1;
-        break;
-      case OpKind::kWeightGrad:
-        path.weight_grad[op.stage] += 1;
-        break;
+        path.backward_comm[op.stage] -= 1;
+      }
+    } else {
+      switch (op.kind) {
+        case OpKind::kForward:
+          path.forward[op.stage] += 1;
+          break;
+        case OpKind::kBackward:
+          path.backward[op.stage] += 1;
+          if (split) path.weight_grad[op.stage] -= 1;
+          break;
+        case OpKind::kWeightGrad:
+          path.weight_grad[op.stage] += 1;
+          break;
+      }
     }
     const int binding = timing.bound_by[r][i];
     if (binding >= 0) {
@@ -161,6 +194,9 @@ Time PathLength(const PathCoefficients& path, const Durations<Time>& durations) 
     if (path.weight_grad[s] != 0) length += Time(path.weight_grad[s]) * durations.weight_grad[s];
   }
   for (std::size_t s = 0; s < path.hops.size(); ++s) length += Time(path.hops[s]) * durations.p2p_out[s];
+  for (std::size_t s = 0; s < path.forward_comm.size(); ++s) {
+    length += Time(path.forward_comm[s]) * durations.forward_comm[s] + Time(path.backward_comm[s]) * durations.backward_comm[s];
+  }
   if (path.update_rank >= 0) length += durations.rank_update[path.update_rank];
   return length;
 }

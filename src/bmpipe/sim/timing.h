@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "bmpipe/schedule/schedule.h"
@@ -17,6 +18,10 @@ struct Durations {
   std::vector<Time> weight_grad;  // per stage, the part of backward that W runs when the schedule splits it
   std::vector<Time> p2p_out;      // per stage: p2p time of its output (and of that output's gradient)
   std::vector<Time> rank_update;  // per rank: once-per-iteration work after its last op
+  // Per stage, when the pipeline overlaps its pairs (Pipeline::overlap): the communication in
+  // forward and in backward (outside weight_grad) an overlapped pair hides (StageCost).
+  std::vector<Time> forward_comm;
+  std::vector<Time> backward_comm;
 };
 
 // When one op runs: [start_ns, end_ns) in the time type's nanoseconds.
@@ -54,6 +59,62 @@ Time DurationOf(const Durations<Time>& d, const Op& op, bool split_backward) {
   return Time(0);
 }
 
+// The ops' durations in one action (docs/semantics.md, "Actions"): at most three ops, a forward,
+// a backward and its W. An overlapped pair (the pipeline overlaps, and the action is a forward
+// joined by a backward of another micro-batch, with or without that backward's W) runs in two
+// phases: the forward's compute beside the backward's communication, then the backward's compute
+// (with its W when joined) beside the forward's communication, each as long as the longer of the
+// two. The forward's duration is the first phase, the backward's the second less the W.
+template <typename Time>
+struct ActionTimes {
+  Time op[3] = {Time(0), Time(0), Time(0)};
+  bool pair = false;             // an overlapped pair
+  bool forward_by_comm = false;  // the first phase is the backward's communication
+  bool backward_by_comm = false;  // the second phase is the forward's communication
+  bool weight_joined = false;    // the pair's backward has its W in the action
+};
+// Whether the action at [first, last] of an order is an overlapped pair: 0 no, 1 a forward and a
+// backward, 2 with the backward's W.
+inline int PairKind(const std::vector<Op>& ops, std::size_t first, std::size_t last, bool overlap) {
+  if (!overlap || last == first || ops[first].kind != OpKind::kForward || ops[first + 1].kind != OpKind::kBackward ||
+      ops[first].micro_batch == ops[first + 1].micro_batch) {
+    return 0;
+  }
+  const Op& b = ops[first + 1];
+  return last >= first + 2 && ops[first + 2].kind == OpKind::kWeightGrad && ops[first + 2].stage == b.stage &&
+                 ops[first + 2].micro_batch == b.micro_batch
+             ? 2
+             : 1;
+}
+// The first and last positions of the action holding position i.
+inline std::pair<std::size_t, std::size_t> ActionAround(const std::vector<Op>& ops, std::size_t i) {
+  std::size_t first = i, last = i;
+  while (first > 0 && ops[first].joined) --first;
+  while (last + 1 < ops.size() && ops[last + 1].joined) ++last;
+  return {first, last};
+}
+template <typename Time>
+ActionTimes<Time> TimeAction(const Durations<Time>& d, const std::vector<Op>& ops, std::size_t first, std::size_t last,
+                             bool split_backward, bool overlap) {
+  ActionTimes<Time> a;
+  for (std::size_t k = first; k <= last && k - first < 3; ++k) a.op[k - first] = DurationOf(d, ops[k], split_backward);
+  const int kind = PairKind(ops, first, last, overlap);
+  if (kind == 0) return a;
+  const Op& f = ops[first];
+  const Op& b = ops[first + 1];
+  a.pair = true;
+  a.weight_joined = kind == 2;
+  const Time mf = d.forward_comm[f.stage], mb = d.backward_comm[b.stage];
+  const Time cf = d.forward[f.stage] - mf;
+  const Time cb = a.op[1] - mb;
+  const Time w = a.weight_joined ? d.weight_grad[b.stage] : Time(0);
+  a.forward_by_comm = mb > cf;
+  a.op[0] = a.forward_by_comm ? mb : cf;
+  a.backward_by_comm = mf > cb + w;
+  a.op[1] = (a.backward_by_comm ? mf : cb + w) - w;
+  return a;
+}
+
 // Times every op as early as its rank and its dependencies allow. Each rank advances until its
 // next op (or action: the ops joined to it, timed as one) waits for one not yet timed, and resumes
 // when the last op it waits for is timed: every op is visited once, its dependencies derived
@@ -68,6 +129,11 @@ struct PathCoefficients {
   std::vector<int> backward;     // per stage: backward ops (B) on the path
   std::vector<int> weight_grad;  // per stage: W ops on the path, minus the B ops when the backward is split
   std::vector<int> hops;      // per boundary s (between stage s and s+1): p2p transfers on the path
+  // Per stage, with overlapped pairs: how often the path counts each stage's forward and backward
+  // communication (a pair's phase set by the partner's communication adds it; one set by its own
+  // compute subtracts it from the op's forward or backward). Empty without overlap.
+  std::vector<int> forward_comm;
+  std::vector<int> backward_comm;
   RankIdx update_rank = -1;   // the rank whose update time ends the path, if it has one
 };
 

@@ -14,8 +14,13 @@ struct Mix {
   std::vector<std::vector<int>> option_count;  // per part, per option
   TimeNs forward = 0, backward = 0, recompute = 0;
   Bytes saved = 0, transient = 0;
+  // With overlapped pairs, the communication parts of forward and backward: mixes compare only
+  // with mixes of the same communication (a pair's time grows with each part, not only with
+  // forward and backward), which keeps the fronts exact.
+  TimeNs forward_comm = 0, backward_comm = 0;
 
-  auto Key() const { return std::tie(forward, backward, saved, transient, option_count); }
+  auto Key() const { return std::tie(forward_comm, backward_comm, forward, backward, saved, transient, option_count); }
+  bool SameComm(const Mix& other) const { return forward_comm == other.forward_comm && backward_comm == other.backward_comm; }
 
   // Adds another mix's costs (transient is a maximum, the rest add up).
   void AddCosts(const Mix& other) {
@@ -24,9 +29,16 @@ struct Mix {
     recompute += other.recompute;
     saved += other.saved;
     transient = std::max(transient, other.transient);
+    forward_comm += other.forward_comm;
+    backward_comm += other.backward_comm;
   }
-  static Mix OfOption(const LayerOption& o) {
+  // `comm`: whether the pipeline overlaps its pairs (else the communication parts are left at 0).
+  static Mix OfOption(const LayerOption& o, bool comm) {
     Mix m;
+    if (comm) {
+      m.forward_comm = o.forward_comm_ns;
+      m.backward_comm = o.backward_comm_ns;
+    }
     m.forward = o.forward_ns;
     m.backward = o.backward_ns + o.recompute_ns;
     m.recompute = o.recompute_ns;
@@ -106,10 +118,31 @@ class Limiter {
 // The indices (among `which`) of the mixes no other of them dominates, in Key order; among equal
 // ones the first in Key order. Dominance is in (forward, backward), and with `with_memory` also
 // in (saved, transient). Stops early (with part of the front) when `poll` expires.
+std::vector<std::size_t> ParetoIndicesOfSorted(const std::vector<Mix>& mixes, const std::vector<std::size_t>& which,
+                                               bool with_memory, DeadlinePoll* poll);
 std::vector<std::size_t> ParetoIndices(const std::vector<Mix>& mixes, std::vector<std::size_t> which, bool with_memory,
                                        DeadlinePoll* poll = nullptr) {
   // Ties in Key (mixes given without option counts) keep their given order.
   std::stable_sort(which.begin(), which.end(), [&](std::size_t a, std::size_t b) { return mixes[a].Key() < mixes[b].Key(); });
+  // Mixes of different communication parts (Mix::forward_comm) do not dominate each other: one
+  // front per group of equal parts, in Key order.
+  if (which.empty() || mixes[which.front()].SameComm(mixes[which.back()])) {
+    return ParetoIndicesOfSorted(mixes, which, with_memory, poll);
+  }
+  std::vector<std::size_t> front;
+  for (std::size_t begin = 0; begin < which.size();) {
+    std::size_t end = begin + 1;
+    while (end < which.size() && mixes[which[end]].SameComm(mixes[which[begin]])) ++end;
+    const std::vector<std::size_t> group(which.begin() + begin, which.begin() + end);
+    for (std::size_t i : ParetoIndicesOfSorted(mixes, group, with_memory, poll)) front.push_back(i);
+    begin = end;
+  }
+  return front;
+}
+
+// ParetoIndices of mixes in Key order, all of the same communication parts.
+std::vector<std::size_t> ParetoIndicesOfSorted(const std::vector<Mix>& mixes, const std::vector<std::size_t>& which,
+                                               bool with_memory, DeadlinePoll* poll) {
   std::vector<std::size_t> front;
   if (!with_memory) {
     // In (forward, backward) order a mix is dominated iff an earlier one has no larger backward.
@@ -187,7 +220,7 @@ class RunFronts {
           if (!space_.families.empty() && !(space_.families[family][runs_[run].begin] >> o & 1u)) continue;
           Mix n = m;
           n.option_count[0][o] += 1;
-          n.AddCosts(Mix::OfOption(options[o]));
+          n.AddCosts(Mix::OfOption(options[o], problem_.pipeline.overlap));
           next.push_back(std::move(n));
         }
       }
@@ -230,6 +263,8 @@ std::vector<Mix> ShapeMixes(RunFronts& fronts, std::size_t family, const std::ve
         n.recompute = a.recompute;
         n.saved = a.saved;
         n.transient = a.transient;
+        n.forward_comm = a.forward_comm;
+        n.backward_comm = a.backward_comm;
         n.AddCosts(b);
         all.push_back(costs.size());
         costs.push_back(n);
@@ -351,7 +386,7 @@ class Generator {
       for (int i = 0; i < count; ++i) {
         const OptionIdx o = i < blocked ? block : other;
         ++counts[o];
-        mix.AddCosts(Mix::OfOption(options[o]));
+        mix.AddCosts(Mix::OfOption(options[o], problem_.pipeline.overlap));
       }
       mix.option_count.push_back(std::move(counts));
     }
@@ -414,8 +449,8 @@ class Generator {
       for (std::size_t i = 0; i < shape.size(); ++i) {
         c.parts.push_back({shape[i].first, shape[i].second, m.option_count[i]});
       }
-      c.cost = StageCost{m.forward, m.backward, m.recompute, m.saved, m.transient, last.p2p_ns, weight_grad,
-                         weight_grad_bytes};
+      c.cost = StageCost{m.forward,   m.backward,        m.recompute,    m.saved,         m.transient,
+                         last.p2p_ns, weight_grad,       weight_grad_bytes, m.forward_comm, m.backward_comm};
       c.static_bytes = static_bytes;
       c.update_ns = update;
       std::int64_t bytes = sizeof(Candidate);
@@ -587,8 +622,9 @@ Candidates GenerateCandidates(const Problem& problem, const Schedule& schedule, 
     // A fixed order, shortest blocks first: branch and bound splits candidate index ranges.
     std::stable_sort(out.per_stage[s].begin(), out.per_stage[s].end(), [](const Candidate& a, const Candidate& b) {
       return std::tie(a.length, a.start_min, a.start_max, a.cost.backward_ns, a.cost.forward_ns, a.cost.saved_bytes,
-                      a.cost.transient_bytes) < std::tie(b.length, b.start_min, b.start_max, b.cost.backward_ns,
-                                                         b.cost.forward_ns, b.cost.saved_bytes, b.cost.transient_bytes);
+                      a.cost.transient_bytes, a.cost.forward_comm_ns, a.cost.backward_comm_ns) <
+             std::tie(b.length, b.start_min, b.start_max, b.cost.backward_ns, b.cost.forward_ns, b.cost.saved_bytes,
+                      b.cost.transient_bytes, b.cost.forward_comm_ns, b.cost.backward_comm_ns);
     });
   }
   out.stop = limiter.stop();

@@ -90,8 +90,9 @@ FamilyBound::FamilyBound(const Problem& problem, const Candidates& candidates, c
     : problem_(problem), candidates_(candidates) {
   const Pipeline& p = problem.pipeline;
   const int stages = p.stages();
-  // Its weights price F, B and p2p; a split backward's paths also use W.
-  if (p.SplitBackward()) {
+  // Its weights price F, B and p2p; a split backward's paths also use W, and overlapped pairs'
+  // paths their communication.
+  if (p.SplitBackward() || p.overlap) {
     available_ = false;
     return;
   }

@@ -59,6 +59,10 @@ Formulation BuildFormulation(const Problem& problem, const Candidates& candidate
     f.backward.push_back(m.AddColumn(Name("B", s), 0, kInfinity, 0, false));
     if (p.SplitBackward()) f.weight_grad.push_back(m.AddColumn(Name("W", s), 0, kInfinity, 0, false));
     f.p2p.push_back(m.AddColumn(Name("P", s), 0, kInfinity, 0, false));
+    if (p.overlap) {
+      f.forward_comm.push_back(m.AddColumn(Name("Mf", s), 0, kInfinity, 0, false));
+      f.backward_comm.push_back(m.AddColumn(Name("Mb", s), 0, kInfinity, 0, false));
+    }
   }
   for (RankIdx r = 0; r < p.ranks; ++r) f.update.push_back(m.AddColumn(Name("U", r), 0, kInfinity, 0, false));
   f.t = m.AddColumn("T", 0, kInfinity, 1, false);
@@ -79,6 +83,14 @@ Formulation BuildFormulation(const Problem& problem, const Candidates& candidate
       LinearRow w{Name("dur_W", s), 0, 0, {{f.weight_grad[s], 1}}};
       AddStageTerms(f, candidates, s, -unit, [](const Candidate& k) { return k.cost.weight_grad_ns; }, w.terms);
       m.AddRow(std::move(w));
+    }
+    if (p.overlap) {
+      LinearRow mf{Name("dur_Mf", s), 0, 0, {{f.forward_comm[s], 1}}};
+      AddStageTerms(f, candidates, s, -unit, [](const Candidate& k) { return k.cost.forward_comm_ns; }, mf.terms);
+      m.AddRow(std::move(mf));
+      LinearRow mb{Name("dur_Mb", s), 0, 0, {{f.backward_comm[s], 1}}};
+      AddStageTerms(f, candidates, s, -unit, [](const Candidate& k) { return k.cost.backward_comm_ns; }, mb.terms);
+      m.AddRow(std::move(mb));
     }
     LinearRow p2p{Name("dur_P", s), 0, 0, {{f.p2p[s], 1}}};
     AddStageTerms(f, candidates, s, -unit, [](const Candidate& k) { return k.cost.p2p_out_ns; }, p2p.terms);
@@ -153,19 +165,44 @@ void AddTimeIndexedRows(Formulation& f, const Problem& problem, const Schedule& 
                                            0, kInfinity, 0, false);
     }
   }
-  // An op's duration as terms: a split B is B_s - W_s.
-  auto duration = [&](const Op& op, double sign, std::vector<LinearTerm>& terms) {
+  const bool split = p.SplitBackward();
+  // The duration of the op at position i of rank r as terms (times -1): one set, or one per term
+  // of the max of an overlapped pair's phase.
+  auto durations = [&](RankIdx r, std::size_t i) {
+    const std::vector<Op>& ops = schedule.ops_of(r);
+    const Op& op = ops[i];
+    std::vector<std::vector<LinearTerm>> sets(1);
+    auto [first, last] = ActionAround(ops, i);
+    const int pair = op.kind == OpKind::kWeightGrad ? 0 : PairKind(ops, first, last, p.overlap);
+    if (pair != 0 && i == first) {
+      sets = {{{f.forward[op.stage], -1}, {f.forward_comm[op.stage], 1}}, {{f.backward_comm[ops[first + 1].stage], -1}}};
+      return sets;
+    }
+    if (pair != 0 && i == first + 1) {
+      sets = {{{f.backward[op.stage], -1}, {f.backward_comm[op.stage], 1}}, {{f.forward_comm[ops[first].stage], -1}}};
+      if (split) sets[0].push_back({f.weight_grad[op.stage], 1});
+      if (pair == 2) sets[1].push_back({f.weight_grad[op.stage], 1});
+      return sets;
+    }
     switch (op.kind) {
       case OpKind::kForward:
-        terms.push_back({f.forward[op.stage], sign});
+        sets[0].push_back({f.forward[op.stage], -1});
         break;
       case OpKind::kBackward:
-        terms.push_back({f.backward[op.stage], sign});
-        if (p.SplitBackward()) terms.push_back({f.weight_grad[op.stage], -sign});
+        sets[0].push_back({f.backward[op.stage], -1});
+        if (split) sets[0].push_back({f.weight_grad[op.stage], 1});
         break;
       case OpKind::kWeightGrad:
-        terms.push_back({f.weight_grad[op.stage], sign});
+        sets[0].push_back({f.weight_grad[op.stage], -1});
         break;
+    }
+    return sets;
+  };
+  auto add_rows = [&](const char* base, int& serial, const std::vector<LinearTerm>& fixed, RankIdx r, std::size_t i) {
+    for (const std::vector<LinearTerm>& terms : durations(r, i)) {
+      LinearRow row{Name(base, serial++), 0, kInfinity, fixed};
+      row.terms.insert(row.terms.end(), terms.begin(), terms.end());
+      m.AddRow(std::move(row));
     }
   };
   int serial = 0;
@@ -173,24 +210,17 @@ void AddTimeIndexedRows(Formulation& f, const Problem& problem, const Schedule& 
     const auto& ops = schedule.ops_of(r);
     for (std::size_t i = 0; i < ops.size(); ++i) {
       const OpId id = schedule.IdAt(r, i);
-      if (i > 0) {  // after the previous op on the rank
-        LinearRow row{Name("rank", serial++), 0, kInfinity, {{tau[id], 1}, {tau[schedule.IdAt(r, i - 1)], -1}}};
-        duration(ops[i - 1], -1, row.terms);
-        m.AddRow(std::move(row));
-      }
+      if (i > 0) add_rows("rank", serial, {{tau[id], 1}, {tau[schedule.IdAt(r, i - 1)], -1}}, r, i - 1);
       // After each dependency, plus p2p when it ran on another rank.
       for (const OpEdge& e : schedule.Dependencies(ops[i])) {
-        LinearRow row{Name("dep", serial++), 0, kInfinity, {{tau[id], 1}, {tau[e.op], -1}}};
-        duration(schedule.OpOf(e.op), -1, row.terms);
-        if (e.crosses_ranks) row.terms.push_back({f.p2p[e.boundary], -1});
-        m.AddRow(std::move(row));
+        std::vector<LinearTerm> fixed = {{tau[id], 1}, {tau[e.op], -1}};
+        if (e.crosses_ranks) fixed.push_back({f.p2p[e.boundary], -1});
+        add_rows("dep", serial, fixed, schedule.RankOfOp(e.op), schedule.PositionOf(e.op));
       }
     }
     if (!ops.empty()) {
-      LinearRow end{Name("end", r), 0, kInfinity,
-                    {{f.t, 1}, {tau[schedule.IdAt(r, ops.size() - 1)], -1}, {f.update[r], -1}}};
-      duration(ops.back(), -1, end.terms);
-      m.AddRow(std::move(end));
+      add_rows("end", serial, {{f.t, 1}, {tau[schedule.IdAt(r, ops.size() - 1)], -1}, {f.update[r], -1}}, r,
+               ops.size() - 1);
     }
   }
 }
@@ -203,6 +233,10 @@ LinearRow PathCut(const Formulation& f, const PathCoefficients& path, int serial
     if (path.weight_grad[s] != 0) row.terms.push_back({f.weight_grad[s], -static_cast<double>(path.weight_grad[s])});
     if (s < path.hops.size() && path.hops[s] != 0) row.terms.push_back({f.p2p[s], -static_cast<double>(path.hops[s])});
   }
+  for (std::size_t s = 0; s < path.forward_comm.size(); ++s) {
+    if (path.forward_comm[s] != 0) row.terms.push_back({f.forward_comm[s], -static_cast<double>(path.forward_comm[s])});
+    if (path.backward_comm[s] != 0) row.terms.push_back({f.backward_comm[s], -static_cast<double>(path.backward_comm[s])});
+  }
   if (path.update_rank >= 0) row.terms.push_back({f.update[path.update_rank], -1});
   return row;
 }
@@ -214,6 +248,10 @@ Durations<double> RelaxedDurations(const Formulation& f, const std::vector<doubl
     d.backward.push_back(std::max(0.0, solution[f.backward[s]]));
     if (!f.weight_grad.empty()) d.weight_grad.push_back(std::clamp(solution[f.weight_grad[s]], 0.0, d.backward.back()));
     d.p2p_out.push_back(std::max(0.0, solution[f.p2p[s]]));
+    if (!f.forward_comm.empty()) {
+      d.forward_comm.push_back(std::clamp(solution[f.forward_comm[s]], 0.0, d.forward.back()));
+      d.backward_comm.push_back(std::clamp(solution[f.backward_comm[s]], 0.0, d.backward.back()));
+    }
   }
   for (int u : f.update) d.rank_update.push_back(std::max(0.0, solution[u]));
   return d;

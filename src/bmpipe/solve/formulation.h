@@ -12,7 +12,9 @@
 // time-indexed form also tau_o >= 0, the start of op o.
 // Stage terms are columns defined by rows (f), so that time rows stay sparse:
 //  (f) dur[s]       F_s = sum_k F_k x_sk, B_s = sum_k B_k x_sk, P_s = sum_k P_k x_sk;
-//                   U_r = sum_{s on r} sum_k U_k x_sk; with a split backward W_s = sum_k W_k x_sk
+//                   U_r = sum_{s on r} sum_k U_k x_sk; with a split backward W_s = sum_k W_k x_sk;
+//                   with overlapped pairs the communication Mf_s = sum_k Mf_k x_sk and
+//                   Mb_s = sum_k Mb_k x_sk
 //
 // minimize T subject to
 //  (a) one[s]       sum_k x_sk = 1
@@ -27,10 +29,15 @@
 //   (e1) time-indexed: tau_o >= tau_o' + D_o' for the op o' before o on its rank, and for each
 //        dependency o' of o (+ P of the boundary when o' is on another rank), where D is F_s or
 //        B_s of the op's stage (a split B: B_s - W_s; W: W_s); T >= tau_o + D_o + U_r for the
-//        last op o of rank r.
+//        last op o of rank r. In an overlapped pair (forward of stage a, backward of stage b;
+//        sim/timing.h, TimeAction) D of the forward is max(F_a - Mf_a, Mb_b) and D of the backward
+//        max(B_b' - Mb_b + W_b', Mf_a) - W_b' (B_b' its unsplit or split duration, W_b' the W
+//        joined to it or 0): a row for each term of the max.
 //   (e2) path cuts: T >= sum_s (f_s F_s + g_s B_s + w_s W_s + h_s P_s) + U_{r*} for a path
 //        with f_s forward and g_s backward ops of stage s, w_s its W ops minus its split B ops,
-//        h_s transfers over boundary s, ending on rank r*; added lazily: after each solve, the
+//        h_s transfers over boundary s, ending on rank r*, and with overlapped pairs the terms
+//        of Mf_s and Mb_s of the phases on the path (each pair phase one term of its max, so the
+//        cut is below the path's length); added lazily: after each solve, the
 //        critical path under the relaxation's durations if it is longer than T, until none is.
 //  (g) T >= the rank-load bound (load_bound.h): integral layer counts per rank, which the
 //      relaxation of (b) loses.
@@ -59,6 +66,7 @@ struct Formulation {
   std::vector<int> b;               // b[s], s = 0..S-2
   std::vector<int> forward, backward, p2p;  // F_s, B_s, P_s per stage
   std::vector<int> weight_grad;             // W_s per stage, when the schedule splits the backward
+  std::vector<int> forward_comm, backward_comm;  // Mf_s, Mb_s per stage, when the pipeline overlaps its pairs
   std::vector<int> update;          // U_r per rank
   int t = -1;                       // column of T
   double t_floor = 0;               // the bound (g) on T, in time units

@@ -94,9 +94,12 @@ TimeNs RankLoadBound(const Problem& problem, const Schedule& schedule) {
     TimeNs c = std::numeric_limits<TimeNs>::max();
     TimeNs f = c, b = c;
     for (const LayerOption& o : layer.options) {
-      c = std::min(c, o.forward_ns + o.backward_ns + o.recompute_ns);
-      f = std::min(f, o.forward_ns);
-      b = std::min(b, o.backward_ns + o.recompute_ns - (split ? layer.weight_grad_ns : 0));
+      // An overlapped pair may hide an op's communication entirely: only its compute is certain.
+      const TimeNs forward = o.forward_ns - (pipeline.overlap ? o.forward_comm_ns : 0);
+      const TimeNs backward = o.backward_ns + o.recompute_ns - (pipeline.overlap ? o.backward_comm_ns : 0);
+      c = std::min(c, forward + backward);
+      f = std::min(f, forward);
+      b = std::min(b, backward - (split ? layer.weight_grad_ns : 0));
     }
     forwards.push_back(f);
     backwards.push_back(b);

@@ -131,6 +131,8 @@ PlanBuilder::Score PlanBuilder::Evaluate(const CandidatePlan& plan) const {
     d.backward.push_back(c.cost.backward_ns);
     d.weight_grad.push_back(c.cost.weight_grad_ns);
     d.p2p_out.push_back(c.cost.p2p_out_ns);
+    d.forward_comm.push_back(c.cost.forward_comm_ns);
+    d.backward_comm.push_back(c.cost.backward_comm_ns);
     for (int copy = 0; copy < problem_.pipeline.Copies(); ++copy) {
       d.rank_update[problem_.pipeline.RankOf(static_cast<StageIdx>(s), copy)] += c.update_ns;
     }
