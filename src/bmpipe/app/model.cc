@@ -242,6 +242,11 @@ void AddModelOptions(OptionTable& t, ModelRequest& m, const std::string& problem
     help += " 1f1b with --vpp > 1 runs Megatron's interleaved 1F1B";
     in(t.Add("--schedule", "schedule", &m.schedule, help)).Choices(names).ShowDefault();
   }
+  in(t.Add("--overlap-pairs", "overlap_pairs", &m.setup.overlap_pairs,
+           "Run the schedule's pairs of one micro-batch's forward and another's backward overlapped, each one's "
+           "expert-parallel all-to-all under the other's compute (docs/semantics.md, \"Actions\"): DualPipe and "
+           "DualPipeV with DeepSeek's overlap, interleaved 1F1B as Megatron's combined 1F1B "
+           "(--overlap-moe-expert-parallel-comm; each steady forward joined to the backward after it)"));
   in(t.Add("--microbatch-group", "micro_batch_group", &m.setup.micro_batch_group,
            "Interleaved 1F1B and interleaved ZB: micro-batches each chunk runs in a row (Megatron's "
            "--microbatch-group-size-per-virtual-pipeline-stage; default --pp). Lets the micro-batch count be any "

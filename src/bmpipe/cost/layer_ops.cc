@@ -672,6 +672,8 @@ void MlpBlock(GraphBuilder& g, const Shape& s, int h1, bool moe) {
       LayerOp& o = g.op(op);
       o.forward_comm_s = o.backward_comm_s = (1 - overlap) * exchange;
       o.overlapped_forward_comm_s = o.overlapped_backward_comm_s = overlap * exchange;
+      // What is left on the critical path is what an overlapped pair hides.
+      o.pair_forward_comm_s = o.pair_backward_comm_s = (1 - overlap) * exchange;
     };
     exchanges(dispatch);
     // The host launches the rest of the layer after the token counts reach it, each pass.
@@ -893,7 +895,12 @@ OptionCost EvaluateOption(const LayerGraph& graph, const std::string& option) {
     const LayerOp& op = graph.ops[o];
     cost.forward_s += op.forward_s;
     cost.backward_s += op.backward_s;
-    if (in_r[o]) cost.recompute_s += op.forward_s;
+    cost.forward_comm_s += op.pair_forward_comm_s;
+    cost.backward_comm_s += op.pair_backward_comm_s;
+    if (in_r[o]) {
+      cost.recompute_s += op.forward_s;
+      cost.backward_comm_s += op.pair_forward_comm_s;
+    }
     for (int t : op.saved) {
       saved_any[t] = true;
       if (!in_r[o]) saved_outside[t] = true;

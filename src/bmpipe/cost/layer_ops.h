@@ -48,6 +48,9 @@ struct LayerOp {
   // Collectives overlapped with another micro-batch's pass through the layer (Megatron's MoE
   // all-to-all overlap): hidden while the layer's compute lasts, the rest on the critical path.
   double overlapped_forward_comm_s = 0, overlapped_backward_comm_s = 0;
+  // The part of forward_comm_s and backward_comm_s an overlapped pair's partner can hide
+  // (docs/semantics.md, "Actions"): the expert-parallel dispatch and combine.
+  double pair_forward_comm_s = 0, pair_backward_comm_s = 0;
   // A quantized GEMM: FP8 (device.peak_fp8_flops x efficiency.fp8_gemm) or NVFP4
   // (device.peak_fp4_flops x efficiency.fp4_gemm), as the setup's precision says.
   bool fp8 = false;
@@ -86,6 +89,9 @@ struct OptionCost {
   double forward_s = 0, backward_s = 0, recompute_s = 0;
   double saved_bytes = 0, peak_extra_bytes = 0;
   double host_bytes = 0;  // what waits in host memory per micro-batch (offload options)
+  // What an overlapped pair can hide of forward_s, and of backward_s + recompute_s (a recomputed
+  // op's forward communication with its backward's): LayerOption::forward_comm_ns.
+  double forward_comm_s = 0, backward_comm_s = 0;
 };
 // What a split backward's W does for the layer (docs/semantics.md): the weight-gradient GEMMs
 // (half of a weighted GEMM's backward compute, its collectives left in B), and what they need

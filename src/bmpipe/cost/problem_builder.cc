@@ -243,7 +243,9 @@ Layer MakeLayer(const std::string& name, const LayerGraph& graph, const std::vec
                                         convert.Ns(c.backward_s + shard.backward_s, of + " a backward time"),
                                         convert.Ns(c.recompute_s, of + " a recompute time"),
                                         convert.RoundBytes(c.saved_bytes, of + " saved activations"),
-                                        convert.RoundBytes(c.peak_extra_bytes + gathered, of + " transient memory")});
+                                        convert.RoundBytes(c.peak_extra_bytes + gathered, of + " transient memory"),
+                                        convert.Ns(c.forward_comm_s, of + " a forward communication time"),
+                                        convert.Ns(c.backward_comm_s, of + " a backward communication time")});
   }
   return layer;
 }

@@ -95,6 +95,12 @@ Status ValidateNewParallelism(const ModelSpec& model, const DeviceSpec& device, 
                                     "all-to-alls hidden behind another micro-batch's compute",
                                     s.ep_comm_overlap));
   }
+  if (s.overlap_pairs && s.ep_comm_overlap > 0) {
+    return InvalidInput(fmt::format(
+        "--ep-comm-overlap {} with --overlap-pairs: the schedule's overlapped pairs hide the all-to-all by its size "
+        "(docs/semantics.md, \"Actions\"), and a fixed fraction on top would hide it twice; drop --ep-comm-overlap",
+        s.ep_comm_overlap));
+  }
   if (!model.moe.enabled() &&
       (s.moe_dispatcher != MoeDispatcher::kAllToAll || s.ep_comm_overlap > 0 || s.moe_cuda_graphs)) {
     return InvalidInput(fmt::format("--moe-dispatcher, --ep-comm-overlap and --moe-cuda-graphs apply to MoE models; "
@@ -249,6 +255,7 @@ Pipeline SetupPipeline(const TrainingSetup& setup) {
   p.schedule = setup.schedule == ScheduleKind::kOneFOneB && setup.vpp > 1 ? ScheduleKind::kInterleavedOneFOneB
                                                                            : setup.schedule;
   p.micro_batch_group = setup.micro_batch_group;
+  p.overlap = setup.overlap_pairs;
   return p;
 }
 

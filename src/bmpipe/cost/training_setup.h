@@ -122,6 +122,9 @@ struct TrainingSetup {
   Bytes headroom_bytes = 0;  // memory every rank must leave free beyond the reserve (--memory-headroom-gb)
   // The schedule (pipeline.h); 1f1b runs interleaved when vpp > 1.
   ScheduleKind schedule = ScheduleKind::kOneFOneB;
+  // Overlapped pairs (Pipeline::overlap): DualPipe's and DualPipeV's with DeepSeek's overlap,
+  // interleaved 1F1B as Megatron's combined 1F1B (--overlap-moe-expert-parallel-comm).
+  bool overlap_pairs = false;
   int micro_batch_group = 0;  // interleaved 1F1B's micro-batch groups (0: pp, Megatron's default)
   std::optional<Bytes> reserved_bytes;  // default: ReservedBytesDefault(device)
   double dp_overlap = 0;   // fraction of the data-parallel gradient sync hidden behind compute

@@ -181,6 +181,7 @@ Json PlanToJson(const Problem& problem, const Plan& plan, const SimResult& sim, 
                      {"recompute_s", ToSeconds(rr.recompute_ns)},
                      {"update_s", ToSeconds(rr.update_ns)},
                      {"finish_s", ToSeconds(rr.finish_ns)}});
+    if (p.overlap) ranks.back()["hidden_comm_s"] = ToSeconds(rr.hidden_comm_ns);
   }
   out["ranks"] = std::move(ranks);
   Json& s = out["solver"] = {{"name", solver.name}, {"status", ModelStatusName(solver.status)}, {"seconds", solver.seconds}};

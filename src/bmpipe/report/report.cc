@@ -57,8 +57,12 @@ std::string FormatReport(const ReportHeader& header, const Problem& problem, con
   const Pipeline& p = problem.pipeline;
   std::string out = header.title + "\n";
   for (const auto& [label, value] : header.lines) out += fmt::format("  {:<10} {}\n", label, value);
-  out += fmt::format("  {:<10} {}, {} rank{} x {} chunk{} = {} stages, {} micro-batches, {} layers\n", "pipeline",
-                     ScheduleName(p.schedule), p.ranks, p.ranks == 1 ? "" : "s", p.chunks, p.chunks == 1 ? "" : "s",
+  out += fmt::format("  {:<10} {}{}, {} rank{} x {} chunk{} = {} stages, {} micro-batches, {} layers\n", "pipeline",
+                     ScheduleName(p.schedule),
+                     !p.overlap                                          ? ""
+                     : p.schedule == ScheduleKind::kInterleavedOneFOneB ? " (combined 1F1B: overlapped pairs)"
+                                                                          : " (overlapped pairs)",
+                     p.ranks, p.ranks == 1 ? "" : "s", p.chunks, p.chunks == 1 ? "" : "s",
                      p.stages(), p.micro_batches, problem.num_layers());
   // "of cap" and "free" are of the device's memory; plans fit in it less the headroom.
   const Bytes headroom = problem.training ? problem.training->headroom_bytes : 0;
@@ -101,6 +105,16 @@ std::string FormatReport(const ReportHeader& header, const Problem& problem, con
     out += fmt::format("Memory           EXCEEDS capacity{} on rank{} {}\n", headroom > 0 ? " less the headroom" : "",
                        over.size() == 1 ? "" : "s", list);
   }
+  if (p.overlap) {
+    TimeNs least = sim.ranks.front().hidden_comm_ns, most = least;
+    for (const RankResult& r : sim.ranks) {
+      least = std::min(least, r.hidden_comm_ns);
+      most = std::max(most, r.hidden_comm_ns);
+    }
+    out += fmt::format("Overlap          the pairs hide {} to {} of communication per rank under the partner's compute "
+                       "(the ranks' hidden column; docs/semantics.md, \"Actions\")\n",
+                       FormatDuration(least), FormatDuration(most));
+  }
   out += fmt::format("Bubble ratio     {:.4f}  (1 - busiest rank's busy time / iteration time)\n", sim.bubble.ratio);
   out += fmt::format(
       "Loss vs useful   {:.4f} = ideal {:.4f} + imbalance {:.4f} + recompute {:.4f}  (fractions of useful compute)\n\n",
@@ -130,8 +144,9 @@ std::string FormatReport(const ReportHeader& header, const Problem& problem, con
   }
 
   out += "\nRanks\n";
-  out += fmt::format("{:>6} {:>11} {:>11} {:>11} {:>11} {:>10} {:>10} {:>7} {:>10} {:>9}\n", "rank", "busy", "idle",
-                     "recompute", "finish", "static", "peak mem", "of cap", "free", "in flight");
+  out += fmt::format("{:>6} {:>11} {:>11} {:>11} {:>11} {:>10} {:>10} {:>7} {:>10} {:>9}{}\n", "rank", "busy", "idle",
+                     "recompute", "finish", "static", "peak mem", "of cap", "free", "in flight",
+                     p.overlap ? fmt::format(" {:>11}", "hidden") : "");
   for (RankIdx r = 0; r < p.ranks; ++r) {
     const RankResult& rr = sim.ranks[r];
     const double utilization = static_cast<double>(rr.peak_memory_bytes) / static_cast<double>(device);
@@ -139,10 +154,11 @@ std::string FormatReport(const ReportHeader& header, const Problem& problem, con
     const std::string free = (rr.peak_memory_bytes > device ? "-" : "") +
                              FormatBytes(rr.peak_memory_bytes > device ? rr.peak_memory_bytes - device
                                                                        : device - rr.peak_memory_bytes);
-    out += fmt::format("{:>6} {:>11} {:>11} {:>11} {:>11} {:>10} {:>10} {:>7} {:>10} {:>9}{}\n", r,
+    out += fmt::format("{:>6} {:>11} {:>11} {:>11} {:>11} {:>10} {:>10} {:>7} {:>10} {:>9}{}{}\n", r,
                        FormatDuration(rr.busy_ns), FormatDuration(sim.iteration_ns - rr.busy_ns - rr.update_ns),
                        FormatDuration(rr.recompute_ns), FormatDuration(rr.finish_ns), FormatBytes(rr.static_bytes),
                        FormatBytes(rr.peak_memory_bytes), Percent(utilization), free, rr.max_in_flight,
+                       p.overlap ? fmt::format(" {:>11}", FormatDuration(rr.hidden_comm_ns)) : "",
                        exceeds ? "  OVER" : "");
   }
   return out;
