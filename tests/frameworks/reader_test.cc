@@ -707,8 +707,8 @@ TEST(LauncherPlan, SetupMismatchesAreErrors) {
             "f: --moe-token-dispatcher-type flex: the problem's run has training.moe.dispatcher = alltoall; this "
             "configuration is not that run");
   EXPECT_EQ(error(megatron, moe, "--moe-grouped-gemm", "--moe-grouped-gemm --overlap-moe-expert-parallel-comm"),
-            "f: --overlap-moe-expert-parallel-comm given: the problem's run has training.moe.comm_overlap = false; this "
-            "configuration is not that run");
+            "f: --overlap-moe-expert-parallel-comm given: the problem's run has training.moe.comm_overlap = false and "
+            "pipeline.overlap = false; this configuration is not that run");
   EXPECT_EQ(error(megatron, moe, "--moe-grouped-gemm", "--moe-grouped-gemm --cuda-graph-impl transformer_engine "
                   "--cuda-graph-scope moe_preprocess moe_router"),
             "f: --cuda-graph-impl transformer_engine: the problem's run has training.moe.cuda_graphs = false; this "

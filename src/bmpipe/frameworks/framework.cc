@@ -337,6 +337,19 @@ std::string TargetHelp(const std::string& lead) {
 Status TargetRunsPipeline(TargetKind kind, const Pipeline& pipeline) {
   const Target& target = TargetOf(kind);
   const ScheduleKind schedule = pipeline.schedule;
+  if (target.Runs(schedule) && pipeline.overlap && target.runs_on) {
+    // Overlapped pairs: Megatron's combined 1F1B (--overlap-moe-expert-parallel-comm) is the one a
+    // framework's configuration turns on.
+    const bool megatron = kind == TargetKind::kMegatron || kind == TargetKind::kMegatronLocal;
+    if (!megatron || schedule != ScheduleKind::kInterleavedOneFOneB) {
+      return InvalidInput(fmt::format(
+          "target {} ({}): pipeline.overlap (--overlap-pairs) under schedule '{}': the framework runs a pair's "
+          "forward and backward one after the other unless the model's own code overlaps them, which no export "
+          "carries; overlapped pairs are Megatron's combined 1F1B (--target megatron with interleaved 1F1B, "
+          "--overlap-moe-expert-parallel-comm); plan without --overlap-pairs, or with --target any",
+          target.name, target.framework, ScheduleName(schedule)));
+    }
+  }
   if (target.Runs(schedule)) return {};
   if (pipeline.chunks > 1 && !target.Interleaves()) {
     return InvalidInput(fmt::format("target {} ({}) has no interleaved schedule; plan with one chunk per rank "

@@ -101,7 +101,7 @@ Result<std::string> MegatronRunFlags(const Problem& problem, int layers, TargetK
     out += "--moe-grouped-gemm\n";
     out += m.dispatcher == "flex" ? "--moe-token-dispatcher-type flex\n--moe-flex-dispatcher-backend deepep\n"
                                   : "--moe-token-dispatcher-type alltoall\n";
-    if (m.comm_overlap) out += "--overlap-moe-expert-parallel-comm\n";
+    if (m.comm_overlap || p.overlap) out += "--overlap-moe-expert-parallel-comm\n";
     if (m.cuda_graphs) out += "--cuda-graph-impl transformer_engine\n--cuda-graph-scope moe_router moe_preprocess\n";
     if (m.capacity_factor > 0) out += fmt::format("--moe-expert-capacity-factor {:g}\n", m.capacity_factor);
   }

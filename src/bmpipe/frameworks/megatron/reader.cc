@@ -568,7 +568,8 @@ void CheckMegatronTraining(const Flags& flags, const TrainingInfo& t) {
 }
 
 // The MoE flags against the problem's `training.moe` (absent: a dense model).
-void CheckMegatronMoe(const Flags& flags, const MoeInfo& moe, int layers) {
+// `pairs`: the problem's pipeline overlaps its pairs (combined 1F1B), which the flag turns on too.
+void CheckMegatronMoe(const Flags& flags, const MoeInfo& moe, int layers, bool pairs) {
   const std::int64_t big = std::int64_t{1} << 24;
   CheckValue(flags, "--num-experts", 0, moe.experts, "training.moe.experts", big);
   if (!moe.enabled()) return;
@@ -610,10 +611,10 @@ void CheckMegatronMoe(const Flags& flags, const MoeInfo& moe, int layers) {
                      type, dispatcher ? "" : " (not given: Megatron's default)", moe.dispatcher));
   }
   const bool overlap = flags.Get("--overlap-moe-expert-parallel-comm") != nullptr;
-  if (overlap != moe.comm_overlap) {
-    FailConfiguration(fmt::format("--overlap-moe-expert-parallel-comm {}: the problem's run has training.moe.comm_overlap = {}; "
-                     "this configuration is not that run",
-                     overlap ? "given" : "not given", moe.comm_overlap ? "true" : "false"));
+  if (overlap != (moe.comm_overlap || pairs)) {
+    FailConfiguration(fmt::format("--overlap-moe-expert-parallel-comm {}: the problem's run has training.moe.comm_overlap = {} "
+                     "and pipeline.overlap = {}; this configuration is not that run",
+                     overlap ? "given" : "not given", moe.comm_overlap ? "true" : "false", pairs ? "true" : "false"));
   }
   // CUDA graphs of the router and the dispatch preprocessing, and nothing else graphed.
   const Flag* impl = flags.Get("--cuda-graph-impl");
@@ -707,7 +708,7 @@ Plan ReadMegatronPlan(const std::string& text, const Problem& problem, std::vect
   MegatronRecompute(flags, problem, plan);
   if (problem.training) {
     CheckMegatronTraining(flags, *problem.training);
-    CheckMegatronMoe(flags, problem.training->moe, layers);
+    CheckMegatronMoe(flags, problem.training->moe, layers, problem.pipeline.overlap);
   } else {
     notes.push_back("the problem has no `training` section: the parallel and batch flags are not checked");
   }

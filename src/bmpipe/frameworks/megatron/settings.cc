@@ -44,13 +44,18 @@ Status MegatronSettings(const Problem& problem, const Target& target, const Sett
   // with moe_router CUDA graph", and "full recompute is only supported with full iteration CUDA
   // graph"; it refuses full recomputation with the MoE all-to-all overlap too.
   const bool graphs = problem.training && problem.training->moe.cuda_graphs;
-  const bool full_allowed = !(problem.training && problem.training->moe.comm_overlap) && !graphs;
+  // With the all-to-all overlap (a fraction, or the combined 1F1B's pairs) megatron-core 0.19
+  // asserts "disable full recomputation" and "disable moe in recompute_modules".
+  const bool a2a_overlap = (problem.training && problem.training->moe.comm_overlap) || problem.pipeline.overlap;
+  const bool moe = problem.training && problem.training->moe.enabled();
+  const bool full_allowed = !a2a_overlap && !graphs;
   // Selective: every non-empty set of the modules the spec honours (the mlp module is exported as
   // Megatron's moe module on MoE layers).
   const unsigned modules = target.modules;
   for (unsigned set = 1; set <= modules; ++set) {
     if ((set & ~modules) != 0) continue;
     if (graphs && (set & kRecomputeMlp) != 0) continue;
+    if (a2a_overlap && moe && (set & kRecomputeMlp) != 0) continue;
     add(UniformSetting(problem, shape, Recompute{set},
                        "--recompute-granularity selective --recompute-modules " + ModuleNames(problem, set)));
   }
@@ -91,7 +96,18 @@ Status MegatronRules(const Target& target, const TrainingInfo& t, const Pipeline
   auto refuse = [&](const std::string& why) {
     return InvalidInput(fmt::format("target {} ({}): {}", target.name, target.framework, why));
   };
-  if (t.moe.comm_overlap && pipeline && pipeline->ranks > 1 && pipeline->chunks == 1) {
+  const bool pairs = pipeline && pipeline->overlap;
+  if (pairs && !t.moe.enabled()) {
+    return refuse("pipeline.overlap (--overlap-pairs) without MoE layers: Megatron's combined 1F1B "
+                  "(--overlap-moe-expert-parallel-comm) overlaps the MoE all-to-alls; drop --overlap-pairs");
+  }
+  if ((t.moe.comm_overlap || pairs) && t.mtp_layers > 1) {
+    return refuse(fmt::format("training.mtp_layers = {} with the MoE all-to-all overlap: megatron-core asserts \"MTP "
+                              "supports at most one layer when enabling overlap_moe_expert_parallel_comm\"; use one "
+                              "MTP module or drop the overlap",
+                              t.mtp_layers));
+  }
+  if ((pairs || t.moe.comm_overlap) && pipeline && pipeline->ranks > 1 && pipeline->chunks == 1) {
     return refuse(fmt::format("training.moe.comm_overlap with {} pipeline ranks and no interleaving: Megatron "
                               "overlaps the MoE all-to-alls across pipeline ranks only in the interleaved "
                               "schedule (virtual_pipeline_model_parallel_size must be set); use --vpp > 1 or "
@@ -104,8 +120,8 @@ Status MegatronRules(const Target& target, const TrainingInfo& t, const Pipeline
                   "and synchronizations in the preprocess step\"; use --moe-dispatcher flex, dropless routing "
                   "(--moe-capacity-factor 0), or drop --moe-cuda-graphs");
   }
-  if (t.moe.comm_overlap && t.expert_parallel < 2) {
-    return refuse("training.moe.comm_overlap with expert_parallel = 1: Megatron overlaps the MoE all-to-alls only "
+  if ((t.moe.comm_overlap || pairs) && t.expert_parallel < 2) {
+    return refuse("the MoE all-to-all overlap (training.moe.comm_overlap or pipeline.overlap) with expert_parallel = 1: Megatron overlaps the MoE all-to-alls only "
                   "with expert parallelism (\"overlap_moe_expert_parallel_comm is only supported with expert model "
                   "parallelism\"); use --ep > 1 or --ep-comm-overlap 0");
   }
