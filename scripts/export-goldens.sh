@@ -24,6 +24,8 @@ declare -A cases=(
   # the training setups beyond TP x PP x DP (docs/targets.md, "Training setups")
   [mixtral-8x7b-ep8]="--model mixtral-8x7b --device h100-80gb --tp 2 --pp 4 --dp 8 --ep 8 --gbs 256 --seq 4096 --sequence-parallel --flash-attn --distributed-optimizer --moe-capacity-factor 1.25"
   [mixtral-8x7b-ep8-flex]="--model mixtral-8x7b --device h100-80gb --tp 2 --pp 4 --vpp 2 --dp 8 --ep 8 --gbs 256 --seq 4096 --sequence-parallel --flash-attn --distributed-optimizer --moe-dispatcher flex --ep-comm-overlap 0.8 --moe-cuda-graphs"
+  # Megatron's combined 1F1B: the MoE all-to-all overlap as overlapped pairs (docs/semantics.md, "Actions")
+  [qwen3-30b-a3b-pp4-vpp2-pairs]="--model qwen3-30b-a3b --device h100-80gb --tp 1 --pp 4 --vpp 2 --dp 16 --ep 8 --gbs 512 --seq 4096 --flash-attn --distributed-optimizer --overlap-pairs"
   [llama3-70b-cp2]="--model llama3-70b --device h100-80gb --tp 8 --pp 4 --dp 4 --cp 2 --gbs 256 --seq 16384 --sequence-parallel --flash-attn --distributed-optimizer"
   [llama3-70b-fp8]="--model llama3-70b --device h100-80gb --tp 8 --pp 4 --dp 8 --gbs 256 --seq 8192 --sequence-parallel --flash-attn --distributed-optimizer --precision fp8 --fp8-params --no-fp8-transpose-cache --tp-comm-overlap 0.8"
   [llama3-70b-mxfp8]="--model llama3-70b --device b200-180gb --tp 8 --pp 4 --dp 8 --gbs 256 --seq 8192 --sequence-parallel --flash-attn --distributed-optimizer --precision mxfp8 --fp8-params"
@@ -52,6 +54,7 @@ declare -A targets=(
   [llama3-405b-pp16]="megatron deepspeed torchtitan"
   [mixtral-8x7b-ep8]="megatron"
   [mixtral-8x7b-ep8-flex]="megatron"
+  [qwen3-30b-a3b-pp4-vpp2-pairs]="megatron"
   [llama3-70b-cp2]="megatron torchtitan"
   [llama3-70b-fp8]="megatron"
   [llama3-70b-mxfp8]="megatron"

@@ -40,8 +40,13 @@ TEST(SetupFrom, GoldenMegatronExportsReproduceTheirProblems) {
     const std::string first = text.substr(0, text.find('\n'));
     ASSERT_TRUE(std::regex_search(first, m, header)) << args;
     const std::string file = "tests/golden/exports/" + entry.path().filename().string() + "/megatron.args";
+    // The file's --overlap-moe-expert-parallel-comm is the fixed fraction unless --overlap-pairs
+    // says it is the combined 1F1B the problem planned.
+    const bool pairs =
+        testing::ReadFile((entry.path() / "problem.json").string()).find("\"overlap\": true") != std::string::npos;
     const CommandResult r = RunBmpipe("simulate --model " + m[1].str() + " --device " + m[2].str() + " --dp " +
-                                      m[3].str() + " --setup-from " + file + " --plan " + file);
+                                      m[3].str() + " --setup-from " + file + " --plan " + file +
+                                      (pairs ? " --overlap-pairs" : ""));
     ASSERT_EQ(r.exit_code, 0) << file << ": " << r.err;
     EXPECT_EQ(Line(r.out, "Iteration time"), "Iteration time   " + m[4].str()) << file;
     ++checked;

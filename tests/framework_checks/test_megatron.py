@@ -272,7 +272,7 @@ def test_megatron_args(case):
     kw = config_kwargs(args, fields)
     cfg = TransformerConfig(**kw)
     assert (cfg.virtual_pipeline_model_parallel_size or 1) == V, "virtual stages (layout) != problem"
-    _check_setup(args, cfg, tr, case.num_decoder)
+    _check_setup(args, cfg, tr, case.num_decoder, pairs=bool(case.problem["pipeline"].get("overlap", False)))
 
     # -- layout --------------------------------------------------------------------------------
     layout_str = args.get("pipeline_model_parallel_layout")
@@ -336,7 +336,7 @@ def test_megatron_args(case):
             f"layer {i} ({case.roles[i]}): Megatron cannot recompute the embedding or the loss"
 
 
-def _check_setup(args, cfg, tr, layers):
+def _check_setup(args, cfg, tr, layers, pairs=False):
     """The setup flags against the problem's training section, read through megatron-core's own
     TransformerConfig, OptimizerConfig and DistributedDataParallelConfig."""
     import sys
@@ -389,7 +389,9 @@ def _check_setup(args, cfg, tr, layers):
         dispatcher = moe.get("dispatcher", "alltoall")
         assert cfg.moe_token_dispatcher_type == dispatcher, "--moe-token-dispatcher-type"
         assert dispatcher != "flex" or cfg.moe_flex_dispatcher_backend == "deepep", "--moe-flex-dispatcher-backend"
-        assert cfg.overlap_moe_expert_parallel_comm == bool(moe.get("comm_overlap", False)), \
+        # The overlap is a fixed fraction (training.moe.comm_overlap) or the combined 1F1B's pairs
+        # (pipeline.overlap): the same flag.
+        assert cfg.overlap_moe_expert_parallel_comm == (bool(moe.get("comm_overlap", False)) or pairs), \
             "--overlap-moe-expert-parallel-comm"
         # TransformerConfig.__post_init__ turned the scope names into CudaGraphScope members.
         graphs = bool(moe.get("cuda_graphs", False))

@@ -322,7 +322,10 @@ Status ApplySetupFile(const ModelRequest& args, OptionTable& table, ModelRequest
   Json apply = Json::object();
   std::vector<std::string> overridden;
   for (const auto& [key, value] : read.value().keywords.items()) {
-    if (args.given.count(key) || (key == "recompute_num_layers" && args.given.count("recompute"))) {
+    // --overlap-pairs reads the file's --overlap-moe-expert-parallel-comm as Megatron's combined
+    // 1F1B rather than as the fixed fraction the published runs assume.
+    if (args.given.count(key) || (key == "recompute_num_layers" && args.given.count("recompute")) ||
+        (key == "ep_comm_overlap" && args.given.count("overlap_pairs"))) {
       overridden.push_back(fmt::format("{} (the file: {})", key, value.is_array() ? value[0].dump() : value.dump()));
       continue;
     }

@@ -55,6 +55,7 @@ const Dimension kDimensions[] = {
     {"zero", [](const SearchConfig& c) { return c.zero; }, Number},
     {"prec", [](const SearchConfig& c) { return static_cast<int>(c.precision); }, PrecisionLabel},
     {"sched", [](const SearchConfig& c) { return static_cast<int>(c.schedule); }, ScheduleLabel},
+    {"overlap", [](const SearchConfig& c) { return static_cast<int>(c.overlap); }, YesNo},
 };
 
 // Why no configuration with another value of a dimension won, when none has a plan: how many
@@ -202,7 +203,7 @@ std::string FormatSearch(const std::vector<std::pair<std::string, std::string>>&
         PrecisionName(c.config.precision), FormatDuration(c.planner.iteration_ns), Rate(c.tokens_per_s), 100 * c.mfu,
         c.bubble, 100 * c.peak_memory_fraction,
         (c.config.schedule == ScheduleKind::kOneFOneB ? "" : fmt::format("{}, ", ScheduleName(c.config.schedule))) +
-            PlanVerdict(c.planner));
+            (c.config.overlap ? "overlapped pairs, " : "") + PlanVerdict(c.planner));
   }
   out += "\n  m: micro-batches per iteration; ep, etp: expert and expert tensor parallelism (MoE layers); zero: the\n"
          "  ZeRO stage over the data- and context-parallel ranks (1: the distributed optimizer, 2: and gradients, 3:\n"
@@ -235,6 +236,7 @@ Json ConfigJson(const ConfigOutcome& c) {
   j["zero"] = c.config.zero;
   j["precision"] = std::string(PrecisionName(c.config.precision));
   if (c.config.schedule != ScheduleKind::kOneFOneB) j["schedule"] = std::string(ScheduleName(c.config.schedule));
+  if (c.config.overlap) j["overlap_pairs"] = true;
   if (!c.setting.empty()) j["recompute_setting"] = c.setting;
   return j;
 }

@@ -42,7 +42,7 @@ constexpr std::int64_t kMemoryBoundEntries = std::int64_t{1} << 24;
 // The fields in tie-break order; those added later come last, so earlier orders still hold.
 auto Key(const SearchConfig& c) {
   return std::make_tuple(c.tp, c.pp, c.dp, c.vpp, c.mbs, c.sequence_parallel, c.zero, c.cp, c.ep, c.etp,
-                         c.precision, c.schedule);
+                         c.precision, c.schedule, c.overlap);
 }
 
 double SecondsSince(std::chrono::steady_clock::time_point t) {
@@ -134,7 +134,7 @@ Signature SignatureOf(const Problem& p) {
 
 bool SamePipeline(const Pipeline& a, const Pipeline& b) {
   return a.ranks == b.ranks && a.chunks == b.chunks && a.micro_batches == b.micro_batches && a.schedule == b.schedule &&
-         a.MicroBatchGroup() == b.MicroBatchGroup();
+         a.MicroBatchGroup() == b.MicroBatchGroup() && a.overlap == b.overlap;
 }
 
 // True when every cost of `a` is at most that of `b`: then every plan of b is a plan of a that
@@ -322,6 +322,7 @@ std::string DescribeConfig(const SearchConfig& c) {
   if (c.zero > 1) out += fmt::format(", ZeRO-{}", c.zero);
   if (IsQuantized(c.precision)) out += fmt::format(", {}", PrecisionLabel(c.precision));
   if (c.schedule != ScheduleKind::kOneFOneB) out += fmt::format(", {}", ScheduleName(c.schedule));
+  if (c.overlap) out += c.schedule == ScheduleKind::kOneFOneB ? ", combined 1F1B (overlapped pairs)" : ", overlapped pairs";
   return out;
 }
 
@@ -380,6 +381,9 @@ TrainingSetup SetupOf(const SearchOptions& options, const SearchConfig& c) {
   // The expert-parallel overlap where megatron-core runs it: with expert parallelism and, when
   // pp > 1, interleaving.
   if (!(c.ep > 1 && (c.pp == 1 || c.vpp > 1))) s.ep_comm_overlap = 0;
+  // Overlapped pairs hide the all-to-all by its size: the fixed fraction is not applied beside them.
+  s.overlap_pairs = c.overlap;
+  if (c.overlap) s.ep_comm_overlap = 0;
   s.devices = options.devices;
   if (options.headroom_of) s.headroom_bytes = options.headroom_of(s);
   return s;
@@ -438,6 +442,12 @@ Result<SearchResult> SearchConfigurations(const ModelSpec& model, const DeviceSp
                 for (const auto& [ep, etp] : experts) {
                   for (Precision precision : precisions) {
                     for (ScheduleKind schedule : schedules) {
+                     // With expert parallelism, the schedules with pairs run them in turn and overlapped.
+                     const bool pairs = ep > 1 && (schedule == ScheduleKind::kDualPipe ||
+                                                   schedule == ScheduleKind::kDualPipeV ||
+                                                   (schedule == ScheduleKind::kOneFOneB && vpp > 1));
+                     for (bool overlap : {false, true}) {
+                      if (overlap && !pairs) continue;
                       // 1F1B interleaves with vpp > 1; the others run the chunks their row says.
                       const ScheduleTraits& traits = TraitsOf(schedule);
                       if (schedule != ScheduleKind::kOneFOneB && (vpp < traits.min_chunks || vpp > traits.max_chunks)) {
@@ -445,7 +455,8 @@ Result<SearchResult> SearchConfigurations(const ModelSpec& model, const DeviceSp
                       }
                       if (enumerating.Expired()) break;
                       ++result.combinations;
-                      const SearchConfig c{tp, pp, dp, vpp, mbs, sp, zero, cp, ep, etp, precision, schedule};
+                      SearchConfig c{tp, pp, dp, vpp, mbs, sp, zero, cp, ep, etp, precision, schedule};
+                      c.overlap = overlap;
                       const TrainingSetup setup = SetupOf(options, c);
                       Status valid = ValidateSetup(model, device, setup);
                       if (!valid.ok()) {
@@ -465,6 +476,7 @@ Result<SearchResult> SearchConfigurations(const ModelSpec& model, const DeviceSp
                       out.config = c;
                       out.micro_batches = m;
                       result.configs.push_back(out);
+                     }
                     }
                   }
                 }

@@ -44,6 +44,9 @@ struct SearchConfig {
   Precision precision = Precision::kBf16;
   // kOneFOneB runs interleaved when vpp > 1.
   ScheduleKind schedule = ScheduleKind::kOneFOneB;
+  // Overlapped pairs (Pipeline::overlap): DualPipe's and DualPipeV's with their overlap, interleaved
+  // 1F1B as Megatron's combined 1F1B; searched for MoE models with expert parallelism.
+  bool overlap = false;
   // A fixed order: the tie-break between configurations with equal iteration times.
   bool operator<(const SearchConfig& o) const;
   bool operator==(const SearchConfig& o) const;
