@@ -139,6 +139,31 @@ std::vector<Case> Cases() {
     cases.push_back({fmt::format("llama3-70b, 512 H100, memory-loose, {}", z.name),
                      fmt::format("as the memory-loose case under {}", z.name), FromModel(llama70, "h100-80gb", loose)});
   }
+  // A MoE model under each schedule with pairs, the pairs in turn and overlapped (docs/semantics.md,
+  // "Actions"): Qwen3-30B-A3B (128 experts, top 8) on 64 H100, TP 1, PP 4, EP 8, DP 16, seq 4096,
+  // global batch 512 (m = 32).
+  const ModelSpec qwen3moe = ModelPreset("qwen3-30b-a3b").value();
+  struct PairCase {
+    ScheduleKind schedule;
+    const char* name;
+  };
+  for (const PairCase& pc : {PairCase{ScheduleKind::kOneFOneB, "interleaved 1F1B"}, PairCase{ScheduleKind::kDualPipe, "DualPipe"},
+                             PairCase{ScheduleKind::kDualPipeV, "DualPipeV"}}) {
+    for (bool overlap : {false, true}) {
+      TrainingSetup moe = Setup(1, 4, 16, 2, 512, 4096, true);
+      moe.ep = 8;
+      moe.schedule = pc.schedule;
+      moe.overlap_pairs = overlap;
+      const char* how = !overlap ? "pairs in turn"
+                        : pc.schedule == ScheduleKind::kOneFOneB ? "Megatron's combined 1F1B"
+                                                                 : "overlapped pairs";
+      cases.push_back({fmt::format("qwen3-30b-a3b, 64 H100, EP 8, {}, {}", pc.name, how),
+                       fmt::format("TP 1, PP 4 x 2 chunks, EP 8, DP 16, seq 4096, global batch 512 (m = 32); {}, {}",
+                                   pc.name, overlap ? "each pair's all-to-all under the partner's compute"
+                                                    : "each pair's ops one after the other"),
+                       FromModel(qwen3moe, "h100-80gb", moe)});
+    }
+  }
   Problem demo = LoadProblem(std::string(BMPIPE_SOURCE_DIR) + "/examples/mindformers-demo/problem.yaml").value();
   cases.push_back({"MindFormers tool demo", "the tool's own demo: 16 stages, 16 micro-batches, 56 GB", demo});
   Problem demo3 = LoadProblem(std::string(BMPIPE_SOURCE_DIR) + "/examples/mindformers-demo/problem-vpp3.yaml").value();
