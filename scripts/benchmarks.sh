@@ -20,6 +20,12 @@ trap 'rm -f "$tmp"' EXIT
   echo "Baselines: docs/baselines.md. Costs of the model cases: the analytic cost model (docs/cost-model.md)."
   echo
   build/bench/compare_suite "$@"
+  # The readers' table (build/bench/reader_bench, docs/benchmarks.md's last section) is kept as it
+  # was: this script does not rerun it.
+  if [[ -f $out ]] && grep -q '^## Readers on their worst shapes' "$out"; then
+    echo
+    sed -n '/^## Readers on their worst shapes/,$p' "$out"
+  fi
 } >"$tmp"
 mv "$tmp" "$out"
 trap - EXIT

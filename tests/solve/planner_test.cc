@@ -96,6 +96,31 @@ PlannerResult Plan(const Problem& problem, PlannerKind kind) {
   return r.value();
 }
 
+// Brute force, branch and bound and CBC on one problem: the same status and optimum, and plans
+// that are real (simulated again, they fit and take the reported time, which the solver's
+// objective and bound equal: the formulation is exact). Returns brute force's result.
+PlannerResult ExpectSolversAgree(const Problem& problem) {
+  const PlannerResult brute = Plan(problem, PlannerKind::kBruteForce);
+  const PlannerResult bnb = Plan(problem, PlannerKind::kBranchAndBound);
+  const PlannerResult cbc = Plan(problem, PlannerKind::kCbc);
+  EXPECT_EQ(bnb.status, brute.status);
+  EXPECT_EQ(cbc.status, brute.status);
+  if (brute.status == ModelStatus::kInfeasible) return brute;
+  EXPECT_EQ(bnb.status, ModelStatus::kOptimal);
+  EXPECT_EQ(cbc.status, ModelStatus::kOptimal);
+  EXPECT_EQ(bnb.iteration_ns, brute.iteration_ns);
+  EXPECT_EQ(cbc.iteration_ns, brute.iteration_ns);
+  for (const PlannerResult* r : {&bnb, &cbc}) {
+    if (r->status != ModelStatus::kOptimal) continue;
+    const SimResult sim = SimulatePlan(problem, r->plan).value();
+    EXPECT_TRUE(sim.fits);
+    EXPECT_EQ(sim.iteration_ns, r->iteration_ns);
+    EXPECT_NEAR(r->objective_ns, static_cast<double>(r->iteration_ns), 1e-6 * static_cast<double>(r->iteration_ns));
+    EXPECT_NEAR(r->bound_ns, static_cast<double>(r->iteration_ns), 1e-6 * static_cast<double>(r->iteration_ns));
+  }
+  return brute;
+}
+
 TEST(Planner, AgreesWithBruteForceAndCbcOnRandomSmallProblems) {
   BMPIPE_SLOW_TEST();
   std::mt19937_64 rng(314159);
@@ -106,30 +131,12 @@ TEST(Planner, AgreesWithBruteForceAndCbcOnRandomSmallProblems) {
     const Pipeline& p = problem.pipeline;
     SCOPED_TRACE(::testing::Message() << "case " << c << ": " << ScheduleName(p.schedule) << " p=" << p.ranks << " v="
                                       << p.chunks << " m=" << p.micro_batches << " layers=" << problem.num_layers());
-    const PlannerResult brute = Plan(problem, PlannerKind::kBruteForce);
-    const PlannerResult bnb = Plan(problem, PlannerKind::kBranchAndBound);
-    const PlannerResult cbc = Plan(problem, PlannerKind::kCbc);
-    if (brute.status == ModelStatus::kInfeasible) {
+    if (ExpectSolversAgree(problem).status == ModelStatus::kInfeasible) {
       ++infeasible;
-      EXPECT_EQ(bnb.status, ModelStatus::kInfeasible);
-      EXPECT_EQ(cbc.status, ModelStatus::kInfeasible);
       continue;
     }
     ++feasible;
     proven.insert(p.schedule);
-    ASSERT_EQ(bnb.status, ModelStatus::kOptimal);
-    ASSERT_EQ(cbc.status, ModelStatus::kOptimal);
-    EXPECT_EQ(bnb.iteration_ns, brute.iteration_ns);
-    EXPECT_EQ(cbc.iteration_ns, brute.iteration_ns);
-    // The plans are real: simulated again, they fit and take the reported time.
-    for (const PlannerResult* r : {&bnb, &cbc}) {
-      const SimResult sim = SimulatePlan(problem, r->plan).value();
-      EXPECT_TRUE(sim.fits);
-      EXPECT_EQ(sim.iteration_ns, r->iteration_ns);
-      // The solver's objective is the simulated time (the formulation is exact).
-      EXPECT_NEAR(r->objective_ns, static_cast<double>(r->iteration_ns), 1e-6 * static_cast<double>(r->iteration_ns));
-      EXPECT_NEAR(r->bound_ns, static_cast<double>(r->iteration_ns), 1e-6 * static_cast<double>(r->iteration_ns));
-    }
   }
   // The generator covers both outcomes, and every schedule has optima to agree on.
   EXPECT_GT(feasible, 30);
@@ -178,24 +185,10 @@ TEST(Planner, AgreesWithBruteForceAndCbcWithOverlappedPairs) {
     const Pipeline& p = problem.pipeline;
     SCOPED_TRACE(::testing::Message() << "case " << c << ": " << ScheduleName(p.schedule) << " p=" << p.ranks << " v="
                                       << p.chunks << " m=" << p.micro_batches << " layers=" << problem.num_layers());
-    const PlannerResult brute = Plan(problem, PlannerKind::kBruteForce);
-    const PlannerResult bnb = Plan(problem, PlannerKind::kBranchAndBound);
-    const PlannerResult cbc = Plan(problem, PlannerKind::kCbc);
-    EXPECT_EQ(bnb.status, brute.status);
-    EXPECT_EQ(cbc.status, brute.status);
+    const PlannerResult brute = ExpectSolversAgree(problem);
     if (brute.status == ModelStatus::kInfeasible) continue;
     ++feasible;
     proven.insert(p.schedule);
-    ASSERT_EQ(bnb.status, ModelStatus::kOptimal);
-    ASSERT_EQ(cbc.status, ModelStatus::kOptimal);
-    EXPECT_EQ(bnb.iteration_ns, brute.iteration_ns);
-    EXPECT_EQ(cbc.iteration_ns, brute.iteration_ns);
-    for (const PlannerResult* r : {&bnb, &cbc}) {
-      const SimResult sim = SimulatePlan(problem, r->plan).value();
-      EXPECT_TRUE(sim.fits);
-      EXPECT_EQ(sim.iteration_ns, r->iteration_ns);
-      EXPECT_NEAR(r->bound_ns, static_cast<double>(r->iteration_ns), 1e-6 * static_cast<double>(r->iteration_ns));
-    }
     // The load bound stays below the optimum, and the pairs hide something on some problems.
     EXPECT_LE(RankLoadBound(problem, Schedule(problem.pipeline)), brute.iteration_ns);
     const SimResult sim = SimulatePlan(problem, brute.plan).value();
