@@ -46,8 +46,7 @@ TimeNs HiddenComm(const Schedule& schedule, const Durations<TimeNs>& durations, 
   const std::vector<Op>& ops = schedule.ops_of(r);
   TimeNs hidden = 0;
   for (std::size_t i = 0; i < ops.size();) {
-    std::size_t last = i;
-    while (last + 1 < ops.size() && ops[last + 1].joined) ++last;
+    const std::size_t last = ActionAround(ops, i).second;
     const ActionTimes<TimeNs> overlapped = TimeAction(durations, ops, i, last, p.SplitBackward(), true);
     if (overlapped.pair) {
       const ActionTimes<TimeNs> serial = TimeAction(durations, ops, i, last, p.SplitBackward(), false);

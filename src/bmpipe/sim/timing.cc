@@ -74,9 +74,10 @@ Timing<Time> TimeSchedule(const Schedule& schedule, const Durations<Time>& durat
         const bool by_dependency = binding >= 0 && ready >= previous && (i == 0 || ready > previous);
         t.bound_by[r][i] = static_cast<std::int8_t>(by_dependency ? binding : -1);
       }
-      const ActionTimes<Time> times = TimeAction(durations, ops, i, last, split, overlap);
+      // Only an overlapped pipeline's actions can differ from their ops in turn.
+      const ActionTimes<Time> times = overlap ? TimeAction(durations, ops, i, last, split, true) : ActionTimes<Time>{};
       for (std::size_t k = i; k <= last; ++k) {
-        const Time duration = k - i < 3 ? times.op[k - i] : DurationOf(durations, ops[k], split);
+        const Time duration = overlap && k - i < 3 ? times.op[k - i] : DurationOf(durations, ops[k], split);
         assert(duration >= Time(0) && ready >= Time(0) && "durations are non-negative and bounded (kMaxIterationNs)");
         t.span[r][k] = {at, at + duration};
         at += duration;

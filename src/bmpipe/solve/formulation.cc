@@ -72,29 +72,23 @@ Formulation BuildFormulation(const Problem& problem, const Candidates& candidate
   const double unit = 1.0 / time_unit_ns;
   std::vector<LinearRow> update_rows(p.ranks);
   for (RankIdx r = 0; r < p.ranks; ++r) update_rows[r] = {Name("dur_U", r), 0, 0, {{f.update[r], 1}}};
+  // Column = sum_k value(k) x_sk, in time units.
+  auto duration_row = [&](const char* name, StageIdx s, int column, TimeNs (*value)(const Candidate&)) {
+    LinearRow row{Name(name, s), 0, 0, {{column, 1}}};
+    AddStageTerms(f, candidates, s, -unit, value, row.terms);
+    m.AddRow(std::move(row));
+  };
   for (StageIdx s = 0; s < stages; ++s) {
-    LinearRow fwd{Name("dur_F", s), 0, 0, {{f.forward[s], 1}}};
-    AddStageTerms(f, candidates, s, -unit, [](const Candidate& k) { return k.cost.forward_ns; }, fwd.terms);
-    m.AddRow(std::move(fwd));
-    LinearRow bwd{Name("dur_B", s), 0, 0, {{f.backward[s], 1}}};
-    AddStageTerms(f, candidates, s, -unit, [](const Candidate& k) { return k.cost.backward_ns; }, bwd.terms);
-    m.AddRow(std::move(bwd));
+    duration_row("dur_F", s, f.forward[s], [](const Candidate& k) { return k.cost.forward_ns; });
+    duration_row("dur_B", s, f.backward[s], [](const Candidate& k) { return k.cost.backward_ns; });
     if (p.SplitBackward()) {
-      LinearRow w{Name("dur_W", s), 0, 0, {{f.weight_grad[s], 1}}};
-      AddStageTerms(f, candidates, s, -unit, [](const Candidate& k) { return k.cost.weight_grad_ns; }, w.terms);
-      m.AddRow(std::move(w));
+      duration_row("dur_W", s, f.weight_grad[s], [](const Candidate& k) { return k.cost.weight_grad_ns; });
     }
     if (p.overlap) {
-      LinearRow mf{Name("dur_Mf", s), 0, 0, {{f.forward_comm[s], 1}}};
-      AddStageTerms(f, candidates, s, -unit, [](const Candidate& k) { return k.cost.forward_comm_ns; }, mf.terms);
-      m.AddRow(std::move(mf));
-      LinearRow mb{Name("dur_Mb", s), 0, 0, {{f.backward_comm[s], 1}}};
-      AddStageTerms(f, candidates, s, -unit, [](const Candidate& k) { return k.cost.backward_comm_ns; }, mb.terms);
-      m.AddRow(std::move(mb));
+      duration_row("dur_Mf", s, f.forward_comm[s], [](const Candidate& k) { return k.cost.forward_comm_ns; });
+      duration_row("dur_Mb", s, f.backward_comm[s], [](const Candidate& k) { return k.cost.backward_comm_ns; });
     }
-    LinearRow p2p{Name("dur_P", s), 0, 0, {{f.p2p[s], 1}}};
-    AddStageTerms(f, candidates, s, -unit, [](const Candidate& k) { return k.cost.p2p_out_ns; }, p2p.terms);
-    m.AddRow(std::move(p2p));
+    duration_row("dur_P", s, f.p2p[s], [](const Candidate& k) { return k.cost.p2p_out_ns; });
     for (int copy = 0; copy < p.Copies(); ++copy) {
       AddStageTerms(f, candidates, s, -unit, [](const Candidate& k) { return k.update_ns; },
                     update_rows[p.RankOf(s, copy)].terms);
