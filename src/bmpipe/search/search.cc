@@ -1,6 +1,7 @@
 #include "bmpipe/search/search.h"
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <exception>
@@ -40,9 +41,11 @@ constexpr int kMaxThreads = 1024;
 constexpr std::int64_t kMemoryBoundEntries = std::int64_t{1} << 24;
 
 // The fields in tie-break order; those added later come last, so earlier orders still hold.
-auto Key(const SearchConfig& c) {
-  return std::make_tuple(c.tp, c.pp, c.dp, c.vpp, c.mbs, c.sequence_parallel, c.zero, c.cp, c.ep, c.etp,
-                         c.precision, c.schedule, c.overlap);
+// The fields in the order configurations sort by, as one flat array: comparing it is a plain
+// lexicographic compare of integers (the search sorts hundreds of thousands of configurations).
+std::array<int, 13> Key(const SearchConfig& c) {
+  return {c.tp, c.pp, c.dp, c.vpp, c.mbs, c.sequence_parallel, c.zero, c.cp, c.ep, c.etp,
+          static_cast<int>(c.precision), static_cast<int>(c.schedule), c.overlap};
 }
 
 double SecondsSince(std::chrono::steady_clock::time_point t) {
@@ -409,6 +412,11 @@ Result<SearchResult> SearchConfigurations(const ModelSpec& model, const DeviceSp
   DeadlinePoll enumerating(deadline);
 
   // 1. Every valid combination.
+  struct Enumerated {
+    SearchConfig config;
+    int micro_batches = 0;
+  };
+  std::vector<Enumerated> enumerated;
   Error first_invalid = InvalidInput("");
   const std::vector<Precision> precisions =
       options.precision.empty() ? std::vector<Precision>{options.base.precision} : options.precision;
@@ -472,10 +480,7 @@ Result<SearchResult> SearchConfigurations(const ModelSpec& model, const DeviceSp
                           continue;
                         }
                       }
-                      ConfigOutcome out;
-                      out.config = c;
-                      out.micro_batches = m;
-                      result.configs.push_back(out);
+                      enumerated.push_back({c, m});
                      }
                     }
                   }
@@ -487,6 +492,15 @@ Result<SearchResult> SearchConfigurations(const ModelSpec& model, const DeviceSp
       }
     }
   }
+  // Sorted as light records (an outcome carries plans), then made outcomes in that order.
+  std::sort(enumerated.begin(), enumerated.end(),
+            [](const Enumerated& a, const Enumerated& b) { return a.config < b.config; });
+  result.configs.resize(enumerated.size());
+  for (std::size_t i = 0; i < enumerated.size(); ++i) {
+    result.configs[i].config = enumerated[i].config;
+    result.configs[i].micro_batches = enumerated[i].micro_batches;
+  }
+  enumerated = {};
   if (result.configs.empty() && deadline.Expired()) {
     return TooLarge(fmt::format("the time budget ran out after {} combinations, before any valid one; restrict the "
                                 "space with --tp, --pp, --vpp and --mbs, or raise --time-budget",
@@ -502,8 +516,6 @@ Result<SearchResult> SearchConfigurations(const ModelSpec& model, const DeviceSp
         result.invalid + result.target_refused > 0 ? first_invalid.message : ""));
   };
   if (result.configs.empty()) return no_valid_configuration();
-  std::sort(result.configs.begin(), result.configs.end(),
-            [](const ConfigOutcome& a, const ConfigOutcome& b) { return a.config < b.config; });
   int n = static_cast<int>(result.configs.size());
 
   // 2. Bounds and signatures, in parallel (each index writes its own slot).
