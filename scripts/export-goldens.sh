@@ -40,6 +40,8 @@ declare -A cases=(
   [llama3-8b-pp8-zb-h2]="--model llama3-8b --device h100-80gb --tp 1 --pp 8 --dp 1 --gbs 32 --seq 4096 --schedule zb-h2"
   [llama3-8b-pp4-vpp2-interleaved-zb]="--model llama3-8b --device h100-80gb --tp 1 --pp 4 --vpp 2 --dp 1 --gbs 8 --seq 4096 --schedule interleaved-zb"
   [llama3-8b-pp4-dualpipev]="--model llama3-8b --device h100-80gb --tp 1 --pp 4 --vpp 2 --dp 1 --gbs 8 --seq 4096 --schedule dualpipev"
+  # memory-tight: megatron-core's fine-grained activation offloading beats every recomputation setting
+  [llama3-8b-pp4-offload]="--model llama3-8b --device h100-80gb --tp 1 --pp 4 --dp 1 --gbs 64 --seq 16384 --flash-attn --offload activations --offload-modules qkv_linear,core_attn,attn_proj"
 )
 # case name, the targets it is exported for
 declare -A targets=(
@@ -68,6 +70,7 @@ declare -A targets=(
   [llama3-8b-pp8-zb-h2]="torch"
   [llama3-8b-pp4-vpp2-interleaved-zb]="torch torchtitan"
   [llama3-8b-pp4-dualpipev]="torch torchtitan"
+  [llama3-8b-pp4-offload]="megatron"
 )
 declare -A format=([megatron]=megatron [megatron-local]=megatron [deepspeed]=deepspeed [torchtitan]=torchtitan
                    [mindformers]=mindformers [torch]=csv)

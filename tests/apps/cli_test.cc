@@ -324,6 +324,43 @@ TEST(CliModel, PlansDualPipeAndReadsItsPlanBack) {
   rmdir(dir.c_str());
 }
 
+// Memory-tight (Llama-3-8B, 16K tokens on four H100s): Megatron's fine-grained activation
+// offloading of the attention's inputs beats every recomputation setting Megatron has, the export
+// states it, and the export read back as the setup and the plan simulates to the same time. The
+// local layer spec is not offered it; attn_proj without core_attn is megatron-core's own refusal.
+TEST(CliModel, MegatronOffloadBeatsEveryRecomputationWhenMemoryIsTight) {
+  const std::string dir = testing::MakeTempDir();
+  const std::string args = dir + "/megatron.args";
+  const std::string setup = "--model llama3-8b --device h100-80gb --tp 1 --pp 4 --gbs 64 --seq 16384 --flash-attn";
+  const std::string offload = " --offload activations --offload-modules qkv_linear,core_attn,attn_proj";
+  testing::CommandResult a = RunBmpipe("plan " + setup + " --target megatron --json");
+  testing::CommandResult b = RunBmpipe("plan " + setup + offload + " --target megatron --json --export megatron "
+                                       "--export-out '" + args + "'");
+  ASSERT_EQ(a.exit_code, 0) << a.err;
+  ASSERT_EQ(b.exit_code, 0) << b.err;
+  const double recompute = Json::parse(a.out)["iteration_time_s"], offloaded = Json::parse(b.out)["iteration_time_s"];
+  EXPECT_LT(offloaded, recompute * 0.98);
+  EXPECT_EQ(Json::parse(b.out)["stages"][1]["layers"][0]["option"], "offload");
+  const std::string text = testing::ReadFile(args);
+  EXPECT_NE(text.find("\n--fine-grained-activation-offloading\n--offload-modules qkv_linear core_attn attn_proj\n"),
+            std::string::npos) << text;
+  EXPECT_NE(text.find("its offload margin"), std::string::npos) << text;
+  testing::CommandResult c =
+      RunBmpipe("simulate --json --model llama3-8b --device h100-80gb --dp 1 --setup-from '" + args + "' --plan '" + args + "'");
+  ASSERT_EQ(c.exit_code, 0) << c.err;
+  EXPECT_EQ(Json::parse(c.out)["iteration_time_s"], Json::parse(b.out)["iteration_time_s"]);
+  // megatron-local (its norms are not fused: other regions) keeps recomputation only.
+  testing::CommandResult d = RunBmpipe("plan " + setup + offload + " --recompute none,selective,full --target megatron-local --json");
+  ASSERT_EQ(d.exit_code, 0) << d.err;
+  EXPECT_EQ(d.out.find("offload\"\n"), std::string::npos) << "a layer offloads";
+  EXPECT_NE(d.out.find("\"option\": \"none\""), std::string::npos);
+  testing::CommandResult e = RunBmpipe("plan " + setup + " --offload activations --offload-modules attn_proj --target megatron");
+  EXPECT_EQ(e.exit_code, 2);
+  EXPECT_NE(e.err.find("attn_proj cannot be set to offload_modules alone without core_attn"), std::string::npos) << e.err;
+  std::remove(args.c_str());
+  rmdir(dir.c_str());
+}
+
 // A Hugging Face config.json is a model too.
 TEST(CliModel, PlansAHuggingFaceConfig) {
   testing::CommandResult r = RunBmpipe(

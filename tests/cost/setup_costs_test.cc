@@ -583,6 +583,69 @@ TEST(SetupCosts, OffloadKeepsNothingOnTheDevice) {
   EXPECT_NE(p.error().message.find("host"), std::string::npos) << p.error().message;
 }
 
+// With offload modules (megatron-core's fine-grained offloading), an offload option moves only the
+// tensors the modules' ops save: core_attn the flash kernel's inputs (its output is also the output
+// projection's saved input, which keeps it on the device unless attn_proj goes too: why megatron-core
+// refuses attn_proj without core_attn), qkv_linear the layer input and the normed input (the norm
+// Transformer Engine fuses into the QKV projection). A recomputed op saves nothing; a MoE layer's
+// experts move what their first GEMM saves.
+TEST(SetupCosts, OffloadModulesMoveOnlyTheirTensors) {
+  const ModelSpec m = ModelPreset("llama3-8b").value();
+  const DeviceSpec d = H100();
+  TrainingSetup s = MakeSetup(1, 1, 1, 8192);
+  s.offload_modules = {"core_attn"};
+  const LayerGraph g = DecoderLayerGraph(m, d, s, false);
+  const OptionCost none = EvaluateOption(g, "none"), off = EvaluateOption(g, "offload");
+  const LayerOp& fa = Op(g, "flash_attention");
+  double kernel = 0;
+  for (int t : fa.inputs) kernel += g.tensors[t].saved_bytes;
+  EXPECT_GT(kernel, 0);
+  EXPECT_DOUBLE_EQ(off.host_bytes, kernel);
+  EXPECT_DOUBLE_EQ(off.saved_bytes, none.saved_bytes - kernel);
+  EXPECT_DOUBLE_EQ(off.peak_extra_bytes, none.peak_extra_bytes + kernel);
+  // Recomputing the kernel: its inputs are kept by the recomputation, outside every region.
+  EXPECT_EQ(EvaluateOption(g, "selective+offload").host_bytes, 0);
+  EXPECT_EQ(EvaluateOption(g, "full+offload").host_bytes, 0);
+  // With attn_proj too, the kernel's output goes (its log-sum-exp is below Megatron's least size).
+  s.offload_modules = {"core_attn", "attn_proj"};
+  const LayerGraph both = DecoderLayerGraph(m, d, s, false);
+  EXPECT_DOUBLE_EQ(EvaluateOption(both, "offload").host_bytes, kernel + g.tensors[fa.outputs[0]].saved_bytes);
+  EXPECT_LT(g.tensors[fa.outputs[1]].bytes, kMinOffloadedTensorBytes);
+  // qkv_linear: the input and the norm's output.
+  s.offload_modules = {"qkv_linear"};
+  const LayerGraph q = DecoderLayerGraph(m, d, s, false);
+  const double moved = g.tensors[Op(q, "norm1").inputs[0]].saved_bytes + q.tensors[Op(q, "qkv").inputs[0]].saved_bytes;
+  EXPECT_DOUBLE_EQ(EvaluateOption(q, "offload").host_bytes, moved);
+  // Every module together moves less than the option keeps: the dense MLP has no offload region.
+  s.offload_modules = {"qkv_linear", "core_attn", "attn_proj", "mlp_norm"};
+  const LayerGraph all = DecoderLayerGraph(m, d, s, false);
+  EXPECT_LT(EvaluateOption(all, "offload").host_bytes, none.saved_bytes);
+  EXPECT_EQ(Op(all, "norm2").offload_module, "");  // fused into the dense MLP's first linear
+  // A MoE layer: the experts' first GEMM saves the dispatched tokens.
+  const ModelSpec moe = ModelPreset("qwen3-30b-a3b").value();
+  s.offload_modules = {"expert_fc1"};
+  const LayerGraph e = DecoderLayerGraph(moe, d, s, true);
+  EXPECT_EQ(Op(e, "experts.fc1").offload_module, "expert_fc1");
+  EXPECT_EQ(Op(e, "norm2").offload_module, "mlp_norm");
+  const OptionCost moe_off = EvaluateOption(e, "offload");
+  EXPECT_GT(moe_off.host_bytes, 0);
+  EXPECT_DOUBLE_EQ(moe_off.saved_bytes + moe_off.host_bytes, EvaluateOption(e, "none").saved_bytes);
+  // Without modules: everything the option keeps, as before.
+  s.offload_modules.clear();
+  EXPECT_DOUBLE_EQ(EvaluateOption(DecoderLayerGraph(m, d, s, false), "offload").host_bytes, none.saved_bytes);
+  // The setup rules: modules need offload options, and each must be one bmpipe models.
+  s.offload_modules = {"core_attn"};
+  s.recompute = {"none"};
+  Result<Problem> p = BuildProblem(m, d, s);
+  ASSERT_FALSE(p.ok());
+  EXPECT_NE(p.error().message.find("--offload activations"), std::string::npos) << p.error().message;
+  s.recompute = {"none", "offload"};
+  s.offload_modules = {"attn_norm"};
+  p = BuildProblem(m, d, s);
+  ASSERT_FALSE(p.ok());
+  EXPECT_NE(p.error().message.find("'attn_norm'"), std::string::npos) << p.error().message;
+}
+
 // ZeRO-Offload keeps 16 bytes per updated parameter on the host (fp32 master weight, two fp32
 // moments, fp32 gradient); no plan fits when a rank's least share exceeds host memory.
 TEST(SetupCosts, OptimizerOffloadMustFitHostMemory) {

@@ -47,6 +47,8 @@ _OPTION_PARTS = {
     "select_comm": frozenset({"layernorm"}),
     "both": frozenset({"mlp_act", "layernorm"}),
     "full": frozenset({"full"}),
+    # Not a recomputation: what the option keeps goes to host memory (the offload checks read it).
+    "offload": frozenset(),
 }
 FULL = frozenset({"full"})
 

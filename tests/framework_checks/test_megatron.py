@@ -210,6 +210,14 @@ def _build_blocks(rank, world, kw, P, V, local_spec):
                         parts.add("mlp")
                     if layer.recompute_input_layernorm or layer.recompute_pre_mlp_layernorm:
                         parts.add("layernorm")
+                    # Fine-grained activation offloading: the modules whose inputs this layer offloads.
+                    attn = layer.self_attention
+                    for module, on in (("qkv_linear", getattr(attn, "offload_qkv_linear", False)),
+                                       ("core_attn", getattr(attn, "offload_core_attention", False)),
+                                       ("attn_proj", getattr(attn, "offload_attn_proj", False)),
+                                       ("mlp_norm", getattr(layer, "offload_mlp_norm", False))):
+                        if on:
+                            parts.add("offload:" + module)
                     layers[layer.layer_number - 1] = parts
 
                     def fwd(hidden_states, _n=layer.layer_number - 1, **kwargs):
@@ -310,7 +318,7 @@ def test_megatron_args(case):
                           tp_comm_overlap=False, overlap_moe_expert_parallel_comm=False,
                           moe_token_dispatcher_type="alltoall", cuda_graph_impl="none", cuda_graph_scope=[])
     (built,) = run_ranks(_build_blocks, 1, small, P, V, local)
-    done = {}
+    done, offloaded = {}, {}
     for (p, v), layers in built.items():
         assert sorted(layers) == case.stage_decoders(v * P + p), f"built layers of (pp {p}, vp {v})"
         for n, parts in layers.items():
@@ -319,8 +327,19 @@ def test_megatron_args(case):
                 # TE spec, dense layers: input_layernorm and pre_mlp_layernorm are IdentityOp (the norm
                 # is fused into TELayerNormColumnParallelLinear), so transformer_layer.py does not set
                 # recompute_input_layernorm / recompute_pre_mlp_layernorm: layernorm recompute is a no-op.
-                parts = parts - {"layernorm"}
-            done[n] = parts
+                # Likewise pre_mlp_layernorm's offload on a dense layer (Megatron skips an IdentityOp).
+                parts = parts - {"layernorm", "offload:mlp_norm"}
+            offloaded[n] = frozenset(x for x in parts if x.startswith("offload:"))
+            done[n] = parts - offloaded[n]
+    # Offload: every decoder layer whose option offloads has the problem's modules on (those a dense
+    # layer of the blocks built here has), the others none.
+    modules = case.problem.get("training", {}).get("offload_modules", [])
+    layer_of = {d: i for i, d in case.decoder_of.items()}
+    for n in sorted(offloaded):
+        layer = layer_of[n]
+        planned = "offload" in case.option_of(layer).split("+")
+        expect = {"offload:" + m for m in modules if m in ("qkv_linear", "core_attn", "attn_proj")} if planned else set()
+        assert offloaded[n] == expect, f"decoder layer {n}: plan offloads {sorted(expect) or 'nothing'}, Megatron {sorted(offloaded[n]) or 'nothing'}"
     want = case.decoder_parts()
     approx = bmcase.approximated(case.file("megatron.args"))
     for n in sorted(want):

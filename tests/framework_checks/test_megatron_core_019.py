@@ -9,7 +9,11 @@ Megatron-LM training flags), then:
   - an export with the MoE all-to-all overlap (Megatron's combined 1F1B, --overlap-pairs) keeps
     it on, and each thing bmpipe's megatron target refuses beside it (full recomputation, `moe` in
     --recompute-modules, no interleaving with pp > 1, no expert parallelism),
-    added to that export, is refused by 0.19 itself: bmpipe's rules are megatron-core's.
+    added to that export, is refused by 0.19 itself: bmpipe's rules are megatron-core's;
+  - an export with fine-grained activation offloading keeps it on with its modules at 0.19's
+    defaults for the per-rank amounts (fraction 1, no delta: what bmpipe's plan is), and what
+    bmpipe refuses beside it (attn_proj without core_attn, the experts' modules with the MoE block
+    recomputed) is refused by 0.19 too.
 """
 
 from __future__ import annotations
@@ -114,3 +118,57 @@ def test_megatron_core_019_needs_interleaving_for_the_overlap_with_pp():
         with pytest.raises(AssertionError) as e:
             TransformerConfig(**kw)
         assert "virtual_pipeline_model_parallel_size" in str(e.value)
+
+
+def offload_cases():
+    folders = [p.values[0] for p in cases_with("megatron.args")]
+    return [bmcase.load_case(f) for f in folders
+            if "--fine-grained-activation-offloading" in (f / "megatron.args").read_text()]
+
+
+def test_megatron_core_019_runs_the_planned_offload():
+    require_019()
+    from megatron.core.transformer.transformer_config import TransformerConfig
+
+    cases = offload_cases()
+    assert cases, "no golden Megatron export with --fine-grained-activation-offloading (scripts/export-goldens.sh)"
+    for case in cases:
+        problem = case.problem
+        cfg = TransformerConfig(**config_of(case))
+        assert cfg.fine_grained_activation_offloading
+        assert sorted(cfg.offload_modules) == sorted(problem["training"]["offload_modules"])
+        # Every rank offloads every eligible group of every micro-batch: the plan's per-layer option.
+        assert cfg.activation_offload_fraction == 1.0
+        assert cfg.delta_offload_bytes_across_pp_ranks == 0
+        assert cfg.min_offloaded_tensor_size == 1024 * 1024
+
+
+def test_megatron_core_019_refuses_attn_proj_offload_without_core_attn():
+    require_019()
+    from megatron.core.transformer.transformer_config import TransformerConfig
+
+    for case in offload_cases():
+        kw = config_of(case)
+        kw["offload_modules"] = ["attn_proj"]
+        with pytest.raises(ValueError) as e:
+            TransformerConfig(**kw)
+        assert "attn_proj cannot be set to offload_modules alone without core_attn" in str(e.value)
+
+
+def test_megatron_core_019_refuses_expert_offload_with_the_moe_block_recomputed():
+    require_019()
+    from megatron.core.transformer.transformer_config import TransformerConfig
+
+    folders = [p.values[0] for p in cases_with("megatron.args")]
+    moe = [bmcase.load_case(f) for f in folders
+           if "--num-experts" in (f / "megatron.args").read_text()
+           and "--overlap-moe-expert-parallel-comm" not in (f / "megatron.args").read_text()
+           and "--cuda-graph-impl" not in (f / "megatron.args").read_text()]
+    assert moe, "no golden Megatron export of a MoE model without the overlap"
+    for case in moe:
+        kw = config_of(case, ["--fine-grained-activation-offloading", "--offload-modules", "expert_fc1",
+                              "--recompute-granularity", "selective"])
+        kw["recompute_modules"] = ["moe"]
+        with pytest.raises(AssertionError) as e:
+            TransformerConfig(**kw)
+        assert "while recomputing the entire MoE layer" in str(e.value), f"{case.name}: {e.value}"

@@ -272,6 +272,46 @@ TEST(LauncherPlan, MegatronErrorsNameTheFlagTheValueAndTheFix) {
             "configuration is not that run (give --sequence-parallel, or give the problem of this configuration)");
 }
 
+// Fine-grained activation offloading reads back as the offload part on every decoder layer when
+// its modules are the problem's; what a per-layer plan cannot say (a fraction, a delta across
+// ranks, another least size, other modules, full recomputation beside it) is refused by name.
+TEST(LauncherPlan, MegatronOffloadIsTheOffloadPartOnEveryDecoderLayer) {
+  const std::string dir = "tests/golden/exports/llama3-8b-pp4-offload-megatron/";
+  const Problem problem = LoadProblem(testing::SourcePath(dir + "problem.json")).value();
+  const std::string base = "--pipeline-model-parallel-size 4 --num-layers 32 --tensor-model-parallel-size 1 "
+                           "--micro-batch-size 1 --global-batch-size 64 --seq-length 16384 "
+                           "--pipeline-model-parallel-layout 'Et*6|t*8|t*10|t*8L' ";
+  const std::string offload = base + "--fine-grained-activation-offloading --offload-modules core_attn attn_proj qkv_linear ";
+  const Result<Plan> plan = ReadLauncherPlan(offload, PlanFormat{FrameworkId::kMegatron}, problem, "args");
+  ASSERT_TRUE(plan.ok()) << plan.error().message;
+  for (LayerIdx l = 1; l + 1 < problem.num_layers(); ++l) {
+    EXPECT_EQ(problem.layers[l].options[plan.value().option[l]].name, "offload") << l;
+  }
+  EXPECT_EQ(problem.layers[0].options[plan.value().option[0]].name, "none");
+  EXPECT_EQ(MegatronError(problem, offload + "--activation-offload-fraction 0.5"),
+            "args: --activation-offload-fraction 0.5: Megatron then keeps the later offload groups of each "
+            "micro-batch's chunk on the device by a share of their count, which bmpipe's per-layer options do not "
+            "describe; give 1.0 or remove it");
+  EXPECT_EQ(MegatronError(problem, offload + "--activation-offload-fraction 1.0 --delta-offload-bytes-across-pp-ranks 0"),
+            "(no error)");
+  EXPECT_EQ(MegatronError(problem, offload + "--delta-offload-bytes-across-pp-ranks 1000000"),
+            "args: --delta-offload-bytes-across-pp-ranks 1000000: Megatron then keeps the first micro-batches' groups "
+            "on the later ranks, which bmpipe's per-layer options do not describe; give 0 or remove it");
+  EXPECT_EQ(MegatronError(problem, offload + "--min-offloaded-tensor-size 1"),
+            "args: --min-offloaded-tensor-size 1: bmpipe costs Megatron's default, 1048576 elements; give it or "
+            "remove the flag");
+  EXPECT_EQ(MegatronError(problem, base + "--fine-grained-activation-offloading --offload-modules core_attn"),
+            "args: --offload-modules core_attn: the problem's offload options move the tensors of attn_proj, "
+            "core_attn, qkv_linear (training.offload_modules); plan with --offload activations --offload-modules "
+            "core_attn");
+  EXPECT_EQ(MegatronError(problem, base + "--offload-modules core_attn"),
+            "args: --offload-modules without --fine-grained-activation-offloading: Megatron offloads nothing; add "
+            "--fine-grained-activation-offloading or remove --offload-modules");
+  EXPECT_EQ(MegatronError(problem, base + "--fine-grained-activation-offloading"),
+            "args: --fine-grained-activation-offloading without --offload-modules: megatron-core asserts that "
+            "offload_modules is not empty; name the modules (e.g. --offload-modules core_attn)");
+}
+
 TEST(LauncherPlan, DeepSpeedAndTorchTitanAreChecked) {
   const Problem vpp3 = LoadProblem(testing::SourcePath("examples/mindformers-demo/problem-vpp3.yaml")).value();
   const Result<std::string> ds = ExportPlan(vpp3, EvenPlan(vpp3), FrameworkId::kDeepSpeed);

@@ -65,6 +65,37 @@ TEST(ChromeTrace, EveryOpAndTheMemoryOfEveryRank) {
   for (const auto& [rank, slices] : recompute) EXPECT_TRUE(rank == 0 || rank == 1) << rank;
 }
 
+// Overlapped pairs (Megatron's combined 1F1B): each pair's all-to-all beside the other op, on a
+// thread of its own, at the simulator's times, with what it hides.
+TEST(ChromeTrace, OverlappedPairsShowTheirAllToAll) {
+  const std::string dir = "tests/golden/exports/qwen3-30b-a3b-pp4-vpp2-pairs-megatron/";
+  const Problem problem = LoadProblem(testing::SourcePath(dir + "problem.json")).value();
+  ASSERT_TRUE(problem.pipeline.overlap);
+  const Plan plan = LoadPlan(testing::SourcePath(dir + "plan.json"), problem).value().plan;
+  const SimResult sim = SimulatePlan(problem, plan).value();
+  const Json doc = Json::parse(PlanChromeTrace(problem, plan, "pairs").value());
+  std::map<int, std::vector<Json>> comm;
+  for (const Json& e : doc["traceEvents"]) {
+    if (e["ph"] == "X" && e["cat"] == "pair comm") comm[e["pid"].get<int>() - 1].push_back(e);
+  }
+  std::size_t spans = 0;
+  for (RankIdx r = 0; r < problem.pipeline.ranks; ++r) {
+    const std::vector<CommSpan>& want = sim.ranks[r].pair_comm;
+    ASSERT_EQ(comm[r].size(), want.size()) << r;
+    TimeNs hidden = 0;
+    for (std::size_t k = 0; k < want.size(); ++k) {
+      EXPECT_EQ(comm[r][k]["tid"], 2);
+      EXPECT_EQ(Nanos(comm[r][k]["ts"]), want[k].start_ns);
+      EXPECT_EQ(Nanos(comm[r][k]["dur"]), want[k].end_ns - want[k].start_ns);
+      EXPECT_EQ(comm[r][k]["args"]["stage"], want[k].op.stage);
+      hidden += Nanos(comm[r][k]["args"]["hidden_us"]);
+    }
+    EXPECT_EQ(hidden, sim.ranks[r].hidden_comm_ns);
+    spans += want.size();
+  }
+  EXPECT_GT(spans, 0u);
+}
+
 TEST(ChromeTrace, ATooLargePipelineIsRefused) {
   Problem problem = LoadProblem(testing::SourcePath("examples/tiny/problem.json")).value();
   problem.pipeline.micro_batches = 1'000'000;

@@ -39,6 +39,22 @@ TEST(Svg, OneBoxPerOpAndMemoryLanes) {
   EXPECT_EQ(TimelineSvg(problem, "tiny", {{"the plan", plan, sim}}).value(), svg);  // deterministic
 }
 
+// Overlapped pairs: a strip per all-to-all that runs beside the pair's other op, and the legend.
+TEST(Svg, OverlappedPairsShowTheirAllToAll) {
+  const std::string dir = "tests/golden/exports/qwen3-30b-a3b-pp4-vpp2-pairs-megatron/";
+  const Problem problem = LoadProblem(testing::SourcePath(dir + "problem.json")).value();
+  const Plan plan = LoadPlan(testing::SourcePath(dir + "plan.json"), problem).value().plan;
+  SimOptions options;
+  options.record_memory = true;
+  const SimResult sim = SimulatePlan(problem, plan, options).value();
+  const std::string svg = TimelineSvg(problem, "pairs", {{"the plan", plan, sim}}).value();
+  std::size_t spans = 0;
+  for (const RankResult& r : sim.ranks) spans += r.pair_comm.size();
+  EXPECT_GT(spans, 0u);
+  EXPECT_EQ(Count(svg, "fill=\"rgb(190,60,160)\"><title>"), static_cast<int>(spans));
+  EXPECT_NE(svg.find("magenta strip: an overlapped pair's all-to-all"), std::string::npos);
+}
+
 TEST(Svg, AWindowAndSomeRanksDrawOnlyWhatIsInThem) {
   const Problem problem = LoadProblem(testing::SourcePath("examples/tiny/problem.json")).value();
   const Plan plan = LoadPlan(testing::SourcePath("examples/tiny/plan.json"), problem).value().plan;

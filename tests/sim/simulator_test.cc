@@ -349,6 +349,22 @@ TEST(Simulator, OverlappedPairsRunTheLongerOfTwoStreamsPerPhase) {
         EXPECT_EQ(sim.op_timing[r][i + 2].end_ns - sim.op_timing[r][i + 2].start_ns, 1000);
       }
       EXPECT_EQ(sim.ranks[r].hidden_comm_ns, rank_pairs * (3000 - phase1 - phase2));
+      // The timeline's spans: the backward's communication from the pair's start, the forward's
+      // from its second phase, each hiding what the other op's compute covers.
+      const std::vector<CommSpan>& spans = sim.ranks[r].pair_comm;
+      ASSERT_EQ(spans.size(), static_cast<std::size_t>(2 * rank_pairs));
+      TimeNs hidden = 0;
+      for (std::size_t k = 0; k < spans.size(); k += 2) {
+        EXPECT_EQ(spans[k].op.kind, OpKind::kBackward);
+        EXPECT_EQ(spans[k].end_ns - spans[k].start_ns, mb);
+        EXPECT_EQ(spans[k].hidden_ns, std::min(1000 - mf, mb));
+        EXPECT_EQ(spans[k + 1].op.kind, OpKind::kForward);
+        EXPECT_EQ(spans[k + 1].start_ns, spans[k].start_ns + phase1);
+        EXPECT_EQ(spans[k + 1].end_ns - spans[k + 1].start_ns, mf);
+        EXPECT_EQ(spans[k + 1].hidden_ns, std::min(2000 - mb, mf));
+        hidden += spans[k].hidden_ns + spans[k + 1].hidden_ns;
+      }
+      EXPECT_EQ(hidden, sim.ranks[r].hidden_comm_ns);
       pairs += rank_pairs;
     }
     EXPECT_GT(pairs, 0);

@@ -171,6 +171,13 @@ void AddSetupOptions(OptionTable& t, TrainingSetup& setup, SetupWords& words, co
            "fp32 master weights kept on the device: Megatron's offload without the precision-aware optimizer)"))
       .CommaSeparated()
       .Choices({"activations", "optimizer", "optimizer-moments"});
+  in(t.Add("--offload-modules", "offload_modules", &setup.offload_modules,
+           "With --offload activations: the offload options move only the tensors saved inside these modules of "
+           "megatron-core's fine-grained activation offloading (qkv_linear, core_attn, attn_proj, mlp_norm, expert_fc1, "
+           "moe_act; docs/cost-model.md), as Megatron's --offload-modules does, so that --target megatron can run "
+           "them. Default: everything the option keeps"))
+      .CommaSeparated()
+      .Choices({"qkv_linear", "core_attn", "attn_proj", "mlp_norm", "expert_fc1", "moe_act"});
   in(t.Add("--memory-headroom-gb", "headroom_gb", &words.headroom_gb,
            "Memory every rank must leave free beyond the reserve, in GB. Default: plan and search keep the share "
            "the cost model's held-out memory error may add to a peak (stated in the report; when no plan fits with "

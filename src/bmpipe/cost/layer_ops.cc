@@ -226,6 +226,7 @@ class GraphBuilder {
     if (shape_.device.host_bandwidth_bytes_per_s > 0) {
       graph_.host_bandwidth_bytes_per_s = shape_.device.host_bandwidth_bytes_per_s * d.efficiency.link;
     }
+    graph_.offload_modules = shape_.setup.offload_modules;
     return std::move(graph_);
   }
 
@@ -701,6 +702,33 @@ void MlpBlock(GraphBuilder& g, const Shape& s, int h1, bool moe) {
 }
 
 
+// The fine-grained offload module whose region saves each op's tensors (recompute.h,
+// kOffloadModules), as megatron-core's Transformer Engine layer spec runs a layer: its attention
+// (not a linear mixer's, which has no offload regions) and its MoE block; the dense MLP has none.
+void AssignOffloadModules(GraphBuilder& g, const DecoderKind& kind) {
+  const bool attention = kind.mixer == Mixer::kAttention;
+  const bool moe = kind.ffn == Ffn::kMoe;
+  for (int o = 0; o < g.ops(); ++o) {
+    LayerOp& op = g.op(o);
+    auto in = [&](const char* group) { return std::find(op.groups.begin(), op.groups.end(), group) != op.groups.end(); };
+    const std::string& n = op.name;
+    if (attention && (n == "norm1" || n == "qkv" || n == "qk_norm" || n == "kv_down" || n == "q_down" ||
+                      n == "q_up" || n == "kv_up")) {
+      op.offload_module = "qkv_linear";
+    } else if (attention && in("core_attn")) {
+      op.offload_module = "core_attn";
+    } else if (attention && n == "out_proj") {
+      op.offload_module = "attn_proj";
+    } else if (moe && n == "norm2") {
+      op.offload_module = "mlp_norm";
+    } else if (moe && n == "experts.fc1") {
+      op.offload_module = "expert_fc1";
+    } else if (moe && n.rfind("experts.", 0) == 0 && in("mlp_act")) {
+      op.offload_module = "moe_act";
+    }
+  }
+}
+
 }  // namespace
 
 double AllReduceSeconds(double bytes, int n, double bandwidth, double latency) {
@@ -745,6 +773,7 @@ LayerGraph DecoderLayerGraph(const ModelSpec& m, const DeviceSpec& d, const Trai
     h1 = Residual(g, s, "residual1", attn, x, mixed);
   }
   if (kind.ffn != Ffn::kNone) MlpBlock(g, s, h1, moe);
+  AssignOffloadModules(g, kind);
   // An FP8 layer's pass waits for the host: Transformer Engine's scaling bookkeeping and the
   // quantization kernels it launches beside the layer's FP8 GEMMs.
   if (s.fp8) {
@@ -910,6 +939,7 @@ OptionCost EvaluateOption(const LayerGraph& graph, const std::string& option) {
     }
   }
   double dropped = 0, largest_unsaved = 0;
+  std::vector<bool> kept_tensor(tensors, false);
   for (int t = 0; t < tensors; ++t) {
     const OpTensor& tensor = graph.tensors[t];
     const int p = tensor.producer;
@@ -917,6 +947,7 @@ OptionCost EvaluateOption(const LayerGraph& graph, const std::string& option) {
     const bool kept = (!produced_in_r && (saved_any[t] || read_by_r[t])) ||
                       (produced_in_r && !discards[p] && saved_outside[t]);
     if (kept) cost.saved_bytes += tensor.saved_bytes;
+    kept_tensor[t] = kept;
     if (saved_any[t] && !kept) dropped += tensor.saved_bytes;
     if (!saved_any[t] && p >= 0) largest_unsaved = std::max(largest_unsaved, tensor.bytes);
   }
@@ -924,13 +955,34 @@ OptionCost EvaluateOption(const LayerGraph& graph, const std::string& option) {
   if (parts & kOffloadActivations) {
     // What the layer keeps goes to the host during its forward and returns before its backward,
     // the copies overlapped with the layer's own compute; on the device it occupies memory only
-    // while its backward runs.
-    const double copy = cost.saved_bytes / graph.host_bandwidth_bytes_per_s;
+    // while its backward runs. With offload modules, only the tensors those modules save: a kept
+    // tensor that every op saving it outside the recomputation lies in one (an op that saves it
+    // elsewhere keeps it on the device), of at least Megatron's least size.
+    double moved = cost.saved_bytes;
+    if (!graph.offload_modules.empty()) {
+      std::vector<bool> outside(tensors, false);
+      for (int o = 0; o < ops; ++o) {
+        if (in_r[o]) continue;
+        const LayerOp& op = graph.ops[o];
+        const bool offloaded = std::find(graph.offload_modules.begin(), graph.offload_modules.end(),
+                                         op.offload_module) != graph.offload_modules.end();
+        for (int t : op.saved) {
+          if (!offloaded) outside[t] = true;
+        }
+      }
+      moved = 0;
+      for (int t = 0; t < tensors; ++t) {
+        if (kept_tensor[t] && saved_outside[t] && !outside[t] && graph.tensors[t].bytes >= kMinOffloadedTensorBytes) {
+          moved += graph.tensors[t].saved_bytes;
+        }
+      }
+    }
+    const double copy = moved / graph.host_bandwidth_bytes_per_s;
     cost.forward_s += std::max(0.0, copy - cost.forward_s);
     cost.backward_s += std::max(0.0, copy - (cost.backward_s + cost.recompute_s));
-    cost.peak_extra_bytes += cost.saved_bytes;
-    cost.host_bytes = cost.saved_bytes;
-    cost.saved_bytes = 0;
+    cost.peak_extra_bytes += moved;
+    cost.host_bytes = moved;
+    cost.saved_bytes -= moved;
   }
   return cost;
 }

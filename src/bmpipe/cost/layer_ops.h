@@ -55,6 +55,9 @@ struct LayerOp {
   // (device.peak_fp4_flops x efficiency.fp4_gemm), as the setup's precision says.
   bool fp8 = false;
   std::vector<int> inputs, outputs, saved;        // tensor indices
+  // The module of megatron-core's fine-grained activation offloading whose region saves this op's
+  // tensors (kOffloadModules, recompute.h); empty when none does.
+  std::string offload_module;
   double weight_bytes = 0;                        // a GEMM's weight (0: no weight gradient)
   double forward_s = 0, backward_s = 0;           // roofline time + collectives
   double weight_grad_s = 0;                       // the weight-gradient GEMM's part of backward_s
@@ -63,6 +66,8 @@ struct LayerOp {
 struct LayerGraph {
   std::string name;
   double host_bandwidth_bytes_per_s = 0;  // device to host, with the link efficiency (offloading)
+  // What an offload option moves (TrainingSetup::offload_modules): empty, all the option keeps.
+  std::vector<std::string> offload_modules;
   std::vector<OpTensor> tensors;
   std::vector<LayerOp> ops;
 };

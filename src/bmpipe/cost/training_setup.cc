@@ -162,6 +162,17 @@ Status ValidateNewParallelism(const ModelSpec& model, const DeviceSpec& device, 
     Result<Recompute> parsed = ParseRecompute(option);
     if (parsed.ok() && (parsed.value().parts & kOffloadActivations)) offload_activations = true;
   }
+  if (!s.offload_modules.empty() && !offload_activations) {
+    return InvalidInput("--offload-modules names what the activation offload options move, but none is offered; add "
+                        "--offload activations (or drop --offload-modules)");
+  }
+  for (const std::string& module : s.offload_modules) {
+    if (std::find(std::begin(kOffloadModules), std::end(kOffloadModules), module) == std::end(kOffloadModules)) {
+      return InvalidInput(fmt::format("--offload-modules: '{}' is not one of megatron-core's offload modules bmpipe "
+                                      "models ({})",
+                                      module, fmt::join(kOffloadModules, ", ")));
+    }
+  }
   if ((offload_activations || s.offload_optimizer) && device.host_bandwidth_bytes_per_s <= 0) {
     return InvalidInput(fmt::format("--offload needs the device's host link (host_bandwidth_bytes_per_s), which '{}' "
                                     "does not give; add it to a device file",
@@ -437,6 +448,7 @@ TrainingInfo SetupTrainingInfo(const ModelSpec& model, const TrainingSetup& setu
   training.tp_comm_overlap = setup.tp_comm_overlap > 0 && setup.tp > 1;
   training.offload_optimizer = setup.offload_optimizer;
   training.offload_keeps_master = setup.offload_keeps_master;
+  training.offload_modules = setup.offload_modules;
   for (int i = 0; i < model.layers && static_cast<std::size_t>(i) < model.mixers.size(); ++i) {
     const Mixer mixer = model.mixers[i];
     if (mixer == Mixer::kAttention || mixer == Mixer::kNone) continue;

@@ -105,6 +105,10 @@ struct TrainingSetup {
   // Megatron's --cpu-offloading-num-layers, whose plan offloads exactly the first that many; the
   // planner does not count the layers it offloads.
   int offload_layers = 0;
+  // What an activation offload option moves (--offload-modules): empty, everything the option
+  // keeps; else only the tensors saved inside these modules of megatron-core's fine-grained
+  // activation offloading (kOffloadModules), as its Transformer Engine layer spec runs them.
+  std::vector<std::string> offload_modules;
   // MoE routing: 0 = dropless; else each expert takes at most capacity x its even share of tokens.
   double moe_capacity_factor = 0;
   // Dropless: the busiest expert-parallel rank's routed tokens over the even share (the critical

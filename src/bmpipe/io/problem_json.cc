@@ -95,6 +95,7 @@ Json ProblemToJson(const Problem& problem, const std::string& description) {
       training["moe"] = std::move(moe);
     }
     if (!t->linear_mixers.empty()) training["linear_mixers"] = t->linear_mixers;
+    if (!t->offload_modules.empty()) training["offload_modules"] = t->offload_modules;
     if (!t->not_modeled.empty()) training["not_modeled"] = t->not_modeled;
     out["training"] = std::move(training);
   }

@@ -109,6 +109,9 @@ struct TrainingInfo {
   bool no_fp8_transpose_cache = false;  // FP8 transposes remade each backward (--disable-parameter-transpose-cache)
   std::string fp8_recipe;          // precision fp8: "tensorwise", "delayed" or "blockwise"; empty: not stated
   int mtp_layers = 0;              // multi-token-prediction modules, run in the head layer (written when > 0)
+  // The megatron-core modules the offload options move the saved tensors of (TrainingSetup's
+  // offload_modules; written when not empty): what Megatron's --offload-modules says.
+  std::vector<std::string> offload_modules;
   // Each setting of the run with where it came from ("given", "file", "profile" or "default"), as
   // the report lists them: the cost model's command line fills it; not in problem files.
   struct Setting {

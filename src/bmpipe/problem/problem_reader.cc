@@ -1,5 +1,6 @@
 #include "bmpipe/problem/problem_reader.h"
 
+#include <algorithm>
 #include <optional>
 #include <string_view>
 #include <vector>
@@ -7,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "bmpipe/core/json_cursor.h"
+#include "bmpipe/problem/recompute.h"
 
 namespace bmpipe {
 namespace {
@@ -156,7 +158,7 @@ TrainingInfo ReadTraining(const JsonCursor& c) {
                 "sequence_parallel", "distributed_optimizer", "flash_attention", "overlap_grad_reduce",
                 "context_parallel", "expert_parallel", "expert_tensor_parallel", "zero_stage", "precision", "fp8_recipe", "grad_dtype",
                 "optimizer_dtype", "tp_comm_overlap", "offload_optimizer", "offload_keeps_master", "fp8_params",
-                "no_fp8_transpose_cache", "moe", "linear_mixers", "not_modeled", "mtp_layers"});
+                "no_fp8_transpose_cache", "moe", "linear_mixers", "not_modeled", "mtp_layers", "offload_modules"});
   TrainingInfo t;
   constexpr std::int64_t kMost = std::int64_t{1} << 24;
   if (auto m = c.Optional("model")) t.model = m->String();
@@ -214,6 +216,18 @@ TrainingInfo ReadTraining(const JsonCursor& c) {
         e.Fail("is listed twice; give each mixer once");
       }
       t.linear_mixers.push_back(name);
+    }
+  }
+  if (auto modules = c.Optional("offload_modules")) {
+    for (const JsonCursor& e : modules->Elements()) {
+      const std::string name = e.String();
+      if (std::find(std::begin(kOffloadModules), std::end(kOffloadModules), name) == std::end(kOffloadModules)) {
+        e.Fail(fmt::format("must be one of {}", fmt::join(kOffloadModules, ", ")));
+      }
+      if (std::find(t.offload_modules.begin(), t.offload_modules.end(), name) != t.offload_modules.end()) {
+        e.Fail("is listed twice; give each module once");
+      }
+      t.offload_modules.push_back(name);
     }
   }
   if (auto notes = c.Optional("not_modeled")) {

@@ -61,6 +61,21 @@ Result<Recompute> ParseRecompute(std::string_view name);
 // mlp, mlp_act, norm, mla_up_proj, offload ("selective+mlp").
 std::string RecomputeName(Recompute recompute);
 
+// The modules of megatron-core's fine-grained activation offloading (--offload-modules) that an
+// offload option may be limited to (TrainingSetup::offload_modules): each offloads the tensors
+// saved for the backward inside it, as Transformer Engine's layer spec runs it. qkv_linear: the
+// attention's QKV (or latent down- and up-) projections and QK norms, with the input norm that
+// Transformer Engine fuses into the QKV projection; core_attn: the attention kernel; attn_proj:
+// the output projection; mlp_norm: the MoE layers' pre-MLP norm (a dense layer's is fused into
+// its first linear, and Megatron skips it); expert_fc1: the experts' first GEMM; moe_act: the
+// experts' activation. Megatron's attn_norm is not one: its layer spec fuses that norm, and
+// Megatron skips it.
+inline constexpr std::string_view kOffloadModules[] = {"qkv_linear", "core_attn",  "attn_proj",
+                                                       "mlp_norm",   "expert_fc1", "moe_act"};
+// Megatron offloads no tensor of fewer elements (its min_offloaded_tensor_size, 1 Mi): in bytes of
+// 16-bit activations.
+inline constexpr double kMinOffloadedTensorBytes = 2.0 * 1024 * 1024;
+
 // The basic names an option may join: none, selective, attn, mlp, mlp_act, norm, mla_up_proj,
 // offload, full.
 std::vector<std::string> RecomputeOptionNames();

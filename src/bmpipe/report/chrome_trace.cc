@@ -73,6 +73,17 @@ std::string ChromeTraceJson(const Problem& problem, const Plan& plan, const SimR
       }
     }
     const RankResult& rank = sim.ranks[r];
+    // Overlapped pairs: each one's all-to-all beside the other op's compute, on a thread of its own.
+    if (!rank.pair_comm.empty()) {
+      event(fmt::format(R"({{"ph":"M","pid":{},"tid":2,"name":"thread_name","args":{{"name":"all-to-all of overlapped pairs"}}}})",
+                        pid));
+    }
+    for (const CommSpan& c : rank.pair_comm) {
+      event(fmt::format(R"({{"ph":"X","pid":{},"tid":2,"name":"all-to-all {} stage {} mb {}","cat":"pair comm","ts":{},)"
+                        R"("dur":{},"args":{{"stage":{},"micro_batch":{},"hidden_us":{}}}}})",
+                        pid, KindLetter(c.op.kind), c.op.stage, c.op.micro_batch, Micros(c.start_ns),
+                        Micros(c.end_ns - c.start_ns), c.op.stage, c.op.micro_batch, Micros(c.hidden_ns)));
+    }
     if (rank.update_ns > 0) {
       event(fmt::format(R"({{"ph":"X","pid":{},"tid":1,"name":"update","cat":"update","ts":{},"dur":{}}})", pid,
                         Micros(rank.compute_end_ns), Micros(rank.update_ns)));

@@ -17,6 +17,7 @@ constexpr double kWidth = 1400;
 constexpr double kLeft = 90;     // rank labels
 constexpr double kRight = 45;
 constexpr double kLane = 16;     // one rank's op lane
+constexpr double kCommStrip = 4;  // an overlapped pair's communication, along the op lane's foot
 constexpr double kMemLane = 18;  // one rank's memory lane
 constexpr double kGap = 4;
 
@@ -160,10 +161,11 @@ Result<std::string> TimelineSvg(const Problem& problem, const std::string& title
   if (lanes < p.ranks) shown += fmt::format(" {} of {} ranks.", lanes, p.ranks);
   svg += fmt::format(
       "<text x=\"10\" y=\"40\" fill=\"#444\">{}, {} ranks x {} chunk{}, {} micro-batches.{}</text>\n<text x=\"10\" "
-      "y=\"54\" fill=\"#444\">Boxes: forward (blue) and backward (green) of one micro-batch{}, darker for later chunks, hatched orange: recomputation; blank: idle. "
+      "y=\"54\" fill=\"#444\">Boxes: forward (blue) and backward (green) of one micro-batch{}, darker for later chunks, hatched orange: recomputation{}; blank: idle. "
       "Memory lanes against the capacity (red line). Hover for details.</text>\n",
       ScheduleName(p.schedule), p.ranks, p.chunks, p.chunks == 1 ? "" : "s", p.micro_batches, shown,
-      p.SplitBackward() ? ", its weight gradient (amber)" : "");
+      p.SplitBackward() ? ", its weight gradient (amber)" : "",
+      p.overlap ? "; magenta strip: an overlapped pair's all-to-all, beside the other op's compute" : "");
 
   double y = 64;
   for (const TimelinePanel& panel : panels) {
@@ -208,8 +210,19 @@ Result<std::string> TimelineSvg(const Problem& problem, const std::string& title
                              x0 + w / 2, top + 11.5, op.micro_batch);
         }
       }
-      // Update work after the last op.
+      // An overlapped pair's communication beside its partner's compute: a strip along the lane's foot.
       const RankResult& rr = sim.ranks[r];
+      for (const CommSpan& c : rr.pair_comm) {
+        if (c.end_ns <= begin || c.start_ns >= end) continue;
+        svg += fmt::format("<rect x=\"{:.2f}\" y=\"{:.1f}\" width=\"{:.2f}\" height=\"{:.0f}\" fill=\"rgb(190,60,160)\">"
+                           "<title>rank {}: all-to-all of the {} of stage {}, micro-batch {}, beside the pair's other "
+                           "op: {} to {} ({}), {} hidden</title></rect>\n",
+                           x(c.start_ns), top + kLane - kCommStrip, std::max(0.5, x(c.end_ns) - x(c.start_ns)), kCommStrip,
+                           r, c.op.kind == OpKind::kForward ? "forward" : "backward", c.op.stage, c.op.micro_batch,
+                           FormatDuration(c.start_ns), FormatDuration(c.end_ns), FormatDuration(c.end_ns - c.start_ns),
+                           FormatDuration(c.hidden_ns));
+      }
+      // Update work after the last op.
       if (rr.update_ns > 0 && rr.finish_ns > begin && rr.compute_end_ns < end) {
         svg += fmt::format("<rect x=\"{:.2f}\" y=\"{:.1f}\" width=\"{:.2f}\" height=\"{:.0f}\" fill=\"rgb(150,150,150)\">"
                            "<title>rank {}: update, {} to {}</title></rect>\n",

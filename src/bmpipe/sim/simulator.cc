@@ -39,22 +39,36 @@ Status TimeOps(const Schedule& schedule, const Durations<TimeNs>& durations, Sim
   return {};
 }
 
-// The communication the overlapped pairs of rank r hide: each pair's ops one after the other,
-// less the pair.
-TimeNs HiddenComm(const Schedule& schedule, const Durations<TimeNs>& durations, RankIdx r) {
+// The communication the overlapped pairs of rank r run beside their partners: in the first
+// phase the backward's (Mb, under the forward's compute F - Mf), in the second the forward's (Mf,
+// under the backward's compute and its joined W). What a pair hides, min(F - Mf, Mb) + min(B' - Mb
+// + W', Mf), is its ops one after the other less the pair.
+void PairComm(const Schedule& schedule, const Durations<TimeNs>& durations, const std::vector<OpTiming>& timing,
+              RankIdx r, RankResult& rr) {
   const Pipeline& p = schedule.pipeline();
   const std::vector<Op>& ops = schedule.ops_of(r);
-  TimeNs hidden = 0;
   for (std::size_t i = 0; i < ops.size();) {
     const std::size_t last = ActionAround(ops, i).second;
     const ActionTimes<TimeNs> overlapped = TimeAction(durations, ops, i, last, p.SplitBackward(), true);
     if (overlapped.pair) {
       const ActionTimes<TimeNs> serial = TimeAction(durations, ops, i, last, p.SplitBackward(), false);
-      for (int k = 0; k < 3; ++k) hidden += serial.op[k] - overlapped.op[k];
+      const Op& f = ops[i];
+      const Op& b = ops[i + 1];
+      const TimeNs mf = durations.forward_comm[f.stage], mb = durations.backward_comm[b.stage];
+      const TimeNs w = overlapped.weight_joined ? serial.op[2] : 0;
+      const CommSpan first{timing[i].start_ns, timing[i].start_ns + mb, b, std::min(serial.op[0] - mf, mb)};
+      const CommSpan second{timing[i + 1].start_ns, timing[i + 1].start_ns + mf, f,
+                            std::min(serial.op[1] - mb + w, mf)};
+      for (const CommSpan& span : {first, second}) {
+        rr.hidden_comm_ns += span.hidden_ns;
+        if (span.end_ns > span.start_ns) rr.pair_comm.push_back(span);
+      }
+      assert(first.hidden_ns + second.hidden_ns ==
+                 serial.op[0] + serial.op[1] + serial.op[2] - overlapped.op[0] - overlapped.op[1] - overlapped.op[2] &&
+             "a pair hides its ops one after the other less the pair");
     }
     i = last + 1;
   }
-  return hidden;
 }
 
 // Per-rank busy time, memory over time and its peak.
@@ -67,7 +81,7 @@ void AccountRanks(const Schedule& schedule, const std::vector<StageCost>& stages
     RankResult& rr = result.ranks[r];
     rr.static_bytes = ranks[r].static_bytes;
     rr.update_ns = ranks[r].update_ns;
-    if (p.overlap) rr.hidden_comm_ns = HiddenComm(schedule, durations, r);
+    if (p.overlap) PairComm(schedule, durations, result.op_timing[r], r, rr);
     rr.peak_memory_bytes = rr.static_bytes;
     Bytes saved = 0;  // saved and held bytes of the micro-batches in flight
     int in_flight = 0;

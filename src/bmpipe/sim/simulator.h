@@ -21,6 +21,14 @@ struct MemoryPoint {
   Bytes bytes;
 };
 
+// Communication an overlapped pair runs beside its partner's compute (docs/semantics.md,
+// "Actions"): the backward's during the pair's first phase, the forward's during its second.
+struct CommSpan {
+  TimeNs start_ns = 0, end_ns = 0;
+  Op op;                 // the op whose communication it is
+  TimeNs hidden_ns = 0;  // the part under the partner's compute (the rest sets the phase's length)
+};
+
 struct RankResult {
   TimeNs busy_ns = 0;         // sum of its ops' durations
   TimeNs recompute_ns = 0;    // the part of busy_ns spent recomputing forwards
@@ -34,6 +42,7 @@ struct RankResult {
   // With overlapped pairs (Pipeline::overlap): how much shorter its pairs ran than their ops one
   // after the other, the communication hidden under the partner's compute.
   TimeNs hidden_comm_ns = 0;
+  std::vector<CommSpan> pair_comm;  // with overlapped pairs: each pair's two, in time order
 };
 
 // Bubble ratio as docs/semantics.md defines it, and the loss relative to useful compute broken down as

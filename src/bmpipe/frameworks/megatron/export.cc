@@ -114,6 +114,41 @@ Result<std::string> MegatronRunFlags(const Problem& problem, int layers, TargetK
   return out;
 }
 
+// What Megatron's fine-grained offloading does beside the plan: its "offload margin" keeps the
+// offload groups of the last decoder layer of each rank's first micro-batch chunk on the device
+// (so that reloading them cannot stall the backward that follows), in flight at the rank's peak.
+// Comments with how much that adds and whether every rank still fits; empty without offloading.
+std::string OffloadMarginNote(const Problem& problem, const Plan& plan, const SimResult& sim) {
+  const ModelShape shape = ShapeOf(problem);
+  Bytes worst_free = kMaxRankBytes, most = 0;
+  bool any = false;
+  for (StageIdx s = 0; s < plan.num_stages(); ++s) {
+    if (problem.pipeline.ChunkOf(s) != 0) continue;
+    LayerIdx last = -1;
+    for (LayerIdx l = std::max(plan.begin(s), shape.body_begin); l < std::min(plan.end(s), shape.body_end); ++l) last = l;
+    if (last < 0) continue;
+    const LayerOption& option = problem.layers[last].options[plan.option[last]];
+    const Recompute r = ParseRecompute(option.name).value();
+    if ((r.parts & kOffloadActivations) == 0) continue;
+    const OptionIdx kept = FindRecompute(problem.layers[last], Recompute{r.parts & ~unsigned{kOffloadActivations}});
+    if (kept < 0) continue;
+    const Bytes margin = std::max<Bytes>(0, problem.layers[last].options[kept].saved_bytes - option.saved_bytes);
+    any = true;
+    most = std::max(most, margin);
+    const RankIdx rank = problem.pipeline.RankOf(s);
+    worst_free = std::min(worst_free, sim.capacity_bytes - sim.ranks[rank].peak_memory_bytes - margin);
+  }
+  if (!any) return "";
+  return fmt::format("# Megatron also keeps the offload groups of each rank's last decoder layer of its first micro-batch "
+                     "on the device (its offload margin): up to {:.2f} GB more at a rank's peak than planned; {}\n",
+                     static_cast<double>(most) / 1e9,
+                     worst_free >= 0 ? fmt::format("every rank still fits, the fullest with {:.2f} GB of the planned capacity free",
+                                                   static_cast<double>(worst_free) / 1e9)
+                                     : fmt::format("a rank then exceeds its capacity by {:.2f} GB: plan with "
+                                                   "--memory-headroom-gb at least that",
+                                                   static_cast<double>(-worst_free) / 1e9));
+}
+
 }  // namespace
 
 std::string MegatronCommandLine(const std::string& exported) {
@@ -188,7 +223,7 @@ Result<std::string> ExportMegatron(const Problem& problem, const Plan& plan, Tar
       },
       MostDecoderLayers(problem, plan));
   if (!walked.ok()) return walked.error();
-  if (!exact.empty()) return out + flags_line(exact);
+  if (!exact.empty()) return out + flags_line(exact) + OffloadMarginNote(problem, plan, want);
   out += flags_line(closest);
   out += fmt::format("# NOT the plan: Megatron takes one recomputation setting for every layer, and the plan recomputes "
                      "per layer (plan with --target {} for the best plan Megatron runs as planned).\n",

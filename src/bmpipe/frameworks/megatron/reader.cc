@@ -62,6 +62,11 @@ const std::map<std::string, Arity>& MegatronFlags() {
       {"--optimizer-cpu-offload", Arity::kNone},
       {"--tp-comm-overlap", Arity::kNone},
       {"--cpu-offloading", Arity::kNone},
+      {"--fine-grained-activation-offloading", Arity::kNone},
+      {"--offload-modules", Arity::kMany},
+      {"--activation-offload-fraction", Arity::kOne},
+      {"--delta-offload-bytes-across-pp-ranks", Arity::kOne},
+      {"--min-offloaded-tensor-size", Arity::kOne},
       {"--num-experts", Arity::kOne},
       {"--moe-router-topk", Arity::kOne},
       {"--moe-ffn-hidden-size", Arity::kOne},
@@ -483,6 +488,74 @@ void MegatronRecompute(const Flags& flags, const Problem& problem, Plan& plan) {
   }
 }
 
+// Fine-grained activation offloading: the offload part joins every decoder layer's option, the
+// modules those the problem's offload options move (training.offload_modules). What a plan cannot
+// say is refused: a fraction below 1 or a delta across ranks (Megatron then keeps different
+// layers of different micro-batches on the device), or another least tensor size.
+void MegatronOffload(const Flags& flags, const Problem& problem, Plan& plan) {
+  const Flag* modules = flags.Get("--offload-modules");
+  if (!flags.Get("--fine-grained-activation-offloading")) {
+    for (const char* other : {"--offload-modules", "--activation-offload-fraction", "--delta-offload-bytes-across-pp-ranks",
+                              "--min-offloaded-tensor-size"}) {
+      if (flags.Get(other)) {
+        FailConfiguration(fmt::format("{} without --fine-grained-activation-offloading: Megatron offloads nothing; add "
+                                      "--fine-grained-activation-offloading or remove {}",
+                                      other, other));
+      }
+    }
+    return;
+  }
+  if (!modules) {
+    FailConfiguration("--fine-grained-activation-offloading without --offload-modules: megatron-core asserts that "
+                      "offload_modules is not empty; name the modules (e.g. --offload-modules core_attn)");
+  }
+  if (const Flag* f = flags.Get("--activation-offload-fraction")) {
+    char* end = nullptr;
+    const std::string& v = f->values.front();
+    const double fraction = std::strtod(v.c_str(), &end);
+    if (v.empty() || end != v.c_str() + v.size() || fraction != 1.0) {
+      FailConfiguration(fmt::format("--activation-offload-fraction {}: Megatron then keeps the later offload groups of "
+                                    "each micro-batch's chunk on the device by a share of their count, which bmpipe's "
+                                    "per-layer options do not describe; give 1.0 or remove it",
+                                    v));
+    }
+  }
+  if (const Flag* d = flags.Get("--delta-offload-bytes-across-pp-ranks"); d && IntegerValue(*d, 0, std::int64_t{1} << 50) != 0) {
+    FailConfiguration(fmt::format("--delta-offload-bytes-across-pp-ranks {}: Megatron then keeps the first "
+                                  "micro-batches' groups on the later ranks, which bmpipe's per-layer options do not "
+                                  "describe; give 0 or remove it",
+                                  d->values.front()));
+  }
+  if (const Flag* m = flags.Get("--min-offloaded-tensor-size"); m && IntegerValue(*m, 0, std::int64_t{1} << 50) != 1048576) {
+    FailConfiguration(fmt::format("--min-offloaded-tensor-size {}: bmpipe costs Megatron's default, 1048576 elements; "
+                                  "give it or remove the flag",
+                                  m->values.front()));
+  }
+  std::vector<std::string> want = modules->values, have;
+  if (problem.training) have = problem.training->offload_modules;
+  std::sort(want.begin(), want.end());
+  std::sort(have.begin(), have.end());
+  if (want != have) {
+    FailConfiguration(fmt::format("--offload-modules {}: the problem's offload options move the tensors of {} "
+                                  "(training.offload_modules); plan with --offload activations --offload-modules {}",
+                                  fmt::join(modules->values, " "),
+                                  have.empty() ? std::string("everything a layer keeps") : fmt::format("{}", fmt::join(have, ", ")),
+                                  fmt::join(modules->values, ",")));
+  }
+  const ModelShape shape = ShapeOf(problem);
+  const std::string setting = fmt::format("--fine-grained-activation-offloading --offload-modules {}", fmt::join(modules->values, " "));
+  for (LayerIdx l = shape.body_begin; l < shape.body_end; ++l) {
+    const Recompute current = ParseRecompute(problem.layers[l].options[plan.option[l]].name).value();
+    if (current.full()) {
+      FailConfiguration(fmt::format("{} with full recomputation: the checkpoint keeps each layer's input outside every "
+                                    "offload region, so Megatron offloads nothing that bmpipe's offload options cost; "
+                                    "drop one of them",
+                                    setting));
+    }
+    SetLayerOption(problem, plan, l, Recompute{current.parts | kOffloadActivations}, setting);
+  }
+}
+
 void CheckMegatronTraining(const Flags& flags, const TrainingInfo& t) {
   CheckValue(flags, "--tensor-model-parallel-size", 1, t.tensor_parallel, "training.tensor_parallel", kMaxRanks);
   const std::int64_t big = std::int64_t{1} << 24;
@@ -706,6 +779,7 @@ Plan ReadMegatronPlan(const std::string& text, const Problem& problem, std::vect
   }
   Plan plan = PlanOfStages(problem, specs, "the configuration");
   MegatronRecompute(flags, problem, plan);
+  MegatronOffload(flags, problem, plan);
   if (problem.training) {
     CheckMegatronTraining(flags, *problem.training);
     CheckMegatronMoe(flags, problem.training->moe, layers, problem.pipeline.overlap);

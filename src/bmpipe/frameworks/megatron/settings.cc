@@ -39,7 +39,27 @@ Status MegatronSettings(const Problem& problem, const Target& target, const Sett
     ++settings;
     more = fn(*s);
   };
+  // Fine-grained activation offloading (megatron-core >= 0.14, Transformer Engine's spec) of the
+  // problem's offload modules, on every decoder layer beside a setting without full
+  // recomputation (whose checkpoint keeps the layer's input outside every offload region).
+  // With the MoE block recomputed megatron-core asserts "Cannot offload ... while recomputing the
+  // entire MoE layer" for the modules inside it.
+  const std::vector<std::string> offload_modules =
+      problem.training && target.kind == TargetKind::kMegatron ? problem.training->offload_modules
+                                                                : std::vector<std::string>{};
+  auto offloaded = [&](unsigned set, const std::string& flags) {
+    if (offload_modules.empty()) return;
+    const bool moe_inside = std::any_of(offload_modules.begin(), offload_modules.end(), [](const std::string& m) {
+      return m == "expert_fc1" || m == "moe_act";
+    });
+    const bool moe_model = problem.training && problem.training->moe.enabled();
+    if (moe_inside && moe_model && (set & kRecomputeMlp) != 0) return;
+    add(UniformSetting(problem, shape, Recompute{set | kOffloadActivations},
+                       (flags.empty() ? "" : flags + " ") + "--fine-grained-activation-offloading --offload-modules " +
+                           fmt::format("{}", fmt::join(offload_modules, " "))));
+  };
   add(UniformSetting(problem, shape, Recompute{}, "no recomputation"));
+  offloaded(0, "");
   // With CUDA graphs of the MoE router, megatron-core asserts "moe recompute is not supported
   // with moe_router CUDA graph", and "full recompute is only supported with full iteration CUDA
   // graph"; it refuses full recomputation with the MoE all-to-all overlap too.
@@ -56,8 +76,9 @@ Status MegatronSettings(const Problem& problem, const Target& target, const Sett
     if ((set & ~modules) != 0) continue;
     if (graphs && (set & kRecomputeMlp) != 0) continue;
     if (a2a_overlap && moe && (set & kRecomputeMlp) != 0) continue;
-    add(UniformSetting(problem, shape, Recompute{set},
-                       "--recompute-granularity selective --recompute-modules " + ModuleNames(problem, set)));
+    const std::string flags = "--recompute-granularity selective --recompute-modules " + ModuleNames(problem, set);
+    add(UniformSetting(problem, shape, Recompute{set}, flags));
+    offloaded(set, flags);
   }
   if (full_allowed) {
     add(UniformSetting(problem, shape, Recompute{kRecomputeLayer},
@@ -139,6 +160,13 @@ Status MegatronRules(const Target& target, const TrainingInfo& t, const Pipeline
                               "its precision-aware distributed optimizer (--use-precision-aware-optimizer needs "
                               "--use-distributed-optimizer); add --distributed-optimizer (--zero 1)",
                               t.offload_optimizer ? "training.offload_optimizer" : "training.grad_dtype/optimizer_dtype = bf16"));
+  }
+  auto offloads = [&](const char* module) {
+    return std::find(t.offload_modules.begin(), t.offload_modules.end(), module) != t.offload_modules.end();
+  };
+  if (offloads("attn_proj") && !offloads("core_attn")) {
+    return refuse("training.offload_modules has attn_proj without core_attn: megatron-core asserts \"attn_proj cannot "
+                  "be set to offload_modules alone without core_attn\"; add core_attn to --offload-modules");
   }
   if (t.expert_parallel > 1 && !t.moe.enabled()) {
     return refuse(fmt::format("training.expert_parallel = {} without training.moe: Megatron needs the MoE shape "

@@ -13,6 +13,7 @@
 #include "bmpipe/frameworks/megatron/args.h"
 #include "bmpipe/frameworks/megatron/megatron.h"
 #include "bmpipe/problem/problem.h"
+#include "bmpipe/problem/recompute.h"
 
 namespace bmpipe {
 namespace {
@@ -314,6 +315,30 @@ LauncherSetup ReadMegatronSetupFlags(const std::string& text) {
                                     First(*fraction)));
     }
     k["offload"] = Json::array({"optimizer"});
+  }
+  // Fine-grained activation offloading: the offload options, limited to its modules (the plan
+  // reader checks the fraction and the delta across ranks).
+  if (flags.Get("--fine-grained-activation-offloading")) {
+    const Flag* modules = flags.Get("--offload-modules");
+    if (!modules) {
+      FailConfiguration("--fine-grained-activation-offloading without --offload-modules: megatron-core asserts that "
+                        "offload_modules is not empty; name the modules (e.g. --offload-modules core_attn)");
+    }
+    Json names = Json::array();
+    for (const std::string& m : modules->values) {
+      if (m == "attn_norm") {
+        FailConfiguration("--offload-modules attn_norm: Transformer Engine's layer spec fuses the input norm into the "
+                          "QKV projection and megatron-core skips attn_norm (qkv_linear offloads that input); remove it");
+      }
+      if (std::find(std::begin(kOffloadModules), std::end(kOffloadModules), m) == std::end(kOffloadModules)) {
+        FailConfiguration(fmt::format("--offload-modules {}: bmpipe costs {}; remove '{}'", fmt::join(modules->values, " "),
+                                      fmt::join(kOffloadModules, ", "), m));
+      }
+      names.push_back(m);
+    }
+    if (!k.contains("offload")) k["offload"] = Json::array();
+    k["offload"].push_back("activations");
+    k["offload_modules"] = names;
   }
 
   // MoE: the dispatcher (Megatron's default, allgather, is not costed), routing, capacity, overlap
