@@ -2,7 +2,9 @@
 // MindFormers tool's demo.
 #include "bmpipe/solve/planner.h"
 
+#include <algorithm>
 #include <iterator>
+#include <limits>
 #include <map>
 #include <random>
 #include <set>
@@ -352,6 +354,58 @@ TEST(Planner, BruteForceRefusesLargeProblems) {
   Result<PlannerResult> r = PlanPipeline(problem, options);
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.error().message.find("--solver brute-force would simulate about"), std::string::npos);
+}
+
+// A plan found elsewhere (a target's, a baseline's) is a point of the planner's space: given as a
+// seed, the planner's plan is never slower than the fastest seed that fits, however little it
+// searches (no node, or a candidate budget too small to search at all); a seed that does not fit
+// is ignored.
+TEST(Planner, NeverSlowerThanItsSeeds) {
+  std::mt19937_64 rng(4242);
+  int seeded = 0, improved = 0;
+  for (int trial = 0; trial < 120; ++trial) {
+    const Problem problem = RandomPlannerProblem(rng);
+    const int stages = problem.pipeline.stages(), n = problem.num_layers();
+    std::vector<bmpipe::Plan> seeds;
+    for (int k = 0; k < 4; ++k) {
+      // Random boundaries and options.
+      std::vector<LayerIdx> cuts;
+      for (LayerIdx l = 1; l < n; ++l) cuts.push_back(l);
+      std::shuffle(cuts.begin(), cuts.end(), rng);
+      cuts.resize(stages - 1);
+      std::sort(cuts.begin(), cuts.end());
+      bmpipe::Plan plan;
+      plan.stage_begin.push_back(0);
+      plan.stage_begin.insert(plan.stage_begin.end(), cuts.begin(), cuts.end());
+      plan.stage_begin.push_back(n);
+      for (LayerIdx l = 0; l < n; ++l) {
+        plan.option.push_back(static_cast<OptionIdx>(rng() % problem.layers[l].options.size()));
+      }
+      seeds.push_back(plan);
+    }
+    TimeNs best = std::numeric_limits<TimeNs>::max();
+    for (const bmpipe::Plan& seed : seeds) {
+      const SimResult sim = SimulatePlan(problem, seed).value();
+      if (sim.fits) best = std::min(best, sim.iteration_ns);
+    }
+    if (best == std::numeric_limits<TimeNs>::max()) continue;  // no seed fits
+    for (const bool budget : {false, true}) {
+      PlannerOptions options;
+      options.node_limit = 0;
+      options.seeds = seeds;
+      if (budget) options.max_candidates = 1;  // no search: the quick plan or a seed
+      const PlannerResult r = PlanPipeline(problem, options).value();
+      ++seeded;
+      ASSERT_TRUE(r.status == ModelStatus::kOptimal || r.status == ModelStatus::kFeasible) << trial;
+      EXPECT_LE(r.iteration_ns, best) << trial << (budget ? " (no search)" : "");
+      const SimResult sim = SimulatePlan(problem, r.plan).value();
+      EXPECT_TRUE(sim.fits);
+      EXPECT_EQ(sim.iteration_ns, r.iteration_ns);
+      if (!budget && r.iteration_ns < best) ++improved;
+    }
+  }
+  EXPECT_GT(seeded, 60);
+  EXPECT_GT(improved, 10);  // the search improves on random seeds
 }
 
 TEST(Planner, TimeLimitReturnsTheBestPlanWithItsGap) {

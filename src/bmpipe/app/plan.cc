@@ -179,6 +179,11 @@ Result<Output> PlanOnce(const PlanRequest& r, const Context& context, const Dead
         progress(q);
       };
     }
+    // The target's plan is one of its points: the per-layer plan starts from it, never slower.
+    const PlannerResult& target_plan = planned.value().planner;
+    if (target_plan.status == ModelStatus::kOptimal || target_plan.status == ModelStatus::kFeasible) {
+      options.seeds = {target_plan.plan};
+    }
     Result<TargetPlan> unrestricted = PlanForTarget(pb, TargetKind::kAny, options);
     if (!unrestricted.ok()) return unrestricted.error();
     any = unrestricted.value();

@@ -10,8 +10,9 @@ namespace bmpipe {
 namespace {
 
 Result<CompareRow> BmpipeRow(const Problem& problem, TargetKind target, const std::string& name,
-                             const CompareOptions& options, int done, int total) {
+                             const CompareOptions& options, const std::vector<Plan>& seeds, int done, int total) {
   PlannerOptions planner;
+  planner.seeds = seeds;
   planner.time_limit_s = options.time_limit_s;
   planner.time_limit_name = fmt::format("time limit {:g} s", options.time_limit_s);
   planner.deadline = options.deadline;
@@ -30,7 +31,6 @@ Result<CompareRow> BmpipeRow(const Problem& problem, TargetKind target, const st
   CompareRow bmpipe;
   bmpipe.name = name;
   bmpipe.seconds = p.seconds;
-  bmpipe.bound_ns = p.bound_ns;
   switch (p.status) {
     case ModelStatus::kOptimal:
     case ModelStatus::kFeasible:
@@ -57,26 +57,21 @@ Result<CompareRow> BmpipeRow(const Problem& problem, TargetKind target, const st
 }  // namespace
 
 Result<std::vector<CompareRow>> Compare(const Problem& problem, const CompareOptions& options) {
-  std::vector<CompareRow> rows;
   const bool also_any = options.target != TargetKind::kAny;
   const int total = static_cast<int>(options.baselines.size()) + (also_any ? 2 : 1);
-  Result<CompareRow> bmpipe = BmpipeRow(problem, options.target, "bmpipe", options, 0, total);
-  if (!bmpipe.ok()) return bmpipe.error();
-  rows.push_back(bmpipe.value());
-  if (also_any) {
-    Result<CompareRow> any = BmpipeRow(problem, TargetKind::kAny, "bmpipe-any", options, 1, total);
-    if (!any.ok()) return any.error();
-    rows.push_back(any.value());
-  }
+  // The baselines first: their plans are points of bmpipe's space, which its planner starts from,
+  // so that its rows are never slower than a plan another planner here found.
   BaselineOptions baseline_options;
   baseline_options.time_limit_s = options.time_limit_s;
   baseline_options.deadline = options.deadline;
   baseline_options.megatron_target =
       options.target == TargetKind::kMegatronLocal ? TargetKind::kMegatronLocal : TargetKind::kMegatron;
+  std::vector<CompareRow> baselines;
+  std::vector<Plan> seeds;
   for (BaselineKind kind : options.baselines) {
     if (options.progress) {
       Progress p{BaselineName(kind)};
-      p.done = static_cast<int>(rows.size());
+      p.done = static_cast<int>(baselines.size());
       p.total = total;
       options.progress(p);
     }
@@ -89,31 +84,27 @@ Result<std::vector<CompareRow>> Compare(const Problem& problem, const CompareOpt
     row.fits = b.fits;
     row.plan = b.plan;
     row.seconds = b.seconds;
-    rows.push_back(row);
+    if (row.has_plan) seeds.push_back(row.plan);
+    baselines.push_back(row);
   }
+  const int planned = static_cast<int>(baselines.size());
+  std::vector<CompareRow> rows;
+  Result<CompareRow> bmpipe = BmpipeRow(problem, options.target, "bmpipe", options, seeds, planned, total);
+  if (!bmpipe.ok()) return bmpipe.error();
+  rows.push_back(bmpipe.value());
+  if (also_any) {
+    if (rows.front().has_plan) seeds.push_back(rows.front().plan);
+    Result<CompareRow> any = BmpipeRow(problem, TargetKind::kAny, "bmpipe-any", options, seeds, planned + 1, total);
+    if (!any.ok()) return any.error();
+    rows.push_back(any.value());
+  }
+  rows.insert(rows.end(), baselines.begin(), baselines.end());
   for (CompareRow& row : rows) {
     if (!row.has_plan) continue;
     Result<SimResult> sim = SimulatePlan(problem, row.plan);
     if (!sim.ok()) return InternalError(row.name + " produced an invalid plan: " + sim.error().message);
     row.sim = sim.value();
     row.fits = row.sim.fits;
-  }
-  // The per-layer plan is never slower than a plan another planner here found: a baseline's plan
-  // that fits and beats a search its time limit stopped is a per-layer plan too, and takes its
-  // place (the proven bound stays).
-  CompareRow& per_layer = rows[also_any ? 1 : 0];
-  const std::size_t first_baseline = also_any ? 2 : 1;
-  for (std::size_t i = first_baseline; i < rows.size(); ++i) {
-    const CompareRow& b = rows[i];
-    if (!b.has_plan || !b.fits) continue;
-    if (per_layer.has_plan && per_layer.fits && b.sim.iteration_ns >= per_layer.sim.iteration_ns) continue;
-    per_layer.plan = b.plan;
-    per_layer.sim = b.sim;
-    per_layer.has_plan = per_layer.fits = true;
-    const double t = static_cast<double>(b.sim.iteration_ns);
-    const double gap = std::max(0.0, (t - per_layer.bound_ns) / t);
-    per_layer.status = gap < kOptimalityTolerance ? "optimal" : fmt::format("gap {:.2f}%", 100 * gap);
-    per_layer.note += fmt::format("; the plan is {}'s, faster than what the search found before its limit", b.name);
   }
   return rows;
 }

@@ -22,7 +22,6 @@ struct CompareRow {
   Plan plan;
   SimResult sim;       // when has_plan
   std::string status;  // bmpipe only: "optimal" or "gap 1.23%"
-  double bound_ns = 0;  // bmpipe only: the proven lower bound on the optimum
   double seconds = 0;
 };
 

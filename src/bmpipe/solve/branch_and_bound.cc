@@ -76,8 +76,15 @@ class Search {
     Report("first plans", t_floor_);
     // First incumbents: the even split and the memory-balanced split, improved by local search
     // (before the relaxation is built: a plan comes first).
-    for (const std::vector<int>& end : {StageEnds(EvenPlan(problem_)),
-                                        MemoryBalancedBoundaries(problem_, candidates_.memory_rows)}) {
+    // Seeds (plans found elsewhere, PlannerOptions::seeds) are incumbents as they are, and their
+    // boundaries starts for local search.
+    std::vector<std::vector<int>> starts = {StageEnds(EvenPlan(problem_)),
+                                            MemoryBalancedBoundaries(problem_, candidates_.memory_rows)};
+    for (const Plan& seed : options_.seeds) {
+      Offer(seed, -1);
+      starts.push_back(StageEnds(seed));
+    }
+    for (const std::vector<int>& end : starts) {
       if (std::optional<CandidatePlan> start = builder_.Complete(end, nullptr, /*allow_over=*/true)) {
         OfferCandidatePlan(ImproveLocally(builder_, *start, LocalSearchDeadline()));
       }

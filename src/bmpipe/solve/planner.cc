@@ -196,6 +196,21 @@ Result<PlannerResult> PlanPipeline(const Problem& problem, const PlannerOptions&
   const std::optional<QuickPlan> quick = FindQuickPlan(problem, schedule, deadline.Share(kQuickPlanShare),
                                                        options.space.unrestricted() ? nullptr : &options.space,
                                                        &simulation_s);
+  // The fastest seed that fits (in the space) stands beside the quick plan.
+  std::optional<QuickPlan> seeded;
+  std::vector<Plan> seeds;
+  for (const Plan& seed : options.seeds) {
+    if (!ValidatePlan(problem, seed).ok() || (!options.space.unrestricted() && !options.space.Contains(seed))) continue;
+    Result<SimResult> sim = Simulate(schedule, ComputeStageCosts(problem, seed), ComputeRankCosts(problem, seed),
+                                     problem.memory_bytes);
+    if (!sim.ok() || !sim.value().fits) continue;
+    seeds.push_back(seed);
+    if (!seeded || sim.value().iteration_ns < seeded->iteration_ns) seeded = QuickPlan{seed, sim.value().iteration_ns};
+  }
+  const bool seed_first = seeded && (!quick || seeded->iteration_ns < quick->iteration_ns);
+  const std::optional<QuickPlan> fallback = seed_first ? seeded : quick;
+  PlannerOptions searched_options = options;
+  searched_options.seeds = std::move(seeds);
   // The search stops early enough for the caller to simulate the plan it returns (a schedule
   // built and simulated, to report it) within the limit: what may still run past it is the
   // re-score of a plan found just before the search stopped. Negligible but on the largest
@@ -224,21 +239,24 @@ Result<PlannerResult> PlanPipeline(const Problem& problem, const PlannerOptions&
     // Some stage has no block that fits even alone: no plan fits.
     r.status = ModelStatus::kInfeasible;
   } else if (options.kind == PlannerKind::kCbc) {
-    r = RunCbc(problem, candidates, schedule, options, CbcDeadline(search_deadline, count), deadline_name);
+    r = RunCbc(problem, candidates, schedule, searched_options, CbcDeadline(search_deadline, count), deadline_name);
   } else {
-    r = RunBranchAndBound(problem, candidates, schedule, options, search_deadline, deadline_name);
+    r = RunBranchAndBound(problem, candidates, schedule, searched_options, search_deadline, deadline_name);
   }
   const bool searched = r.status == ModelStatus::kOptimal || r.status == ModelStatus::kFeasible;
-  if (quick && (r.status == ModelStatus::kNoSolution || (searched && quick->iteration_ns < r.iteration_ns))) {
-    // A limit stopped the run before any plan, or before one as fast as the quick plan.
-    r.plan = quick->plan;
-    r.iteration_ns = quick->iteration_ns;
-    r.objective_ns = static_cast<double>(quick->iteration_ns);
+  if (fallback && (r.status == ModelStatus::kNoSolution || (searched && fallback->iteration_ns < r.iteration_ns))) {
+    // A limit stopped the run before any plan, or before one as fast as the quick plan or a seed.
+    r.plan = fallback->plan;
+    r.iteration_ns = fallback->iteration_ns;
+    r.objective_ns = static_cast<double>(fallback->iteration_ns);
     r.bound_ns = std::min(std::max(r.bound_ns, static_cast<double>(RankLoadBound(problem, schedule))),
                           static_cast<double>(r.iteration_ns));
     r.gap = (static_cast<double>(r.iteration_ns) - r.bound_ns) / static_cast<double>(r.iteration_ns);
     r.status = r.gap < kOptimalityTolerance ? ModelStatus::kOptimal : ModelStatus::kFeasible;
-    r.stopped_by += "; the plan is the quick one (one recomputation option on every layer, equal compute per stage)";
+    r.stopped_by += seed_first ? "; the plan is a given seed's (a target's or a baseline's plan), faster than what the "
+                                 "search found"
+                               : "; the plan is the quick one (one recomputation option on every layer, equal compute "
+                                 "per stage)";
   } else if (r.status == ModelStatus::kNoSolution) {
     if (candidates.stop == StopReason::kBudget) {
       return TooLarge("the problem is too large to plan in the memory available: " + candidates.stop_reason +

@@ -38,6 +38,10 @@ struct PlannerOptions {
   bool write_lp = false;  // CBC only: return the integer program in LP format in PlannerResult::lp_text
   // Told each phase, and each better plan or bound while branch and bound runs (none: silent).
   ProgressSink progress;
+  // Plans of this problem found elsewhere (a target's, a baseline's): the search starts from
+  // them (first incumbents, and local search from their stage boundaries), and the result is
+  // never slower than the fastest of them that fits and lies in `space` (the others are ignored).
+  std::vector<Plan> seeds;
 };
 
 struct PlannerResult {
