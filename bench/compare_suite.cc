@@ -4,6 +4,7 @@
 // (scripts/benchmarks.sh regenerates it).
 //
 //   build/bench/compare_suite [--time-limit S] [--only NAME]
+//   build/bench/compare_suite --write-problems DIR   # each case's problem as DIR/case-NN.json
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -19,7 +20,7 @@
 #include "bmpipe/cost/problem_builder.h"
 #include "bmpipe/report/compare_report.h"
 #include "bmpipe/frameworks/formats.h"
-#include "bmpipe/frameworks/formats.h"
+#include "bmpipe/io/problem_json.h"
 #include "bmpipe/frameworks/settings.h"
 #include "bmpipe/problem/problem_reader.h"
 
@@ -288,6 +289,23 @@ int Main(int argc, char** argv) {
       time_limit = std::atof(argv[++i]);
     } else if (a == "--only" && i + 1 < argc) {
       only = argv[++i];
+    } else if (a == "--write-problems" && i + 1 < argc) {
+      // Each case's problem as a JSON file in this folder, and nothing else (the instance library).
+      const std::string dir = argv[++i];
+      int k = 0;
+      for (const Case& c : Cases()) {
+        const std::string path = fmt::format("{}/case-{:02d}.json", dir, k++);
+        std::FILE* f = std::fopen(path.c_str(), "w");
+        if (f == nullptr) {
+          std::fprintf(stderr, "cannot write %s\n", path.c_str());
+          return 3;
+        }
+        const std::string text = ProblemJsonText(c.problem, c.name + ": " + c.what);
+        std::fwrite(text.data(), 1, text.size(), f);
+        std::fclose(f);
+        std::printf("%s  %s\n", path.c_str(), c.name.c_str());
+      }
+      return 0;
     } else {
       std::fprintf(stderr, "unknown argument %s\n", argv[i]);
       return 2;

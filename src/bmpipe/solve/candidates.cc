@@ -301,8 +301,9 @@ bool FitsAlone(const StageContext& ctx, Bytes static_bytes, Bytes saved, Bytes w
 
 class Generator {
  public:
-  Generator(const Problem& problem, const StageSpace& space, Candidates& out, Limiter& limiter)
-      : problem_(problem), space_(space), out_(out), limiter_(limiter), fronts_(problem, out.runs, space, limiter) {
+  Generator(const Problem& problem, const StageSpace& space, Candidates& out, Limiter& limiter, TimeNs time_cap_ns)
+      : problem_(problem), space_(space), out_(out), limiter_(limiter), fronts_(problem, out.runs, space, limiter),
+        time_cap_ns_(time_cap_ns) {
     for (const LayerRun& run : out.runs) {
       const Layer& layer = problem.layers[run.begin];
       Bytes min_saved = layer.options[0].saved_bytes, min_transient = layer.options[0].peak_extra_bytes;
@@ -312,7 +313,34 @@ class Generator {
       }
       min_saved_.push_back(min_saved);
       min_transient_.push_back(min_transient);
+      // The option no slower than every other in forward and in backward with recomputation.
+      OptionIdx fastest = -1;
+      for (OptionIdx o = 0; o < static_cast<OptionIdx>(layer.options.size()) && fastest < 0; ++o) {
+        const Mix m = Mix::OfOption(layer.options[o], false);
+        bool dominates = true;
+        for (const LayerOption& other : layer.options) {
+          const Mix x = Mix::OfOption(other, false);
+          dominates = dominates && m.forward <= x.forward && m.backward <= x.backward;
+        }
+        if (dominates) fastest = o;
+      }
+      fastest_.push_back(fastest);
+      // The least work one layer of the run adds to its rank per micro-batch (compute only: an
+      // overlapped pair hides communication).
+      TimeNs least_forward = -1, least_backward = -1;
+      for (const LayerOption& o : layer.options) {
+        const bool pairs = problem.pipeline.overlap;
+        const TimeNs f = o.forward_ns - (pairs ? o.forward_comm_ns : 0);
+        const TimeNs b = o.backward_ns + o.recompute_ns - (pairs ? o.backward_comm_ns : 0);
+        least_forward = least_forward < 0 ? f : std::min(least_forward, f);
+        least_backward = least_backward < 0 ? b : std::min(least_backward, b);
+      }
+      least_work_.push_back(std::max<TimeNs>(0, least_forward) + std::max<TimeNs>(0, least_backward));
     }
+    // With one chunk per rank (the memory check of a stage's candidate is exact), an unrestricted
+    // space and no overlapped pairs (whose time is not monotone in forward and backward alone).
+    fastest_prunes_ = out.memory_exact && space.families.empty() && space.block < 0 && !problem.pipeline.overlap &&
+                      std::all_of(fastest_.begin(), fastest_.end(), [](OptionIdx o) { return o >= 0; });
   }
 
   void Stage(const StageContext& ctx) {
@@ -325,7 +353,7 @@ class Generator {
       // Inside run g: k layers starting anywhere in [lo, hi].
       for (int k = 1; k <= runs[g].size(); ++k) {
         if (limiter_.Stopped()) return;
-        if (!MayFit(ctx, {{g, k}})) break;
+        if (!MayFit(ctx, {{g, k}}) || !MayBeFaster({{g, k}})) break;
         LayerIdx lo = std::max(runs[g].begin, first_lo);
         LayerIdx hi = std::min(runs[g].end - k, end_hi - k);
         if (ctx.stage == 0) hi = std::min(hi, 0);               // the first stage starts at layer 0
@@ -343,7 +371,7 @@ class Generator {
             if (limiter_.Stopped()) return;
             shape.push_back({h, k_h});
             const LayerIdx end = runs[h].begin + k_h;
-            if (end > end_hi || !MayFit(ctx, shape)) {
+            if (end > end_hi || !MayFit(ctx, shape) || !MayBeFaster(shape)) {
               shape.pop_back();
               stop = true;
               break;
@@ -358,6 +386,17 @@ class Generator {
   }
 
  private:
+  // Whether a plan with this block can beat the known plan (CandidateLimits::time_cap_ns): its
+  // rank runs the block's forward and backward for every micro-batch of its copy.
+  bool MayBeFaster(const std::vector<std::pair<int, int>>& shape) const {
+    if (time_cap_ns_ <= 0) return true;
+    TimeNs work = 0;
+    for (const auto& [run, count] : shape) work += count * least_work_[run];
+    // Each copy of a stage (the mirror placement has two) runs its share of the micro-batches.
+    const int runs = problem_.pipeline.micro_batches / problem_.pipeline.Copies();
+    return static_cast<double>(work) * runs < static_cast<double>(time_cap_ns_);
+  }
+
   // A lower bound on the stage's memory for a shape: most memory-saving option everywhere.
   bool MayFit(const StageContext& ctx, const std::vector<std::pair<int, int>>& shape) const {
     Bytes static_bytes = 0, saved = 0, weight_grad = 0, transient = 0;
@@ -369,6 +408,20 @@ class Generator {
       transient = std::max(transient, min_transient_[run]);
     }
     return FitsAlone(ctx, static_bytes, saved, weight_grad, transient);
+  }
+
+  // Every layer of the shape at its run's fastest option.
+  Mix FastestMix(const std::vector<std::pair<int, int>>& shape) const {
+    Mix mix;
+    for (const auto& [run, count] : shape) {
+      const std::vector<LayerOption>& options = problem_.layers[out_.runs[run].begin].options;
+      std::vector<int> counts(options.size(), 0);
+      counts[fastest_[run]] = count;
+      const Mix one = Mix::OfOption(options[fastest_[run]], false);
+      for (int i = 0; i < count; ++i) mix.AddCosts(one);
+      mix.option_count.push_back(std::move(counts));
+    }
+    return mix;
   }
 
   // The one mix of Megatron's block recomputation for a shape.
@@ -424,16 +477,27 @@ class Generator {
       weight_grad_bytes += count * layer.weight_grad_bytes;
       length += count;
     }
-    // A shape's mixes do not depend on the stage: computed once, shared by every stage.
-    auto cached = shape_mixes_.find(shape);
-    if (cached == shape_mixes_.end()) {
-      std::vector<Mix> mixes = Mixes(shape);
-      std::int64_t bytes = 0;
-      for (const Mix& m : mixes) bytes += MixBytes(m);
-      if (limiter_.Stopped() || !limiter_.Charge(bytes)) return;
-      cached = shape_mixes_.emplace(shape, std::move(mixes)).first;
+    // When the fastest mix (every layer at its fastest option) fits this stage, it is the stage's
+    // one candidate of the shape: any plan with another mix there is no faster with it, and still
+    // fits (the memory check is exact). Memory-loose stages then need no Pareto front at all.
+    std::vector<Mix> fastest;
+    if (fastest_prunes_) {
+      Mix f = FastestMix(shape);
+      if (FitsAlone(ctx, static_bytes, f.saved, weight_grad_bytes, f.transient)) fastest.push_back(std::move(f));
     }
-    const std::vector<Mix>& all = cached->second;
+    // A shape's mixes do not depend on the stage: computed once, shared by every stage.
+    auto cached = shape_mixes_.end();
+    if (fastest.empty()) {
+      cached = shape_mixes_.find(shape);
+      if (cached == shape_mixes_.end()) {
+        std::vector<Mix> mixes = Mixes(shape);
+        std::int64_t bytes = 0;
+        for (const Mix& m : mixes) bytes += MixBytes(m);
+        if (limiter_.Stopped() || !limiter_.Charge(bytes)) return;
+        cached = shape_mixes_.emplace(shape, std::move(mixes)).first;
+      }
+    }
+    const std::vector<Mix>& all = fastest.empty() ? cached->second : fastest;
     std::vector<std::size_t> fitting;
     for (std::size_t i = 0; i < all.size(); ++i) {
       if (FitsAlone(ctx, static_bytes, all[i].saved, weight_grad_bytes, all[i].transient)) fitting.push_back(i);
@@ -468,6 +532,10 @@ class Generator {
   std::map<std::vector<std::pair<int, int>>, std::vector<Mix>> shape_mixes_;
   std::vector<Bytes> min_saved_;
   std::vector<Bytes> min_transient_;
+  std::vector<OptionIdx> fastest_;  // per run: its fastest option (FastestMix), -1 when none is
+  bool fastest_prunes_ = false;
+  std::vector<TimeNs> least_work_;  // per run: the least forward + backward of one of its layers
+  TimeNs time_cap_ns_ = 0;          // CandidateLimits::time_cap_ns
 };
 
 }  // namespace
@@ -614,7 +682,7 @@ Candidates GenerateCandidates(const Problem& problem, const Schedule& schedule, 
   out.memory_rows = MemoryRowsOf(schedule, &limiter);
   out.memory_exact = problem.pipeline.chunks == 1;
   out.per_stage.resize(problem.pipeline.stages());
-  Generator generator(problem, space, out, limiter);
+  Generator generator(problem, space, out, limiter, limits.time_cap_ns);
   for (StageIdx s = 0; s < problem.pipeline.stages(); ++s) {
     if (limiter.Stopped()) break;
     const RankIdx r = problem.pipeline.RankOf(s);

@@ -106,6 +106,10 @@ struct CandidateLimits {
   const StageSpace* space = nullptr;  // nullptr: unrestricted
   std::int64_t memory_budget_bytes = kCandidateMemoryBudgetBytes;
   long max_candidates = kMaxCandidates;
+  // > 0: the iteration time of a plan already known (the quick plan's, a seed's). A block whose
+  // own work keeps its rank busy at least that long (micro-batches x its fastest forward and
+  // backward, less what overlapped pairs can hide) is left out: no plan with it is faster.
+  TimeNs time_cap_ns = 0;
 };
 
 struct Candidates {

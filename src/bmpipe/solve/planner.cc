@@ -211,6 +211,9 @@ Result<PlannerResult> PlanPipeline(const Problem& problem, const PlannerOptions&
   const std::optional<QuickPlan> fallback = seed_first ? seeded : quick;
   PlannerOptions searched_options = options;
   searched_options.seeds = std::move(seeds);
+  // The plan the candidates are capped by (CandidateLimits::time_cap_ns) is the search's first
+  // incumbent: a relaxation the cap leaves infeasible then proves it optimal.
+  if (quick && !seed_first) searched_options.seeds.push_back(quick->plan);
   // The search stops early enough for the caller to simulate the plan it returns (a schedule
   // built and simulated, to report it) within the limit: what may still run past it is the
   // re-score of a plan found just before the search stopped. Negligible but on the largest
@@ -222,6 +225,7 @@ Result<PlannerResult> PlanPipeline(const Problem& problem, const PlannerOptions&
   limits.memory_budget_bytes = options.candidate_memory_budget_bytes;
   limits.max_candidates = options.max_candidates;
   limits.space = &options.space;
+  if (fallback) limits.time_cap_ns = fallback->iteration_ns;
   const Candidates candidates = GenerateCandidates(problem, schedule, limits);
   long count = 0;
   bool every_stage = true;
@@ -235,6 +239,14 @@ Result<PlannerResult> PlanPipeline(const Problem& problem, const PlannerOptions&
     r.status = ModelStatus::kNoSolution;
     r.stopped_by = candidates.stop == StopReason::kDeadline ? deadline_name + " (while generating candidate blocks)"
                                                                : "the candidate budget: " + candidates.stop_reason;
+  } else if (!every_stage && fallback) {
+    // With a known plan, the candidates of some stage are only blocks that do not fit or could
+    // not beat it (CandidateLimits::time_cap_ns): the known plan is optimal.
+    r.status = ModelStatus::kOptimal;
+    r.plan = fallback->plan;
+    r.iteration_ns = fallback->iteration_ns;
+    r.objective_ns = r.bound_ns = static_cast<double>(fallback->iteration_ns);
+    r.gap = 0;
   } else if (!every_stage) {
     // Some stage has no block that fits even alone: no plan fits.
     r.status = ModelStatus::kInfeasible;
