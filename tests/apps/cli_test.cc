@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <regex>
 #include <set>
 
 #include <fmt/format.h>
@@ -486,6 +487,38 @@ TEST(CliSearch, ExpertContextShardingAndPrecisionAreDimensions) {
   r = RunBmpipe(setup + " --precision fp4");
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("--precision"), std::string::npos) << r.err;
+}
+
+// Configurations the planner has not proven different (the same but for the virtual stages, within
+// their gaps) are one row, naming the ties; each losing value of a dimension has its own reason;
+// the default time budget is stated.
+TEST(CliSearch, TiesAreOneRowAndEachLosingValueHasItsReason) {
+  const std::string setup = "search --model llama3-8b --device h100-80gb --devices 8 --gbs 64 --seq 4096 --progress none";
+  testing::CommandResult r = RunBmpipe(setup);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("  budget     300 s by default"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(" within the gap"), std::string::npos) << r.out;
+  EXPECT_FALSE(std::regex_search(r.out, std::regex(R"(\n +\w+ \w+, \w+: no plan)"))) << r.out;
+  testing::CommandResult j = RunBmpipe(setup + " --json");
+  ASSERT_EQ(j.exit_code, 0) << j.err;
+  const Json doc = Json::parse(j.out);
+  int ties = 0;
+  for (const Json& row : doc["ranking"]) {
+    if (!row.contains("ties")) continue;
+    const double t = row["iteration_time_s"].get<double>();
+    const double gap = 1 - row["lower_bound_s"].get<double>() / t;
+    for (const Json& tie : row["ties"]) {
+      ++ties;
+      for (const char* key : {"tp", "pp", "dp", "cp", "ep", "etp", "micro_batch_size", "sequence_parallel", "zero"}) {
+        EXPECT_EQ(tie[key], row[key]) << key;
+      }
+      EXPECT_NE(tie["vpp"], row["vpp"]);
+      // Within the larger of the two gaps.
+      EXPECT_LE(std::abs(tie["iteration_time_s"].get<double>() - t), t * std::max(gap, 0.06));
+    }
+  }
+  EXPECT_GT(ties, 0);
+  EXPECT_LE(doc["ranking"].size(), 5u);
 }
 
 TEST(CliSearch, BadInputExitsWithTwo) {

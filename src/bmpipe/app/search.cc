@@ -67,8 +67,9 @@ OptionTable SearchTable(SearchRequest& r) {
   t.Add("--seq", "seq", &o.base.seq, "Sequence length (tokens; required unless --setup-from's file states it)");
   t.Add("--top", "top", &o.top, "Configurations to rank").ShowDefault();
   t.Add("--time-budget", "time_budget", &o.time_budget_s,
-        "Seconds after which no further configuration is planned (default: none). A search stopped by its budget says "
-        "so, and its ranking then depends on the machine's speed")
+        fmt::format("Seconds after which no further configuration is planned (default: {:g}; 0: none). A search stopped "
+                    "by its budget says so, and its ranking then depends on the machine's speed",
+                    kDefaultSearchBudgetS))
       .NonNegative();
   t.Add("--threads", "threads", &o.threads, "Planner threads (default: every hardware thread)").NonNegative();
   t.Add("--plan-count", "plan_count", &o.plan_count,
@@ -323,6 +324,13 @@ Result<Output> RunSearch(const SearchRequest& given_request, const Context& cont
   if (Status reserved = SetReservedBytes(r.reserved_gb, options.base); !reserved.ok()) return reserved.error();
   if (Status words = ApplySetupWords(r.words, options.base); !words.ok()) return words.error();
   Lines headroom_lines;
+  // No budget given: the default one, stated (a budget that stops the search says so again).
+  if (r.given.count("time_budget") == 0) {
+    options.time_budget_s = kDefaultSearchBudgetS;
+    headroom_lines.push_back({"budget", fmt::format("{:g} s by default (--time-budget S sets another, 0 none); the "
+                                                    "search below ended within it unless a budget line says otherwise",
+                                                    kDefaultSearchBudgetS)});
+  }
   if (r.words.headroom_gb < 0) {
     // Each configuration keeps free what the cost model's memory error for its kind of run may add.
     options.headroom_of = [&m = model.value(), &d = device.value()](const TrainingSetup& s) {

@@ -58,6 +58,27 @@ const Dimension kDimensions[] = {
     {"overlap", [](const SearchConfig& c) { return static_cast<int>(c.overlap); }, YesNo},
 };
 
+// The ranking's rows: each ranked configuration but the ties (TiedByVirtualStages), which are
+// listed on the row they tie with.
+struct RankingRow {
+  int config;             // index into SearchResult::configs
+  std::vector<int> ties;  // likewise
+};
+std::vector<RankingRow> RankingRows(const SearchResult& result) {
+  std::vector<RankingRow> rows;
+  for (int i : result.ranking) {
+    const auto row = std::find_if(rows.begin(), rows.end(), [&](const RankingRow& r) {
+      return TiedByVirtualStages(result.configs[r.config], result.configs[i]);
+    });
+    if (row == rows.end()) {
+      rows.push_back({i, {}});
+    } else {
+      row->ties.push_back(i);
+    }
+  }
+  return rows;
+}
+
 // Why no configuration with another value of a dimension won, when none has a plan: how many
 // each step set aside, and for those the bounds left open (screened only, or not reached), the
 // least lower bound and the best quick plan.
@@ -83,7 +104,7 @@ std::string WhyNone(const std::vector<const ConfigOutcome*>& configs, double bes
 }
 
 // For each dimension with more than one value, the best configuration with each value other than
-// the winner's and how much slower it is; the values without a plan on one line, with why.
+// the winner's and how much slower it is; each value without a plan on a line of its own, with why.
 std::string FormatAlternatives(const SearchResult& result) {
   if (result.ranking.empty()) return "";
   const ConfigOutcome& best = result.configs[result.ranking[0]];
@@ -95,8 +116,7 @@ std::string FormatAlternatives(const SearchResult& result) {
     if (by_value.size() < 2) continue;
     const int won = d.value(best.config);
     out += fmt::format("  {:<4} {} won", d.name, d.label(won));
-    std::vector<std::string> without;
-    std::vector<const ConfigOutcome*> unplanned;
+    std::string without;
     for (const auto& [value, configs] : by_value) {
       if (value == won) continue;
       const ConfigOutcome* fastest = nullptr;
@@ -104,8 +124,8 @@ std::string FormatAlternatives(const SearchResult& result) {
         if (HasPlan(*c) && (!fastest || c->planner.iteration_ns < fastest->planner.iteration_ns)) fastest = c;
       }
       if (!fastest) {
-        without.push_back(d.label(value));
-        unplanned.insert(unplanned.end(), configs.begin(), configs.end());
+        // Each value its own reason, after the values with a plan.
+        without += fmt::format("\n         {} {}: {}", d.name, d.label(value), WhyNone(configs, best_ns));
         continue;
       }
       const double t = static_cast<double>(fastest->planner.iteration_ns);
@@ -113,10 +133,7 @@ std::string FormatAlternatives(const SearchResult& result) {
                          FormatDuration(fastest->planner.iteration_ns), 100 * (t / best_ns - 1),
                          DescribeConfig(fastest->config));
     }
-    if (!without.empty()) {
-      out += fmt::format("\n         {} {}: {}", d.name, fmt::join(without, ", "), WhyNone(unplanned, best_ns));
-    }
-    out += "\n";
+    out += without + "\n";
   }
   if (out.empty()) return "";
   return "\nWhy not: the best plan with each other value of one dimension, against the best (" +
@@ -193,17 +210,22 @@ std::string FormatSearch(const std::vector<std::pair<std::string, std::string>>&
                      "{:>6} {:>7}  {}\n",
                      "#", "tp", "cp", "pp", "dp", "ep", "etp", "vpp", "mbs", "m", "sp", "zero", "prec", "iteration",
                      "tokens/s", "MFU", "bubble", "memory", "plan");
-  for (std::size_t k = 0; k < result.ranking.size(); ++k) {
-    const ConfigOutcome& c = result.configs[result.ranking[k]];
+  const std::vector<RankingRow> rows = RankingRows(result);
+  for (std::size_t n = 0; n < rows.size(); ++n) {
+    const ConfigOutcome& c = result.configs[rows[n].config];
+    std::vector<int> vpps;
+    for (int t : rows[n].ties) vpps.push_back(result.configs[t].config.vpp);
+    std::sort(vpps.begin(), vpps.end());
+    const std::string also = vpps.empty() ? "" : fmt::format("; vpp {} within the gap", fmt::join(vpps, ", "));
     out += fmt::format(
         "{:>3} {:>3} {:>3} {:>4} {:>5} {:>4} {:>3} {:>4} {:>4} {:>5}  {:<3} {:>4} {:<4} {:>10} {:>10} {:>5.1f}% {:>6.3f} "
         "{:>6.1f}%  {}\n",
-        k + 1, c.config.tp, c.config.cp, c.config.pp, c.config.dp, c.config.ep, c.config.etp, c.config.vpp,
+        n + 1, c.config.tp, c.config.cp, c.config.pp, c.config.dp, c.config.ep, c.config.etp, c.config.vpp,
         c.config.mbs, c.micro_batches, c.config.sequence_parallel ? "yes" : "no", c.config.zero,
         PrecisionName(c.config.precision), FormatDuration(c.planner.iteration_ns), Rate(c.tokens_per_s), 100 * c.mfu,
         c.bubble, 100 * c.peak_memory_fraction,
         (c.config.schedule == ScheduleKind::kOneFOneB ? "" : fmt::format("{}, ", ScheduleName(c.config.schedule))) +
-            (c.config.overlap ? "overlapped pairs, " : "") + PlanVerdict(c.planner));
+            (c.config.overlap ? "overlapped pairs, " : "") + PlanVerdict(c.planner) + also);
   }
   out += "\n  m: micro-batches per iteration; ep, etp: expert and expert tensor parallelism (MoE layers); zero: the\n"
          "  ZeRO stage over the data- and context-parallel ranks (1: the distributed optimizer, 2: and gradients, 3:\n"
@@ -269,9 +291,21 @@ Json SearchToJson(const SearchOptions& options, const SearchResult& result) {
   doc["model_flops_per_iteration"] = result.model_flops;
   doc["mfu_attention"] = options.mfu_attention == AttentionFlops::kCausal ? "causal" : "full";
   Json ranking = Json::array();
-  for (int i : result.ranking) {
-    const ConfigOutcome& c = result.configs[i];
+  for (const RankingRow& row : RankingRows(result)) {
+    const ConfigOutcome& c = result.configs[row.config];
     Json j = ConfigJson(c);
+    // The configurations tied with it (the same but for the virtual stages, within the gaps).
+    if (!row.ties.empty()) {
+      Json ties = Json::array();
+      for (int t : row.ties) {
+        const ConfigOutcome& tie = result.configs[t];
+        Json k = ConfigJson(tie);
+        k["iteration_time_s"] = ToSeconds(tie.planner.iteration_ns);
+        k["status"] = std::string(ModelStatusName(tie.planner.status));
+        ties.push_back(k);
+      }
+      j["ties"] = ties;
+    }
     j["iteration_time_s"] = ToSeconds(c.planner.iteration_ns);
     j["tokens_per_s"] = c.tokens_per_s;
     j["mfu"] = c.mfu;

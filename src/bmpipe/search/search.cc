@@ -4,6 +4,7 @@
 #include <array>
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <exception>
 #include <mutex>
 #include <numeric>
@@ -311,6 +312,14 @@ bool HasPlan(const ConfigOutcome& out) {
 }
 
 bool SearchConfig::operator<(const SearchConfig& o) const { return Key(*this) < Key(o); }
+
+bool TiedByVirtualStages(const ConfigOutcome& ranked, const ConfigOutcome& c) {
+  SearchConfig same = c.config;
+  same.vpp = ranked.config.vpp;
+  if (!(same == ranked.config) || !HasPlan(ranked) || !HasPlan(c)) return false;
+  const double t = static_cast<double>(ranked.planner.iteration_ns);
+  return std::abs(static_cast<double>(c.planner.iteration_ns) - t) <= t * std::max(ranked.planner.gap, c.planner.gap);
+}
 bool SearchConfig::operator==(const SearchConfig& o) const { return Key(*this) == Key(o); }
 
 std::string DescribeConfig(const SearchConfig& c) {
@@ -807,7 +816,16 @@ Result<SearchResult> SearchConfigurations(const ModelSpec& model, const DeviceSp
       return result.configs[a].peak_memory_fraction < result.configs[b].peak_memory_fraction;
     });
   }
-  result.ranking.assign(with_plan.begin(), with_plan.begin() + std::min<std::size_t>(with_plan.size(), options.top));
+  // `top` rows: a configuration tied with a ranked one (TiedByVirtualStages) is ranked too, as
+  // that row's tie, without taking a row.
+  int rows = 0;
+  for (int i : with_plan) {
+    const bool tie = std::any_of(result.ranking.begin(), result.ranking.end(),
+                                 [&](int r) { return TiedByVirtualStages(result.configs[r], result.configs[i]); });
+    if (!tie && rows == options.top) break;
+    result.ranking.push_back(i);
+    rows += tie ? 0 : 1;
+  }
   if (!with_plan.empty()) {
     const double best = static_cast<double>(result.configs[result.fastest].planner.iteration_ns);
     double bound = best;

@@ -57,6 +57,8 @@ struct SearchConfig {
 std::string DescribeConfig(const SearchConfig& c);
 
 inline constexpr int kMinContextTokens = 4096;
+// The search command's time budget when none is given (seconds; the library's default is none).
+inline constexpr double kDefaultSearchBudgetS = 300;
 // Configurations within this fraction of the fastest one's iteration time rank by their fullest
 // rank's memory, the most free first: the cost model cannot tell their times apart, and the one
 // with more free memory is the likelier to fit when run.
@@ -145,6 +147,10 @@ struct ConfigOutcome {
 
 // Planned, with a plan that fits (optimal or not).
 bool HasPlan(const ConfigOutcome& out);
+
+// `c` differs from `ranked` only in its virtual stages, by less than their planners' gaps: the
+// planner has not proven them different. The ranking lists it as `ranked`'s tie, not as a row.
+bool TiedByVirtualStages(const ConfigOutcome& ranked, const ConfigOutcome& c);
 
 struct SearchResult {
   std::vector<ConfigOutcome> configs;  // every valid configuration, in SearchConfig order
