@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "bmpipe/sim/simulator.h"
+#include "bmpipe/solve/load_bound.h"
 
 namespace bmpipe {
 
@@ -77,6 +78,28 @@ std::optional<Plan> Canonical(const Problem& problem, const Target& target, cons
 
 }  // namespace
 
+namespace {
+
+// The problem with, on each layer, only the options `space` allows it (every option when it
+// restricts none): what a bound over the space's plans sees.
+Problem WithAllowedOptions(const Problem& problem, const StageSpace& space) {
+  if (space.families.empty()) return problem;
+  Problem p = problem;
+  for (LayerIdx l = 0; l < p.num_layers(); ++l) {
+    unsigned allowed = 0;
+    for (const std::vector<std::uint16_t>& family : space.families) allowed |= family[l];
+    if (space.block >= 0 && space.block_option[l] >= 0) allowed |= 1u << space.block_option[l];
+    std::vector<LayerOption> kept;
+    for (OptionIdx o = 0; o < static_cast<OptionIdx>(problem.layers[l].options.size()); ++o) {
+      if (allowed >> o & 1u) kept.push_back(problem.layers[l].options[o]);
+    }
+    if (!kept.empty()) p.layers[l].options = std::move(kept);
+  }
+  return p;
+}
+
+}  // namespace
+
 Result<TargetPlan> PlanForTarget(const Problem& problem, TargetKind kind, const PlannerOptions& options) {
   const auto began = std::chrono::steady_clock::now();
   const Target& target = TargetOf(kind);
@@ -95,6 +118,7 @@ Result<TargetPlan> PlanForTarget(const Problem& problem, TargetKind kind, const 
   int total = 0;
   Status counted = ForEachTargetSetting(problem, kind, [&](const TargetSetting&) { return ++total, true; }, max_block);
   if (!counted.ok()) return counted.error();
+  std::optional<Schedule> schedule;  // built when a floor is first needed
   Status walked = ForEachTargetSetting(problem, kind, [&](const TargetSetting& setting) {
     const double left = std::min(own.SecondsLeft(), options.deadline.SecondsLeft());
     each.time_limit_s = std::max(0.0, left) / std::max(1, total - out.settings);
@@ -104,6 +128,19 @@ Result<TargetPlan> PlanForTarget(const Problem& problem, TargetKind kind, const 
       all_infeasible = false;
       if (best.stopped_by.empty()) best.stopped_by = "the time limit (before every recomputation setting was planned)";
       return false;
+    }
+    // A setting whose floor, the rank-load bound (load_bound.h) of the problem with only the
+    // options it allows, is no faster than the best plan so far cannot beat it: not planned, its
+    // floor bounds it.
+    if (any_plan && total > 1) {
+      if (!schedule) schedule.emplace(problem.pipeline);
+      const TimeNs floor = RankLoadBound(WithAllowedOptions(problem, setting.space), *schedule);
+      if (floor >= best.iteration_ns) {
+        ++out.settings;
+        all_infeasible = false;
+        bound = std::min(bound, static_cast<double>(floor));
+        return true;
+      }
     }
     each.space = setting.space;
     if (options.progress && total > 1) {
