@@ -4,6 +4,7 @@
 
 #include <map>
 #include <string>
+#include <vector>
 
 #include "bmpipe/frameworks/framework.h"
 #include "bmpipe/frameworks/launcher_args.h"
@@ -26,6 +27,9 @@ int MegatronZeroStage(const Flags& flags);
 std::string MegatronStateDtype(const Flags& flags, const std::string& name);
 // --moe-expert-capacity-factor: 0 (dropless) when absent or negative, as Megatron reads it.
 double MegatronCapacityFactor(const Flags& flags);
+// With --fine-grained-activation-offloading: --offload-modules' values (megatron-core refuses the
+// switch without them); empty without the switch.
+std::vector<std::string> MegatronOffloadModules(const Flags& flags);
 
 // ReadMegatronSetup's work, inside ReadDocument (failures through FailConfiguration): the Megatron
 // argument reader and the Megatron-Bridge one, which says its fields as these flags.

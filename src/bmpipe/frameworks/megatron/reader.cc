@@ -411,6 +411,16 @@ double MegatronCapacityFactor(const Flags& flags) {
   return factor < 0 ? 0 : factor;  // Megatron: negative means none
 }
 
+std::vector<std::string> MegatronOffloadModules(const Flags& flags) {
+  if (!flags.Get("--fine-grained-activation-offloading")) return {};
+  const Flag* modules = flags.Get("--offload-modules");
+  if (!modules) {
+    FailConfiguration("--fine-grained-activation-offloading without --offload-modules: megatron-core asserts that "
+                      "offload_modules is not empty; name the modules (e.g. --offload-modules core_attn)");
+  }
+  return modules->values;
+}
+
 namespace {
 
 void MegatronRecompute(const Flags& flags, const Problem& problem, Plan& plan) {
@@ -493,7 +503,6 @@ void MegatronRecompute(const Flags& flags, const Problem& problem, Plan& plan) {
 // say is refused: a fraction below 1 or a delta across ranks (Megatron then keeps different
 // layers of different micro-batches on the device), or another least tensor size.
 void MegatronOffload(const Flags& flags, const Problem& problem, Plan& plan) {
-  const Flag* modules = flags.Get("--offload-modules");
   if (!flags.Get("--fine-grained-activation-offloading")) {
     for (const char* other : {"--offload-modules", "--activation-offload-fraction", "--delta-offload-bytes-across-pp-ranks",
                               "--min-offloaded-tensor-size"}) {
@@ -505,10 +514,7 @@ void MegatronOffload(const Flags& flags, const Problem& problem, Plan& plan) {
     }
     return;
   }
-  if (!modules) {
-    FailConfiguration("--fine-grained-activation-offloading without --offload-modules: megatron-core asserts that "
-                      "offload_modules is not empty; name the modules (e.g. --offload-modules core_attn)");
-  }
+  const std::vector<std::string> named = MegatronOffloadModules(flags);
   if (const Flag* f = flags.Get("--activation-offload-fraction")) {
     char* end = nullptr;
     const std::string& v = f->values.front();
@@ -531,19 +537,19 @@ void MegatronOffload(const Flags& flags, const Problem& problem, Plan& plan) {
                                   "give it or remove the flag",
                                   m->values.front()));
   }
-  std::vector<std::string> want = modules->values, have;
+  std::vector<std::string> want = named, have;
   if (problem.training) have = problem.training->offload_modules;
   std::sort(want.begin(), want.end());
   std::sort(have.begin(), have.end());
   if (want != have) {
     FailConfiguration(fmt::format("--offload-modules {}: the problem's offload options move the tensors of {} "
                                   "(training.offload_modules); plan with --offload activations --offload-modules {}",
-                                  fmt::join(modules->values, " "),
+                                  fmt::join(named, " "),
                                   have.empty() ? std::string("everything a layer keeps") : fmt::format("{}", fmt::join(have, ", ")),
-                                  fmt::join(modules->values, ",")));
+                                  fmt::join(named, ",")));
   }
   const ModelShape shape = ShapeOf(problem);
-  const std::string setting = fmt::format("--fine-grained-activation-offloading --offload-modules {}", fmt::join(modules->values, " "));
+  const std::string setting = fmt::format("--fine-grained-activation-offloading --offload-modules {}", fmt::join(named, " "));
   for (LayerIdx l = shape.body_begin; l < shape.body_end; ++l) {
     const Recompute current = ParseRecompute(problem.layers[l].options[plan.option[l]].name).value();
     if (current.full()) {

@@ -318,20 +318,15 @@ LauncherSetup ReadMegatronSetupFlags(const std::string& text) {
   }
   // Fine-grained activation offloading: the offload options, limited to its modules (the plan
   // reader checks the fraction and the delta across ranks).
-  if (flags.Get("--fine-grained-activation-offloading")) {
-    const Flag* modules = flags.Get("--offload-modules");
-    if (!modules) {
-      FailConfiguration("--fine-grained-activation-offloading without --offload-modules: megatron-core asserts that "
-                        "offload_modules is not empty; name the modules (e.g. --offload-modules core_attn)");
-    }
+  if (const std::vector<std::string> modules = MegatronOffloadModules(flags); !modules.empty()) {
     Json names = Json::array();
-    for (const std::string& m : modules->values) {
+    for (const std::string& m : modules) {
       if (m == "attn_norm") {
         FailConfiguration("--offload-modules attn_norm: Transformer Engine's layer spec fuses the input norm into the "
                           "QKV projection and megatron-core skips attn_norm (qkv_linear offloads that input); remove it");
       }
       if (std::find(std::begin(kOffloadModules), std::end(kOffloadModules), m) == std::end(kOffloadModules)) {
-        FailConfiguration(fmt::format("--offload-modules {}: bmpipe costs {}; remove '{}'", fmt::join(modules->values, " "),
+        FailConfiguration(fmt::format("--offload-modules {}: bmpipe costs {}; remove '{}'", fmt::join(modules, " "),
                                       fmt::join(kOffloadModules, ", "), m));
       }
       names.push_back(m);
