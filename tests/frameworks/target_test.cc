@@ -16,6 +16,7 @@
 #include <limits>
 #include <map>
 #include <optional>
+#include <random>
 #include <set>
 #include <string>
 #include <vector>
@@ -613,6 +614,111 @@ std::vector<MegatronCase> MegatronCases() {
                    Small(ScheduleKind::kInterleavedOneFOneB, 2, 2, 4, Identical(6, all), 400), "none", true});
   cases.push_back({"heavy_head_p4", Small(ScheduleKind::kOneFOneB, 4, 1, 8, Identical(9, all), 300), "none", true});
   return cases;
+}
+
+// PlanForTarget walks a target's settings pruning some: a setting whose rank-load floor (with a
+// block setting's recomputed first decoder layer of every stage) is no faster than the best so
+// far, and block settings past the one whose block covers every stage of a faster plan. On random
+// problems, most memory-tight (where block recomputation wins), its plan is as fast as the best
+// of every setting planned alone, its bound is no higher, and it is proven optimal when each
+// setting is.
+TEST(Target, PruningSettingsKeepsTheBestSetting) {
+  BMPIPE_SLOW_TEST();
+  std::mt19937_64 rng(20261205);
+  const std::vector<std::string> options = {"none", "selective", "mlp", "full"};
+  int block_wins = 0;
+  for (int trial = 0; trial < 40; ++trial) {
+    SCOPED_TRACE(trial);
+    const int ranks = 2 + static_cast<int>(rng() % 2);
+    const int chunks = 1 + static_cast<int>(rng() % 2);
+    const int m = ranks * (2 + static_cast<int>(rng() % 3));
+    const int decoders = ranks * chunks + 1 + static_cast<int>(rng() % 5);
+    std::vector<Layer> d;
+    for (int i = 0; i < decoders; ++i) {
+      const TimeNs f = 60 + static_cast<TimeNs>(rng() % 140);
+      d.push_back(Decoder("decoder", f, 1 + static_cast<Bytes>(rng() % 2), options));
+    }
+    Problem p = Small(chunks > 1 ? ScheduleKind::kInterleavedOneFOneB : ScheduleKind::kOneFOneB, ranks, chunks, m, d,
+                      80 + static_cast<TimeNs>(rng() % 100));
+    // Memory from what every layer fully recomputed needs to what none needs (a plan's peak with
+    // every decoder at one option on the even split), so that each kind of setting wins somewhere.
+    auto even_peak = [&](const std::string& option) {
+      Plan plan = EvenPlan(p);
+      for (LayerIdx l = 1; l + 1 < p.num_layers(); ++l) plan.option[l] = OptionNamed(p.layers[l], option);
+      const SimResult sim = SimulatePlan(p, plan).value();
+      Bytes peak = 0;
+      for (const RankResult& rank : sim.ranks) peak = std::max(peak, rank.peak_memory_bytes);
+      return peak;
+    };
+    const Bytes lo = even_peak("full"), hi = even_peak("none");
+    p.memory_bytes = lo + static_cast<Bytes>(rng() % static_cast<std::uint64_t>(std::max<Bytes>(1, (hi - lo) / 3 + 1)));
+    for (TargetKind kind : {TargetKind::kMegatron, TargetKind::kMegatronLocal}) {
+      TimeNs best = kNever;
+      std::string best_flags;
+      bool all_optimal = true;
+      int settings = 0;
+      ASSERT_TRUE(ForEachTargetSetting(p, kind, [&](const TargetSetting& setting) {
+                    ++settings;
+                    PlannerOptions one = Exact();
+                    one.space = setting.space;
+                    const PlannerResult r = PlanPipeline(p, one).value();
+                    all_optimal = all_optimal && (r.status == ModelStatus::kOptimal || r.status == ModelStatus::kInfeasible);
+                    if ((r.status == ModelStatus::kOptimal || r.status == ModelStatus::kFeasible) && r.iteration_ns < best) {
+                      best = r.iteration_ns;
+                      best_flags = setting.flags;
+                    }
+                    return true;
+                  }, MostDecodersThatFit(p)).ok());
+      ASSERT_TRUE(all_optimal);
+      const TargetPlan planned = PlanForTarget(p, kind, Exact()).value();
+      const PlannerResult& r = planned.planner;
+      if (best == kNever) {
+        EXPECT_EQ(r.status, ModelStatus::kInfeasible);
+        continue;
+      }
+      EXPECT_EQ(r.status, ModelStatus::kOptimal) << best_flags;
+      EXPECT_EQ(r.iteration_ns, best) << "best alone: " << best_flags << "; planned: " << planned.setting;
+      EXPECT_LE(r.bound_ns, static_cast<double>(best));
+      block_wins += best_flags.find("block") != std::string::npos;
+      EXPECT_LE(planned.settings, settings);
+    }
+  }
+  std::printf("block settings best in %d of 80 runs\n", block_wins);
+  EXPECT_GT(block_wins, 0);
+}
+
+// The floor of a block setting counts the recomputed first decoder layer of every stage but the
+// first and the last: it stays below each block setting's optimum, above the floor that leaves it
+// out, and with many micro-batches (little bubble) within a few percent of block 1's optimum
+// (doubling the counted work would put it above).
+TEST(Target, BlockSettingFloorCountsEachStagesRecomputedLayer) {
+  const Problem p = Small(ScheduleKind::kInterleavedOneFOneB, 2, 3, 32, Identical(10, {"none", "full"}), 20);
+  const Schedule schedule(p.pipeline);
+  int checked = 0;
+  ASSERT_TRUE(ForEachTargetSetting(p, TargetKind::kMegatron, [&](const TargetSetting& setting) {
+                if (setting.space.block < 0) return true;
+                SCOPED_TRACE(setting.flags);
+                PlannerOptions one = Exact();
+                one.space = setting.space;
+                const PlannerResult r = PlanPipeline(p, one).value();
+                EXPECT_EQ(r.status, ModelStatus::kOptimal);
+                const TimeNs floor = SpaceFloor(p, setting.space, schedule);
+                StageSpace without_block = setting.space;
+                without_block.block = -1;
+                const TimeNs loose = SpaceFloor(p, without_block, schedule);
+                std::printf("%s: optimum %lld, floor %lld, without the recomputed layers %lld\n", setting.flags.c_str(),
+                            static_cast<long long>(r.iteration_ns), static_cast<long long>(floor),
+                            static_cast<long long>(loose));
+                EXPECT_LE(floor, r.iteration_ns);
+                EXPECT_GT(floor, loose);
+                // Block 1 recomputes exactly one decoder layer per stage: what the floor counts.
+                if (setting.space.block == 1) {
+                  EXPECT_GE(static_cast<double>(floor), 0.92 * static_cast<double>(r.iteration_ns));
+                }
+                ++checked;
+                return true;
+              }, MostDecodersThatFit(p)).ok());
+  EXPECT_GT(checked, 0);
 }
 
 TEST(Target, MegatronBaselineIsNoSlowerThanAnyStockConfiguration) {

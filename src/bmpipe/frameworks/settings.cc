@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "bmpipe/sim/simulator.h"
+#include "bmpipe/solve/candidates.h"
 #include "bmpipe/solve/load_bound.h"
 
 namespace bmpipe {
@@ -98,7 +99,34 @@ Problem WithAllowedOptions(const Problem& problem, const StageSpace& space) {
   return p;
 }
 
+// Work every stage but the first and the last carries beyond its layers' cheapest allowed
+// options, per micro-batch (RankLoadBound's stage_extra_ns): under a block setting whose block
+// option every decoder layer has, such a stage holds a decoder layer (only the embedding or the
+// head may stand alone) and its first one takes the block option.
+TimeNs BlockStageExtra(const Problem& problem, const StageSpace& space) {
+  if (space.block < 1) return 0;
+  const ModelShape shape = ShapeOf(problem);
+  TimeNs extra = -1;
+  for (LayerIdx l = shape.body_begin; l < shape.body_end; ++l) {
+    if (space.block_option[l] < 0) return 0;
+    const std::vector<LayerOption>& options = problem.layers[l].options;
+    TimeNs least = OptionWork(problem.pipeline, options[space.block_option[l]]);
+    for (const std::vector<std::uint16_t>& family : space.families) {
+      for (OptionIdx o = 0; o < static_cast<OptionIdx>(options.size()); ++o) {
+        if (family[l] >> o & 1u) least = std::min(least, OptionWork(problem.pipeline, options[o]));
+      }
+    }
+    const TimeNs e = OptionWork(problem.pipeline, options[space.block_option[l]]) - least;
+    extra = extra < 0 ? e : std::min(extra, e);
+  }
+  return std::max<TimeNs>(0, extra);
+}
+
 }  // namespace
+
+TimeNs SpaceFloor(const Problem& problem, const StageSpace& space, const Schedule& schedule) {
+  return RankLoadBound(WithAllowedOptions(problem, space), schedule, BlockStageExtra(problem, space));
+}
 
 Result<TargetPlan> PlanForTarget(const Problem& problem, TargetKind kind, const PlannerOptions& options) {
   const auto began = std::chrono::steady_clock::now();
@@ -119,6 +147,20 @@ Result<TargetPlan> PlanForTarget(const Problem& problem, TargetKind kind, const 
   Status counted = ForEachTargetSetting(problem, kind, [&](const TargetSetting&) { return ++total, true; }, max_block);
   if (!counted.ok()) return counted.error();
   std::optional<Schedule> schedule;  // built when a floor is first needed
+  // Block settings: a stage of a plan faster than `t` holds at most (t - 1) / w decoder layers,
+  // w = micro-batches per copy x the least work of one (its rank runs them all). Every block
+  // setting of at least that many layers recomputes all the decoder layers of such a plan: they
+  // share their plans faster than `t`, and the first one walked stands for the larger ones.
+  const ModelShape shape = ShapeOf(problem);
+  TimeNs decoder_work = 0;
+  for (LayerIdx l = shape.body_begin; l < shape.body_end; ++l) {
+    const TimeNs w = LeastLayerWork(problem, l) * MicroBatchesPerCopy(problem.pipeline);
+    decoder_work = l == shape.body_begin ? w : std::min(decoder_work, w);
+  }
+  auto most_decoders_faster_than = [&](TimeNs t) {
+    return decoder_work > 0 ? static_cast<int>((t - 1) / decoder_work) : std::numeric_limits<int>::max();
+  };
+  int covering_block = -1;  // the block setting that stands for every larger one
   Status walked = ForEachTargetSetting(problem, kind, [&](const TargetSetting& setting) {
     const double left = std::min(own.SecondsLeft(), options.deadline.SecondsLeft());
     each.time_limit_s = std::max(0.0, left) / std::max(1, total - out.settings);
@@ -129,12 +171,21 @@ Result<TargetPlan> PlanForTarget(const Problem& problem, TargetKind kind, const 
       if (best.stopped_by.empty()) best.stopped_by = "the time limit (before every recomputation setting was planned)";
       return false;
     }
+    if (any_plan && setting.space.block >= 0) {
+      if (covering_block >= 0 && setting.space.block > covering_block) {
+        // Its plans faster than the best so far are the covering block setting's, planned (its
+        // bound counted) or bounded by its floor.
+        ++out.settings;
+        return true;
+      }
+      if (setting.space.block >= most_decoders_faster_than(best.iteration_ns)) covering_block = setting.space.block;
+    }
     // A setting whose floor, the rank-load bound (load_bound.h) of the problem with only the
     // options it allows, is no faster than the best plan so far cannot beat it: not planned, its
     // floor bounds it.
     if (any_plan && total > 1) {
       if (!schedule) schedule.emplace(problem.pipeline);
-      const TimeNs floor = RankLoadBound(WithAllowedOptions(problem, setting.space), *schedule);
+      const TimeNs floor = SpaceFloor(problem, setting.space, *schedule);
       if (floor >= best.iteration_ns) {
         ++out.settings;
         all_infeasible = false;

@@ -38,6 +38,11 @@ struct TargetPlan {
 // (options.time_limit_s and options.deadline bound all of them together).
 Result<TargetPlan> PlanForTarget(const Problem& problem, TargetKind kind, const PlannerOptions& options);
 
+// A lower bound on the iteration time of every plan in `space`: the rank-load bound
+// (solve/load_bound.h) of the problem with only the options the space allows, where under a
+// block setting every stage but the first and the last recomputes its first decoder layer.
+TimeNs SpaceFloor(const Problem& problem, const StageSpace& space, const Schedule& schedule);
+
 // Whether the target runs `plan` as planned: its pipeline, and one of its settings' spaces.
 bool TargetRunsPlan(const Problem& problem, const Plan& plan, TargetKind kind);
 

@@ -299,6 +299,24 @@ bool FitsAlone(const StageContext& ctx, Bytes static_bytes, Bytes saved, Bytes w
   return true;
 }
 
+}  // namespace
+
+TimeNs LeastLayerWork(const Problem& problem, LayerIdx l) {
+  TimeNs least_forward = -1, least_backward = -1;
+  const bool pairs = problem.pipeline.overlap;
+  for (const LayerOption& o : problem.layers[l].options) {
+    const TimeNs f = o.forward_ns - (pairs ? o.forward_comm_ns : 0);
+    const TimeNs b = o.backward_ns + o.recompute_ns - (pairs ? o.backward_comm_ns : 0);
+    least_forward = least_forward < 0 ? f : std::min(least_forward, f);
+    least_backward = least_backward < 0 ? b : std::min(least_backward, b);
+  }
+  return std::max<TimeNs>(0, least_forward) + std::max<TimeNs>(0, least_backward);
+}
+
+int MicroBatchesPerCopy(const Pipeline& pipeline) { return pipeline.micro_batches / pipeline.Copies(); }
+
+namespace {
+
 class Generator {
  public:
   Generator(const Problem& problem, const StageSpace& space, Candidates& out, Limiter& limiter, TimeNs time_cap_ns)
@@ -325,17 +343,7 @@ class Generator {
         if (dominates) fastest = o;
       }
       fastest_.push_back(fastest);
-      // The least work one layer of the run adds to its rank per micro-batch (compute only: an
-      // overlapped pair hides communication).
-      TimeNs least_forward = -1, least_backward = -1;
-      for (const LayerOption& o : layer.options) {
-        const bool pairs = problem.pipeline.overlap;
-        const TimeNs f = o.forward_ns - (pairs ? o.forward_comm_ns : 0);
-        const TimeNs b = o.backward_ns + o.recompute_ns - (pairs ? o.backward_comm_ns : 0);
-        least_forward = least_forward < 0 ? f : std::min(least_forward, f);
-        least_backward = least_backward < 0 ? b : std::min(least_backward, b);
-      }
-      least_work_.push_back(std::max<TimeNs>(0, least_forward) + std::max<TimeNs>(0, least_backward));
+      least_work_.push_back(LeastLayerWork(problem, run.begin));
     }
     // With one chunk per rank (the memory check of a stage's candidate is exact), an unrestricted
     // space and no overlapped pairs (whose time is not monotone in forward and backward alone).
@@ -392,9 +400,7 @@ class Generator {
     if (time_cap_ns_ <= 0) return true;
     TimeNs work = 0;
     for (const auto& [run, count] : shape) work += count * least_work_[run];
-    // Each copy of a stage (the mirror placement has two) runs its share of the micro-batches.
-    const int runs = problem_.pipeline.micro_batches / problem_.pipeline.Copies();
-    return static_cast<double>(work) * runs < static_cast<double>(time_cap_ns_);
+    return static_cast<double>(work) * MicroBatchesPerCopy(problem_.pipeline) < static_cast<double>(time_cap_ns_);
   }
 
   // A lower bound on the stage's memory for a shape: most memory-saving option everywhere.

@@ -125,6 +125,12 @@ struct Candidates {
   bool memory_exact = true;
 };
 
+// The least work one layer adds to its rank per micro-batch, over its options: forward plus
+// backward with recomputation, compute only (an overlapped pair hides the communication).
+TimeNs LeastLayerWork(const Problem& problem, LayerIdx l);
+// The micro-batches each copy of a stage runs (the mirror placement has two copies).
+int MicroBatchesPerCopy(const Pipeline& pipeline);
+
 // All candidates of every stage that can fit in memory on their own. Exact: every feasible plan
 // is made of one candidate per stage, up to replacing a stage's mix by one that dominates it;
 // unless `limits` stopped generation (see Candidates::stop).

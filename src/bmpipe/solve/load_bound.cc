@@ -79,7 +79,12 @@ TimeNs LeastFeasible(const std::vector<TimeNs>& base, const std::vector<int>& ne
 
 }  // namespace
 
-TimeNs RankLoadBound(const Problem& problem, const Schedule& schedule) {
+TimeNs OptionWork(const Pipeline& pipeline, const LayerOption& o) {
+  return o.forward_ns - (pipeline.overlap ? o.forward_comm_ns : 0) + o.backward_ns + o.recompute_ns -
+         (pipeline.overlap ? o.backward_comm_ns : 0);
+}
+
+TimeNs RankLoadBound(const Problem& problem, const Schedule& schedule, TimeNs stage_extra_ns) {
   const Pipeline& pipeline = problem.pipeline;
   const int n = problem.num_layers();
   const TimeNs m = pipeline.micro_batches;
@@ -97,7 +102,7 @@ TimeNs RankLoadBound(const Problem& problem, const Schedule& schedule) {
       // An overlapped pair may hide an op's communication entirely: only its compute is certain.
       const TimeNs forward = o.forward_ns - (pipeline.overlap ? o.forward_comm_ns : 0);
       const TimeNs backward = o.backward_ns + o.recompute_ns - (pipeline.overlap ? o.backward_comm_ns : 0);
-      c = std::min(c, forward + backward);
+      c = std::min(c, OptionWork(pipeline, o));
       f = std::min(f, forward);
       b = std::min(b, backward - (split ? layer.weight_grad_ns : 0));
     }
@@ -139,6 +144,13 @@ TimeNs RankLoadBound(const Problem& problem, const Schedule& schedule) {
       const std::vector<Op>& ops = schedule.ops_of(r);
       base[group_of(r)] = std::max(base[group_of(r)], length(ChainBefore(schedule, ops.front())) +
                                                           (with_update ? 0 : length(ChainAfter(schedule, ops.back()))));
+    }
+    // The stages' own extra work (stage_extra_ns), each copy running its share of the
+    // micro-batches; a pair of ranks holds the same stages.
+    if (stage_extra_ns > 0) {
+      std::vector<int> stages_of(groups, 0);
+      for (StageIdx s = 1; s + 1 < pipeline.stages(); ++s) stages_of[group_of(pipeline.RankOf(s))] += 1;
+      for (int g = 0; g < groups; ++g) base[g] += stages_of[g] * (m / pipeline.Copies()) * stage_extra_ns;
     }
     for (LayerIdx l = 0; l < n; ++l) {
       const TimeNs cost = work[l] / pipeline.Copies() + (with_update ? problem.layers[l].update_ns : 0);

@@ -25,7 +25,16 @@
 
 namespace bmpipe {
 
-// The bound in nanoseconds, for a validated problem and its schedule.
-TimeNs RankLoadBound(const Problem& problem, const Schedule& schedule);
+// The least time an option adds to its rank per micro-batch: forward, backward and
+// recomputation; with overlapped pairs (pipeline.overlap) less its communication, which the
+// partner's compute may hide.
+TimeNs OptionWork(const Pipeline& pipeline, const LayerOption& option);
+
+// The bound in nanoseconds, for a validated problem and its schedule. `stage_extra_ns`, when
+// given, is work every stage must carry beyond its layers' cheapest options (per micro-batch of
+// its copy; one value for every stage but the first and the last): a restricted space's, such as
+// Megatron's block recomputation, which recomputes the first decoder layer of every stage that
+// holds one.
+TimeNs RankLoadBound(const Problem& problem, const Schedule& schedule, TimeNs stage_extra_ns = 0);
 
 }  // namespace bmpipe
