@@ -22,10 +22,12 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import dataclasses
 import os
 import statistics
 import tempfile
 import time
+import warnings
 from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
 import torch
@@ -41,6 +43,11 @@ __all__ = [
     "SavedBytes",
     "checkpoint_state_bytes",
     "profile",
+    "measure",
+    "Measured",
+    "ProfileReport",
+    "ProfileWarning",
+    "monotonicity_warnings",
     "annotate",
     "problem_from_traces",
     "StageModule",
@@ -202,13 +209,265 @@ def _options_of(layer: nn.Module, options: Optional[Sequence[str]]) -> List[str]
     return out + ["full"]
 
 
-def _median_time(fn: Callable[[], Any], repeat: int) -> float:
-    times = []
-    for _ in range(repeat):
-        began = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - began)
-    return statistics.median(times)
+class ProfileWarning(UserWarning):
+    """A measurement ``profile`` cannot vouch for: a spread above its target, or options whose
+    times or bytes are not monotone in what they recompute."""
+
+
+@dataclasses.dataclass
+class Measured:
+    """One option of one layer as ``measure`` timed it: medians of ``repeats`` timed runs after
+    the warm-up, and each median's spread (the interquartile range over the median)."""
+
+    layer: int
+    option: str
+    forward_s: float
+    backward_s: float  # this option's whole backward, recomputation included
+    saved_bytes: int
+    forward_spread: float
+    backward_spread: float
+    repeats: int
+    shared_from: Optional[int] = None  # the identical layer whose measurement this is
+
+
+@dataclasses.dataclass
+class ProfileReport:
+    """What ``measure`` returns: the problem, every measurement, the thread count it ran with and
+    what it could not vouch for."""
+
+    problem: "bmpipe.Problem"
+    measured: List[Measured]
+    threads: int
+    device: str
+    warnings: List[str]
+
+    def __str__(self) -> str:
+        lines = [f"bmpipe.torch.profile on {self.device}, {self.threads} thread(s); times are medians "
+                 "(spread: interquartile range / median)",
+                 f"{'layer':>5}  {'option':<14} {'forward':>10} {'spread':>7} {'backward':>10} {'spread':>7} "
+                 f"{'runs':>5} {'kept bytes':>12}  shared"]
+        for m in self.measured:
+            lines.append(f"{m.layer:>5}  {m.option:<14} {m.forward_s * 1e3:>8.3f}ms {m.forward_spread:>6.1%} "
+                         f"{m.backward_s * 1e3:>8.3f}ms {m.backward_spread:>6.1%} {m.repeats:>5} "
+                         f"{m.saved_bytes:>12}  {'' if m.shared_from is None else f'= layer {m.shared_from}'}")
+        lines += [f"warning: {w}" for w in self.warnings]
+        return "\n".join(lines)
+
+
+def _synchronize(device: torch.device) -> None:
+    """Waits for the device's queued work, so that a host timer measures it."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    elif device.type != "cpu" and hasattr(torch, "accelerator") and torch.accelerator.is_available():
+        torch.accelerator.synchronize()
+
+
+def _timed_median(once: Callable[[], float], least: int, most: int, spread: float,
+                  budget_s: float) -> Tuple[float, float, int]:
+    """Runs ``once`` (which returns the seconds it measured) at least ``least`` times and until the
+    interquartile range is within ``spread`` of the median, ``most`` runs, or ``budget_s`` seconds
+    of runs; returns the median, its spread and the runs."""
+    times: List[float] = []
+    began = time.perf_counter()
+    while True:
+        times.append(once())
+        if len(times) >= least:
+            median = statistics.median(times)
+            q = statistics.quantiles(times, n=4) if len(times) >= 2 else [median, median, median]
+            rel = (q[2] - q[0]) / median if median > 0 else 0.0
+            if rel <= spread or len(times) >= most or time.perf_counter() - began >= budget_s:
+                return median, rel, len(times)
+
+
+def _identity(layer: nn.Module, x: torch.Tensor, options: List[str]) -> Tuple[Any, ...]:
+    """What makes two layers measure the same: their class and configuration (repr), parameter and
+    buffer shapes and types, parts, mode, options and input. Weights' values are not compared:
+    kernels run the same whatever the numbers."""
+    tensors = tuple((n, tuple(t.shape), str(t.dtype), str(t.device), t.requires_grad)
+                    for n, t in list(layer.named_parameters()) + list(layer.named_buffers()))
+    parts = getattr(layer, "bmpipe_parts", None)
+    return (type(layer).__module__, type(layer).__qualname__, repr(layer), tensors, layer.training,
+            repr(sorted(parts.items())) if isinstance(parts, dict) else repr(parts), tuple(options),
+            tuple(x.shape), str(x.dtype), str(x.device))
+
+
+# Parts inside another part: the core attention inside the attention, the MLP's activation inside
+# the MLP.
+_INSIDE = {"core_attn": "attn", "mlp_act": "mlp"}
+
+
+def _covers(a: Tuple[str, ...], b: Tuple[str, ...]) -> bool:
+    """Whether recomputing parts ``a`` recomputes everything ``b`` does (``full`` covers all)."""
+    return "full" in a or all(p in a or _INSIDE.get(p) in a for p in b)
+
+
+def monotonicity_warnings(layer: int, options: Sequence[Measured], tolerance: float = 0.0,
+                          state_bytes: int = 0) -> List[str]:
+    """Pairs of a layer's options where the one that recomputes more is measured with a shorter
+    backward (beyond both spreads and ``tolerance``) or keeps more bytes (beyond ``state_bytes``,
+    the generator state each checkpointed region keeps, per region): a measurement that cannot be
+    right (noise, a warm-up not done, a layer that does not checkpoint what it says)."""
+    out = []
+    for a in options:
+        for b in options:
+            pa, pb = option_parts(a.option), option_parts(b.option)
+            if a is b or pa == pb or not _covers(pb, pa):
+                continue
+            # b recomputes everything a does and more.
+            noise = max(a.backward_spread, b.backward_spread) + tolerance
+            if b.backward_s < a.backward_s * (1 - noise):
+                out.append(f"layer {layer}: '{b.option}' recomputes more than '{a.option}' but its backward measured "
+                           f"shorter ({b.backward_s * 1e3:.3f} ms against {a.backward_s * 1e3:.3f} ms, spreads "
+                           f"{b.backward_spread:.1%} and {a.backward_spread:.1%}); measure again with more repeats, "
+                           "fewer threads or a larger sample")
+            if b.saved_bytes > a.saved_bytes + state_bytes * len(pb):
+                out.append(f"layer {layer}: '{b.option}' recomputes more than '{a.option}' but keeps more bytes "
+                           f"({b.saved_bytes} against {a.saved_bytes}); check the layer's bmpipe_parts")
+    return out
+
+
+def measure(
+    layers: Sequence[nn.Module],
+    sample: torch.Tensor,
+    *,
+    ranks: int,
+    micro_batches: int,
+    memory_bytes: int,
+    chunks: int = 1,
+    schedule: str = "1f1b",
+    options: Optional[Sequence[str]] = None,
+    optimizer_bytes_per_parameter: int = 0,
+    reserved_bytes: int = 0,
+    p2p_s: float = 0.0,
+    repeat: int = 5,
+    max_repeat: int = 50,
+    spread: float = 0.05,
+    warn_spread: float = 0.25,
+    warmup: int = 2,
+    threads: Optional[int] = None,
+    budget_s: float = 2.0,
+    name: str = "profiled",
+) -> ProfileReport:
+    """``profile``'s measurement with its report: every measurement, its spread and what it could
+    not vouch for (see ``profile`` for the keywords)."""
+    device = sample.device
+    for layer in layers:
+        for t in layer.parameters():
+            device = t.device
+            break
+        if device.type != "cpu":
+            break
+    pinned = threads if threads is not None else (1 if device.type == "cpu" else 0)
+    before = torch.get_num_threads()
+    if pinned > 0:
+        torch.set_num_threads(pinned)
+    try:
+        return _measure(layers, sample, device, ranks=ranks, micro_batches=micro_batches, memory_bytes=memory_bytes,
+                        chunks=chunks, schedule=schedule, options=options,
+                        optimizer_bytes_per_parameter=optimizer_bytes_per_parameter, reserved_bytes=reserved_bytes,
+                        p2p_s=p2p_s, repeat=repeat, max_repeat=max_repeat, spread=spread, warn_spread=warn_spread,
+                        warmup=warmup, budget_s=budget_s, name=name, threads=torch.get_num_threads())
+    finally:
+        torch.set_num_threads(before)
+
+
+def _measure(layers, sample, device, *, ranks, micro_batches, memory_bytes, chunks, schedule, options,
+             optimizer_bytes_per_parameter, reserved_bytes, p2p_s, repeat, max_repeat, spread, warn_spread, warmup,
+             budget_s, name, threads) -> ProfileReport:
+    if repeat < 1 or max_repeat < repeat or warmup < 0 or spread < 0:
+        raise bmpipe.InvalidInputError(
+            f"profile: repeat = {repeat}, max_repeat = {max_repeat}, warmup = {warmup}, spread = {spread}: need "
+            "1 <= repeat <= max_repeat, warmup >= 0 and spread >= 0")
+    inputs: List[torch.Tensor] = []
+    x = sample
+    with torch.no_grad():
+        for layer in layers:
+            inputs.append(x.detach())
+            x = layer(x)
+    doc_layers = []
+    measured: List[Measured] = []
+    warnings_out: List[str] = []
+    seen: Dict[Tuple[Any, ...], int] = {}
+    by_layer: Dict[int, List[Measured]] = {}
+    for index, (layer, x_in) in enumerate(zip(layers, inputs)):
+        params = list(layer.parameters())
+        n_bytes = sum(p.numel() * p.element_size() for p in params)
+        n_params = sum(p.numel() for p in params)
+        layer_options = _options_of(layer, options)
+        key = _identity(layer, x_in, layer_options)
+        if key in seen:
+            first = seen[key]
+            mine = [dataclasses.replace(m, layer=index, shared_from=first) for m in by_layer[first]]
+        else:
+            seen[key] = index
+            mine = []
+            for option in layer_options:
+                trial = apply_option(copy.deepcopy(layer), option)
+                trial_params = list(trial.parameters())
+
+                def run_forward():
+                    x = x_in.clone().requires_grad_(x_in.is_floating_point())
+                    meter = SavedBytes(trial_params)
+                    with meter.counting():
+                        out = trial(x)
+                    return out, meter.bytes
+
+                def time_forward() -> float:
+                    _synchronize(device)
+                    began = time.perf_counter()
+                    out, _ = run_forward()
+                    _synchronize(device)
+                    took = time.perf_counter() - began
+                    del out
+                    return took
+
+                def time_backward() -> float:
+                    out, _ = run_forward()
+                    grad = torch.ones_like(out)
+                    _synchronize(device)
+                    began = time.perf_counter()
+                    out.backward(grad)
+                    _synchronize(device)
+                    return time.perf_counter() - began
+
+                for _ in range(max(1, warmup)):
+                    time_backward()
+                out, saved = run_forward()
+                del out
+                forward_s, forward_spread, n_f = _timed_median(time_forward, repeat, max_repeat, spread, budget_s)
+                backward_s, backward_spread, n_b = _timed_median(time_backward, repeat, max_repeat, spread, budget_s)
+                mine.append(Measured(index, option, forward_s, backward_s, saved, forward_spread, backward_spread,
+                                     min(n_f, n_b)))
+                for what, rel in (("forward", forward_spread), ("backward", backward_spread)):
+                    if rel > warn_spread:
+                        warnings_out.append(
+                            f"layer {index} '{option}': the {what}'s spread is {rel:.1%} after {min(n_f, n_b)} runs "
+                            f"(above {warn_spread:.0%}); its median may be off: pin threads, give a larger sample or "
+                            "more max_repeat / budget_s")
+            warnings_out += monotonicity_warnings(index, mine, state_bytes=checkpoint_state_bytes(x_in))
+        by_layer[index] = mine
+        measured += mine
+        backward_none = mine[0].backward_s
+        doc_layers.append({
+            "name": f"{index}:{type(layer).__name__}",
+            "static_bytes": 2 * n_bytes + optimizer_bytes_per_parameter * n_params,
+            "options": [{
+                "name": m.option,
+                "forward_s": m.forward_s,
+                "backward_s": backward_none,
+                "recompute_s": max(m.backward_s - backward_none, 0.0),
+                "saved_bytes": m.saved_bytes,
+            } for m in mine],
+        })
+    doc = {
+        "name": name,
+        "pipeline": {"ranks": ranks, "chunks": chunks, "micro_batches": micro_batches, "schedule": schedule},
+        "device": {"memory_bytes": int(memory_bytes), "reserved_bytes": int(reserved_bytes)},
+        "p2p_s": p2p_s,
+        "layers": doc_layers,
+    }
+    problem = bmpipe.Problem.from_dict(doc, source=f"bmpipe.torch.profile({name})")
+    return ProfileReport(problem, measured, threads, str(device), warnings_out)
 
 
 def profile(
@@ -224,7 +483,13 @@ def profile(
     optimizer_bytes_per_parameter: int = 0,
     reserved_bytes: int = 0,
     p2p_s: float = 0.0,
-    repeat: int = 3,
+    repeat: int = 5,
+    max_repeat: int = 50,
+    spread: float = 0.05,
+    warn_spread: float = 0.25,
+    warmup: int = 2,
+    threads: Optional[int] = None,
+    budget_s: float = 2.0,
     name: str = "profiled",
 ) -> bmpipe.Problem:
     """Measures every layer under every option on one micro-batch `sample` (the first layer's
@@ -234,64 +499,26 @@ def profile(
     the option's backward takes beyond that), saved_bytes (SavedBytes over the forward). A layer
     keeps its parameters, their gradients and `optimizer_bytes_per_parameter` per parameter
     (static_bytes). Options: those given that the layer declares, else none, every declared part
-    and full; layers that declare none run "none". Times are medians of `repeat` runs after one
-    warm-up, on the device the layers are on."""
-    inputs: List[torch.Tensor] = []
-    x = sample
-    with torch.no_grad():
-        for layer in layers:
-            inputs.append(x.detach())
-            x = layer(x)
-    doc_layers = []
-    for index, (layer, x_in) in enumerate(zip(layers, inputs)):
-        params = list(layer.parameters())
-        n_bytes = sum(p.numel() * p.element_size() for p in params)
-        n_params = sum(p.numel() for p in params)
-        backward_none = None
-        opts = []
-        for option in _options_of(layer, options):
-            trial = apply_option(copy.deepcopy(layer), option)
-            trial_params = list(trial.parameters())
+    and full; layers that declare none run "none".
 
-            def run_forward():
-                x = x_in.clone().requires_grad_(x_in.is_floating_point())
-                meter = SavedBytes(trial_params)
-                with meter.counting():
-                    out = trial(x)
-                return out, meter.bytes
-
-            def run_step():
-                out, _ = run_forward()
-                out.backward(torch.ones_like(out))
-
-            run_step()  # warm-up
-            out, saved = run_forward()
-            del out
-            forward_s = _median_time(run_forward, repeat)
-            step_s = _median_time(run_step, repeat)
-            backward_s = max(step_s - forward_s, 0.0)
-            if backward_none is None:
-                backward_none = backward_s
-            opts.append({
-                "name": option,
-                "forward_s": forward_s,
-                "backward_s": backward_none,
-                "recompute_s": max(backward_s - backward_none, 0.0),
-                "saved_bytes": saved,
-            })
-        doc_layers.append({
-            "name": f"{index}:{type(layer).__name__}",
-            "static_bytes": 2 * n_bytes + optimizer_bytes_per_parameter * n_params,
-            "options": opts,
-        })
-    doc = {
-        "name": name,
-        "pipeline": {"ranks": ranks, "chunks": chunks, "micro_batches": micro_batches, "schedule": schedule},
-        "device": {"memory_bytes": int(memory_bytes), "reserved_bytes": int(reserved_bytes)},
-        "p2p_s": p2p_s,
-        "layers": doc_layers,
-    }
-    return bmpipe.Problem.from_dict(doc, source=f"bmpipe.torch.profile({name})")
+    Timing: `warmup` untimed steps, then the forward and the backward each timed on their own
+    (the device synchronized around each), at least `repeat` runs and until the interquartile
+    range is within `spread` of the median, at most `max_repeat` runs or `budget_s` seconds; the
+    medians count (a spread still above `warn_spread` is warned of). Layers identical in class,
+    configuration, shapes, options and input are measured once and share it. `threads` pins
+    torch's intra-op threads while measuring (default: 1 on the CPU, where several threads of
+    small kernels measure mostly contention; left as it is on an accelerator; 0 leaves it),
+    restored afterwards. Options whose backward or kept bytes are not monotone in what they
+    recompute are warned of too (`ProfileWarning`); `measure` returns the
+    warnings with every measurement."""
+    report = measure(layers, sample, ranks=ranks, micro_batches=micro_batches, memory_bytes=memory_bytes,
+                     chunks=chunks, schedule=schedule, options=options,
+                     optimizer_bytes_per_parameter=optimizer_bytes_per_parameter, reserved_bytes=reserved_bytes,
+                     p2p_s=p2p_s, repeat=repeat, max_repeat=max_repeat, spread=spread, warn_spread=warn_spread,
+                     warmup=warmup, threads=threads, budget_s=budget_s, name=name)
+    for w in report.warnings:
+        warnings.warn(w, ProfileWarning, stacklevel=2)
+    return report.problem
 
 
 @contextlib.contextmanager

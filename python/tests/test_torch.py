@@ -108,7 +108,7 @@ def sample():
 
 def profiled(chunks, memory_bytes=10**12):
     return bt.profile(gpt_layers(), sample(), ranks=RANKS, chunks=chunks, micro_batches=MICRO_BATCHES,
-                      memory_bytes=memory_bytes, repeat=2, name=f"tiny-gpt-v{chunks}")
+                      memory_bytes=memory_bytes, repeat=2, max_repeat=5, name=f"tiny-gpt-v{chunks}")
 
 
 def reference():
@@ -222,6 +222,59 @@ def test_profile_measures_what_each_option_keeps():
     head, embed = doc["layers"][-1], doc["layers"][0]
     assert [o["name"] for o in head["options"]] == ["none"] == [o["name"] for o in embed["options"]]
     assert embed["static_bytes"] == 2 * 4 * (VOCAB * WIDTH + TOKENS * WIDTH)
+
+
+def test_profile_measures_identical_layers_once_with_pinned_threads():
+    before = torch.get_num_threads()
+    report = bt.measure(gpt_layers(), sample(), ranks=RANKS, micro_batches=MICRO_BATCHES, memory_bytes=10**12,
+                        repeat=3, max_repeat=10, budget_s=0.5)
+    assert torch.get_num_threads() == before and report.threads == 1 and report.device == "cpu"
+    doc = report.problem.to_dict()
+    blocks = [i for i, l in enumerate(doc["layers"]) if l["name"].endswith("Block")]
+    assert len(blocks) == BLOCKS
+    # The first block is measured; the others are identical (class, shapes, options, input) and
+    # share its measurement, so the plan sees equal layers.
+    first = [m for m in report.measured if m.layer == blocks[0]]
+    assert first and all(m.shared_from is None and m.repeats >= 3 for m in first)
+    for i in blocks[1:]:
+        mine = [m for m in report.measured if m.layer == i]
+        assert all(m.shared_from == blocks[0] for m in mine)
+        assert doc["layers"][i]["options"] == doc["layers"][blocks[0]]["options"]
+    # Every measured time is positive (the backward is timed on its own, not as a difference) and
+    # its spread reported.
+    for m in report.measured:
+        assert m.forward_s > 0 and m.backward_s > 0 and m.forward_spread >= 0 and m.backward_spread >= 0
+    assert "shared" in str(report) and "= layer 1" in str(report)
+    # The embedding and the head differ from the blocks: measured on their own.
+    assert all(m.shared_from is None for m in report.measured if m.layer in (0, len(doc["layers"]) - 1))
+
+
+def test_profile_flags_options_not_monotone_in_what_they_recompute():
+    def m(option, backward_ms, saved, spread=0.01):
+        return bt.Measured(3, option, 1e-3, backward_ms * 1e-3, saved, 0.01, spread, 5)
+    # Consistent: more recomputation, longer backward, fewer bytes.
+    ok = [m("none", 2.0, 1000), m("selective", 2.2, 700), m("attn", 2.5, 500), m("full", 3.0, 100)]
+    assert bt.monotonicity_warnings(3, ok) == []
+    # full measured faster than selective beyond both spreads: flagged, naming both.
+    bad = [m("none", 2.0, 1000), m("selective", 2.6, 700), m("full", 2.1, 100)]
+    warned = bt.monotonicity_warnings(3, bad)
+    assert len(warned) == 1 and "'full' recomputes more than 'selective'" in warned[0] and "layer 3" in warned[0]
+    # Within the spread: not flagged.
+    noisy = [m("none", 2.0, 1000, 0.3), m("selective", 2.6, 700, 0.3), m("full", 2.1, 100, 0.3)]
+    assert bt.monotonicity_warnings(3, noisy) == []
+    # Bytes are exact: keeping more while recomputing more is flagged.
+    kept = [m("none", 2.0, 1000), m("mlp_act", 2.1, 800), m("mlp", 2.4, 900)]
+    assert any("keeps more bytes" in w for w in bt.monotonicity_warnings(3, kept))
+    # Within the generator state each checkpointed region keeps: not flagged.
+    assert bt.monotonicity_warnings(3, kept, state_bytes=100) == []
+    # Options that do not contain each other (attention against the MLP) are not compared.
+    assert bt.monotonicity_warnings(3, [m("selective", 3.0, 100), m("mlp", 2.0, 900)]) == []
+    # profile warns of what it cannot vouch for: here a spread target of 0 that two runs miss.
+    with pytest.warns(bt.ProfileWarning, match="spread is"):
+        bt.profile(gpt_layers()[:2], sample(), ranks=2, micro_batches=2, memory_bytes=10**12, repeat=2,
+                   max_repeat=2, spread=0.0, warn_spread=0.0)
+    with pytest.raises(bmpipe.InvalidInputError, match="repeat"):
+        bt.measure(gpt_layers(), sample(), ranks=RANKS, micro_batches=MICRO_BATCHES, memory_bytes=10**12, repeat=0)
 
 
 def test_a_1f1b_plan_runs_as_planned():
