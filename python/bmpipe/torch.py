@@ -228,6 +228,11 @@ class Measured:
     backward_spread: float
     repeats: int
     shared_from: Optional[int] = None  # the identical layer whose measurement this is
+    # Split-backward schedules only, on the layer's first option: the backward's weight-gradient
+    # part timed on its own, as torch's split stage runs it after the input-gradient part (its
+    # median and spread).
+    weight_backward_s: Optional[float] = None
+    weight_backward_spread: float = 0.0
 
 
 @dataclasses.dataclass
@@ -294,6 +299,34 @@ def _identity(layer: nn.Module, x: torch.Tensor, options: List[str]) -> Tuple[An
 # Parts inside another part: the core attention inside the attention, the MLP's activation inside
 # the MLP.
 _INSIDE = {"core_attn": "attn", "mlp_act": "mlp"}
+
+
+# The schedules whose plans pipeline_stages and pipeline_schedule run.
+RUNNABLE_SCHEDULES = ("1f1b", "gpipe", "interleaved-1f1b", "zb-h1", "zb-h2", "interleaved-zb", "zb-v", "dualpipev")
+# Schedules that split each backward into its input- and weight-gradient parts.
+SPLIT_SCHEDULES = ("zb-h1", "zb-h2", "zb-v", "interleaved-zb", "dualpipe", "dualpipev")
+
+
+def _weight_grad_bytes(layer: nn.Module, x: torch.Tensor) -> int:
+    """What a layer's weight-gradient part holds once its input gradient is done: the inputs of
+    its modules that own parameters (the weight GEMMs' inputs) and the gradients of their outputs
+    (as large as the outputs), over one forward."""
+    total = 0
+
+    def hook(_module, args, out):
+        nonlocal total
+        for t in list(args) + [out]:
+            if isinstance(t, torch.Tensor):
+                total += t.numel() * t.element_size()
+
+    handles = [m.register_forward_hook(hook) for m in layer.modules() if next(m.parameters(recurse=False), None) is not None]
+    try:
+        with torch.no_grad():
+            layer(x)
+    finally:
+        for h in handles:
+            h.remove()
+    return total
 
 
 def _covers(a: Tuple[str, ...], b: Tuple[str, ...]) -> bool:
@@ -384,6 +417,7 @@ def _measure(layers, sample, device, *, ranks, micro_batches, memory_bytes, chun
         for layer in layers:
             inputs.append(x.detach())
             x = layer(x)
+    split = schedule in SPLIT_SCHEDULES
     doc_layers = []
     measured: List[Measured] = []
     warnings_out: List[str] = []
@@ -430,14 +464,39 @@ def _measure(layers, sample, device, *, ranks, micro_batches, memory_bytes, chun
                     _synchronize(device)
                     return time.perf_counter() - began
 
+                def time_split_backward() -> Tuple[float, float]:
+                    # The backward as a split schedule's stage runs it (torch's own
+                    # stage_backward_input, then stage_backward_weight): each part timed on its own.
+                    from torch.distributed.pipelining._backward import stage_backward_input, stage_backward_weight
+
+                    x = x_in.clone().requires_grad_(x_in.is_floating_point())
+                    # torch detaches the stage's output in place, which a view (a linear layer's
+                    # 3-D output) refuses: a copy stands for it.
+                    out = trial(x).clone()
+                    grad = torch.ones_like(out)
+                    _synchronize(device)
+                    began = time.perf_counter()
+                    _, groups = stage_backward_input([out], [grad], [x], trial.parameters())
+                    _synchronize(device)
+                    middle = time.perf_counter()
+                    stage_backward_weight(trial.parameters(), groups)
+                    _synchronize(device)
+                    return middle - began, time.perf_counter() - middle
+
+                def time_weight_backward() -> float:
+                    return time_split_backward()[1]
+
                 for _ in range(max(1, warmup)):
                     time_backward()
                 out, saved = run_forward()
                 del out
                 forward_s, forward_spread, n_f = _timed_median(time_forward, repeat, max_repeat, spread, budget_s)
                 backward_s, backward_spread, n_b = _timed_median(time_backward, repeat, max_repeat, spread, budget_s)
-                mine.append(Measured(index, option, forward_s, backward_s, saved, forward_spread, backward_spread,
-                                     min(n_f, n_b)))
+                m = Measured(index, option, forward_s, backward_s, saved, forward_spread, backward_spread, min(n_f, n_b))
+                if split and not mine and trial_params:
+                    m.weight_backward_s, m.weight_backward_spread, _ = _timed_median(
+                        time_weight_backward, repeat, max_repeat, spread, budget_s)
+                mine.append(m)
                 for what, rel in (("forward", forward_spread), ("backward", backward_spread)):
                     if rel > warn_spread:
                         warnings_out.append(
@@ -448,9 +507,16 @@ def _measure(layers, sample, device, *, ranks, micro_batches, memory_bytes, chun
         by_layer[index] = mine
         measured += mine
         backward_none = mine[0].backward_s
-        doc_layers.append({
+        doc_layer: Dict[str, Any] = {
             "name": f"{index}:{type(layer).__name__}",
             "static_bytes": 2 * n_bytes + optimizer_bytes_per_parameter * n_params,
+        }
+        if split and n_params > 0:
+            # The weight part of the backward (at most the whole backward, which it is part of).
+            doc_layer["weight_grad_s"] = min(mine[0].weight_backward_s or 0.0, backward_none)
+            doc_layer["weight_grad_bytes"] = _weight_grad_bytes(layer, x_in)
+        doc_layers.append(doc_layer)
+        doc_layer.update({
             "options": [{
                 "name": m.option,
                 "forward_s": m.forward_s,
@@ -574,25 +640,11 @@ def problem_from_traces(
     return bmpipe.Problem.from_text(text, "profiled")
 
 
-class _OnBackward(torch.autograd.Function):
-    """Identity whose backward tells its stage that the stage's backward began."""
-
-    @staticmethod
-    def forward(ctx, x, stage):
-        ctx.stage = stage
-        return x.view_as(x)
-
-    @staticmethod
-    def backward(ctx, grad):
-        ctx.stage._record("B")
-        return grad, None
-
-
 class StageModule(nn.Module):
     """One stage of a plan: its layers in order, each with its option's checkpointing. It records
-    the ops it runs (``ops``: (kind, stage, micro-batch), F when its forward starts, B when its
-    backward does) and the bytes each forward keeps for its backward (``saved_bytes``, by
-    micro-batch)."""
+    the ops it runs in ``ops`` ((kind, stage, micro-batch): F when its forward starts; its
+    PipelineStage adds B and W as torch's runtime calls them) and the bytes each forward keeps for
+    its backward (``saved_bytes``, by micro-batch)."""
 
     def __init__(self, stage: int, layers: Sequence[nn.Module], log: List[Tuple[str, int, int]]):
         super().__init__()
@@ -600,7 +652,7 @@ class StageModule(nn.Module):
         self.layers = nn.Sequential(*layers)
         self.ops = log
         self.saved_bytes: List[int] = []
-        self._count = {"F": 0, "B": 0}
+        self._count = {"F": 0}
 
     def _record(self, kind: str) -> None:
         self.ops.append((kind, self.stage, self._count[kind]))
@@ -612,7 +664,7 @@ class StageModule(nn.Module):
         with meter.counting():
             out = self.layers(x)
         self.saved_bytes.append(meter.bytes)
-        return _OnBackward.apply(out, self) if torch.is_grad_enabled() else out
+        return out
 
 
 def pipeline_stages(
@@ -634,14 +686,33 @@ def pipeline_stages(
     running each stage once (forward and backward) at the first step, which the op log shows."""
     from torch.distributed.pipelining import PipelineStage
 
+    class _LoggedStage(PipelineStage):
+        """A PipelineStage whose backward ops go to its module's log as torch's runtime calls them:
+        B for a backward or a split backward's input-gradient part (a first stage's, whose input
+        takes no gradient, computes nothing), W for a split backward's weight-gradient part."""
+
+        def backward_one_chunk(self, bwd_chunk_id: int, loss=None, full_backward: bool = True, **kwargs: Any):
+            self.submod.ops.append(("B", self.submod.stage, bwd_chunk_id))
+            if full_backward and split:
+                # A split plan's backward run whole (the backward of an overlapped F/B pair, as
+                # DualPipeV's CSV asks): its weight part runs right after its input part.
+                self.submod.ops.append(("W", self.submod.stage, bwd_chunk_id))
+            return super().backward_one_chunk(bwd_chunk_id, loss=loss, full_backward=full_backward, **kwargs)
+
+        def backward_weight_one_chunk(self, bwd_chunk_id: int, *args: Any, **kwargs: Any):
+            self.submod.ops.append(("W", self.submod.stage, bwd_chunk_id))
+            return super().backward_weight_one_chunk(bwd_chunk_id, *args, **kwargs)
+
     pb = plan.problem
+    split = pb.schedule in SPLIT_SCHEDULES
     if len(layers) != pb.num_layers:
         raise bmpipe.InvalidInputError(
             f"layers: {len(layers)} modules for a problem of {pb.num_layers} layers; give one module per layer")
-    if pb.schedule not in ("1f1b", "gpipe", "interleaved-1f1b"):
+    if pb.schedule not in RUNNABLE_SCHEDULES:
         raise bmpipe.InvalidInputError(
-            f"schedule '{pb.schedule}': bmpipe.torch runs 1f1b, interleaved 1F1B and gpipe plans (split backwards "
-            f"need torch's dw_builder per stage)")
+            f"schedule '{pb.schedule}': bmpipe.torch runs {', '.join(RUNNABLE_SCHEDULES)} plans; DualPipe holds two "
+            "copies of every stage, one stage index on two ranks, which torch.distributed.pipelining's runtime "
+            "cannot express (use dualpipev, its one-copy V form)")
     device = device or torch.device("cpu")
     shapes: Dict[int, Tuple[torch.Tensor, torch.Tensor]] = {}
     if sample is not None:
@@ -665,7 +736,7 @@ def pipeline_stages(
             x, y = (t.detach().requires_grad_(t.is_floating_point()) for t in shapes[s.stage])
             static = dict(input_args=x, output_args=y, output_grads=torch.empty_like(y),
                           input_grads=torch.empty_like(x) if x.is_floating_point() else None)
-        out.append(PipelineStage(module, s.stage, len(plan.stages), device, group=group, **static))
+        out.append(_LoggedStage(module, s.stage, len(plan.stages), device, group=group, **static))
     if not out:
         raise bmpipe.InvalidInputError(f"rank {rank}: the plan has ranks 0..{pb.ranks - 1}")
     return out

@@ -106,9 +106,10 @@ def sample():
     return torch.randint(0, VOCAB, (MBS, TOKENS), generator=torch.Generator().manual_seed(2))
 
 
-def profiled(chunks, memory_bytes=10**12):
+def profiled(chunks, memory_bytes=10**12, schedule=None):
+    schedule = schedule or ("1f1b" if chunks == 1 else "interleaved-1f1b")
     return bt.profile(gpt_layers(), sample(), ranks=RANKS, chunks=chunks, micro_batches=MICRO_BATCHES,
-                      memory_bytes=memory_bytes, repeat=2, max_repeat=5, name=f"tiny-gpt-v{chunks}")
+                      memory_bytes=memory_bytes, schedule=schedule, repeat=2, max_repeat=5, name=f"tiny-gpt-v{chunks}")
 
 
 def reference():
@@ -301,6 +302,27 @@ def test_a_plan_with_every_option_runs_as_planned():
     plan = mixed(bmpipe.plan(profiled(1), time_limit=20), ["none", "selective", "attn", "mlp", "mlp_act", "full"])
     assert len(set(plan.options())) == 6
     check_execution(plan)
+
+
+# Split-backward schedules: torch's runtime runs the plan's CSV with its I and W actions (and
+# DualPipeV's overlapped F/B pairs, whose backward runs whole), each stage a PipelineStage whose
+# backward torch splits itself; per-layer recomputation inside, every option in turn.
+SPLIT = [("zb-h1", 1), ("zb-h2", 1), ("interleaved-zb", 2), ("zb-v", 2), ("dualpipev", 2)]
+
+
+@pytest.mark.parametrize("schedule,chunks", SPLIT, ids=[s for s, _ in SPLIT])
+def test_a_split_backward_plan_runs_as_planned(schedule, chunks):
+    pb = profiled(chunks, schedule=schedule)
+    doc = pb.to_dict()
+    # The profile measured each layer's weight-gradient part: the plan has W ops to place.
+    assert all(l["weight_grad_s"] > 0 and l["weight_grad_bytes"] > 0 for l in doc["layers"])
+    plan = mixed(bmpipe.plan(pb, time_limit=20), ["full", "none", "selective", "mlp"])
+    assert plan.problem.schedule == schedule and len(plan.stages) == chunks * RANKS
+    kinds = {op.kind for ops in plan.timeline() for op in ops}
+    assert kinds == {"F", "B", "W"}
+    results = check_execution(plan)
+    # W ops ran where the plan put them (check_execution compared every rank's whole order).
+    assert all(any(kind == "W" for kind, _, _ in r["ops"]) for r in results)
 
 
 def test_options_a_layer_does_not_declare_are_refused():
