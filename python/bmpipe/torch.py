@@ -53,6 +53,7 @@ __all__ = [
     "StageModule",
     "pipeline_stages",
     "pipeline_schedule",
+    "PlanRuntime",
 ]
 
 # bmpipe's recomputation parts a layer may name in bmpipe_parts, and the option words that mean
@@ -710,9 +711,9 @@ def pipeline_stages(
             f"layers: {len(layers)} modules for a problem of {pb.num_layers} layers; give one module per layer")
     if pb.schedule not in RUNNABLE_SCHEDULES:
         raise bmpipe.InvalidInputError(
-            f"schedule '{pb.schedule}': bmpipe.torch runs {', '.join(RUNNABLE_SCHEDULES)} plans; DualPipe holds two "
-            "copies of every stage, one stage index on two ranks, which torch.distributed.pipelining's runtime "
-            "cannot express (use dualpipev, its one-copy V form)")
+            f"schedule '{pb.schedule}': torch.distributed.pipelining runs {', '.join(RUNNABLE_SCHEDULES)} plans; "
+            "DualPipe holds two copies of every stage, one stage index on two ranks, which its runtime cannot "
+            "express: run the plan with bmpipe.torch.PlanRuntime")
     device = device or torch.device("cpu")
     shapes: Dict[int, Tuple[torch.Tensor, torch.Tensor]] = {}
     if sample is not None:
@@ -757,3 +758,186 @@ def pipeline_schedule(plan: "bmpipe.Plan", stages: Sequence[Any], loss_fn: Calla
     finally:
         os.unlink(path)
     return sched
+
+
+class PlanRuntime:
+    """Runs one rank's share of any plan, DualPipe's two copies of every stage included, on
+    torch.distributed's point-to-point ops: every op of the plan's timeline in its order (F, B and,
+    with a split backward, W), each transfer a tagged isend/irecv between the ranks that run the
+    two ops.
+
+    It is what runs DualPipe plans, which torch.distributed.pipelining cannot (one rank per stage)
+    and DeepSeek's ``dualpipe`` package runs only on CUDA. Each rank builds the stages it runs (for
+    DualPipe a stage's two copies live on two ranks, each with its own parameters, initialized
+    alike by the caller); after the last op the two copies' gradients are summed, so both step
+    alike. The receives of a step are posted when it starts (one buffer per transfer: a boundary
+    activation or its gradient per micro-batch, small beside what the stages keep), so that no
+    order of the two ranks' ops can deadlock.
+
+    ``step(x, target=, losses=)``: ``x`` the step's whole batch on a rank that runs a first stage
+    (split into the plan's micro-batches along dim 0), ``target`` likewise where a last stage runs;
+    ``losses`` (a dict) receives each micro-batch's loss computed here. Losses are divided by the
+    micro-batch count (as torch's schedules scale gradients). ``ops`` logs what ran: (kind, stage,
+    micro-batch)."""
+
+    def __init__(self, plan: "bmpipe.Plan", layers: Sequence[nn.Module], rank: int, loss_fn: Callable, *,
+                 sample: torch.Tensor, device: Optional[torch.device] = None, group: Any = None):
+        import torch.distributed as dist
+
+        pb = plan.problem
+        if len(layers) != pb.num_layers:
+            raise bmpipe.InvalidInputError(
+                f"layers: {len(layers)} modules for a problem of {pb.num_layers} layers; give one module per layer")
+        self.plan, self.rank, self.loss_fn, self.group = plan, rank, loss_fn, group
+        self.device = device or torch.device("cpu")
+        self.micro_batches = pb.micro_batches
+        self.num_stages = len(plan.stages)
+        self.split = pb.schedule in SPLIT_SCHEDULES
+        timeline = plan.timeline()
+        if not 0 <= rank < len(timeline):
+            raise bmpipe.InvalidInputError(f"rank {rank}: the plan has ranks 0..{len(timeline) - 1}")
+        self.order = [(op.kind, op.stage, op.micro_batch) for op in timeline[rank]]
+        # Which rank runs each op: transfers go between them.
+        self.where: Dict[Tuple[str, int, int], int] = {}
+        for r, ops in enumerate(timeline):
+            for op in ops:
+                self.where[(op.kind, op.stage, op.micro_batch)] = r
+        # The ranks holding each stage (two for DualPipe's copies).
+        self.holders: Dict[int, List[int]] = {}
+        for (kind, stage, _), r in self.where.items():
+            if kind == "F" and r not in self.holders.setdefault(stage, []):
+                self.holders[stage].append(r)
+        # Boundary shapes from one micro-batch run without gradients.
+        shapes: Dict[int, Tuple[torch.Tensor, torch.Tensor]] = {}
+        x = sample.to(self.device)
+        with torch.no_grad():
+            for s in plan.stages:
+                y = x
+                for l in s.layers:
+                    y = layers[l.index](y)
+                shapes[s.stage] = (x, y)
+                x = y
+        self.shapes = shapes
+        self.ops: List[Tuple[str, int, int]] = []
+        self.modules: Dict[int, StageModule] = {}
+        for s in plan.stages:
+            if rank in self.holders.get(s.stage, []):
+                mods = [apply_option(layers[l.index], l.option) for l in s.layers]
+                self.modules[s.stage] = StageModule(s.stage, mods, []).to(self.device)
+        self._dist = dist
+
+    def _tag(self, kind: str, stage: int, mb: int) -> int:
+        # One tag per transfer: the activation into (stage, mb), or the gradient out of it.
+        return ((0 if kind == "F" else 1) * self.num_stages + stage) * self.micro_batches + mb
+
+    def step(self, x: Optional[torch.Tensor] = None, *, target: Optional[torch.Tensor] = None,
+             losses: Optional[Dict[int, torch.Tensor]] = None) -> None:
+        dist = self._dist
+        m, last = self.micro_batches, self.num_stages - 1
+        xs = list(x.to(self.device).chunk(m)) if x is not None else None
+        ys = list(target.to(self.device).chunk(m)) if target is not None else None
+        recvs: Dict[Tuple[str, int, int], Tuple[torch.Tensor, Any]] = {}
+        for kind, stage, mb in self.order:
+            if kind == "F" and stage > 0 and self.where[("F", stage - 1, mb)] != self.rank:
+                buf = torch.empty_like(self.shapes[stage][0])
+                recvs[(kind, stage, mb)] = (buf, dist.irecv(buf, self.where[("F", stage - 1, mb)], group=self.group,
+                                                            tag=self._tag("F", stage, mb)))
+            if kind == "B" and stage < last and self.where[("B", stage + 1, mb)] != self.rank:
+                buf = torch.empty_like(self.shapes[stage][1])
+                recvs[(kind, stage, mb)] = (buf, dist.irecv(buf, self.where[("B", stage + 1, mb)], group=self.group,
+                                                            tag=self._tag("B", stage, mb)))
+        sends: List[Tuple[torch.Tensor, Any]] = []
+        local: Dict[Tuple[str, int, int], torch.Tensor] = {}  # transfers within this rank
+        held: Dict[Tuple[int, int], Tuple[torch.Tensor, torch.Tensor]] = {}  # (stage, mb): input, output
+        weight_parts: Dict[Tuple[int, int], Any] = {}  # what W still needs
+
+        def received(key: Tuple[str, int, int]) -> torch.Tensor:
+            if key in recvs:
+                buf, work = recvs.pop(key)
+                work.wait()
+                return buf
+            return local.pop(key)
+
+        def send(t: torch.Tensor, key: Tuple[str, int, int], to: int) -> None:
+            if to == self.rank:
+                local[key] = t
+            else:
+                t = t.contiguous()
+                sends.append((t, dist.isend(t, to, group=self.group, tag=self._tag(*key))))
+
+        for kind, stage, mb in self.order:
+            module = self.modules[stage]
+            params = list(module.parameters())
+            self.ops.append((kind, stage, mb))
+            if kind == "F":
+                inp = xs[mb] if stage == 0 else received(("F", stage, mb)).detach()
+                inp.requires_grad_(inp.is_floating_point())
+                out = module(inp)
+                if stage == last:
+                    loss = self.loss_fn(out, ys[mb])
+                    if losses is not None:
+                        losses[mb] = loss.detach()
+                    out = loss / m
+                else:
+                    send(out.detach(), ("F", stage + 1, mb), self.where[("F", stage + 1, mb)])
+                held[(stage, mb)] = (inp, out)
+            elif kind == "B":
+                inp, out = held[(stage, mb)]
+                grad = None if stage == last else received(("B", stage, mb))
+                if not self.split:
+                    torch.autograd.backward([out], None if grad is None else [grad])
+                    del held[(stage, mb)]
+                elif inp.requires_grad:
+                    from torch.distributed.pipelining._backward import stage_backward_input
+
+                    # torch detaches the output in place, which a view refuses: a copy stands for it.
+                    root = out.clone() if out._is_view() else out
+                    _, groups = stage_backward_input([root], None if grad is None else [grad], [inp], iter(params))
+                    weight_parts[(stage, mb)] = groups
+                    del held[(stage, mb)]
+                else:
+                    # A first stage whose input takes no gradient: the weight part is the whole backward.
+                    weight_parts[(stage, mb)] = (out, grad)
+                    del held[(stage, mb)]
+                if stage > 0:
+                    send(inp.grad, ("B", stage - 1, mb), self.where[("B", stage - 1, mb)])
+            elif kind == "W":
+                part = weight_parts.pop((stage, mb))
+                if isinstance(part, tuple):
+                    out, grad = part
+                    torch.autograd.backward([out], None if grad is None else [grad])
+                else:
+                    from torch.distributed.pipelining._backward import stage_backward_weight
+
+                    stage_backward_weight(iter(params), part)
+            else:
+                raise bmpipe.InvalidInputError(f"op kind '{kind}': the runtime runs F, B and W")
+        for _, work in sends:
+            work.wait()
+        self._sum_copies()
+
+    def _sum_copies(self) -> None:
+        """Each stage held by two ranks (DualPipe's copies): both end with the sum of their
+        gradients."""
+        dist = self._dist
+        works, pending = [], []
+        for stage, module in sorted(self.modules.items()):
+            others = [r for r in self.holders[stage] if r != self.rank]
+            if not others:
+                continue
+            grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in module.parameters()]
+            mine = torch.cat([g.reshape(-1) for g in grads])
+            theirs = torch.empty_like(mine)
+            tag = 2 * self.num_stages * self.micro_batches + stage
+            works.append(dist.isend(mine, others[0], group=self.group, tag=tag))
+            works.append(dist.irecv(theirs, others[0], group=self.group, tag=tag))
+            pending.append((module, mine, theirs))
+        for w in works:
+            w.wait()
+        for module, mine, theirs in pending:
+            total = mine + theirs
+            offset = 0
+            for p in module.parameters():
+                n = p.numel()
+                p.grad = total[offset:offset + n].view_as(p).clone()
+                offset += n

@@ -325,6 +325,70 @@ def test_a_split_backward_plan_runs_as_planned(schedule, chunks):
     assert all(any(kind == "W" for kind, _, _ in r["ops"]) for r in results)
 
 
+def train_with_runtime(rank, world, plan):
+    """One rank under bmpipe's own runtime (bt.PlanRuntime): its stages of the GPT (for DualPipe
+    both copies' stages it holds), trained STEPS steps; every rank is given the whole batch."""
+    import torch.distributed as dist
+
+    dist.init_process_group("gloo", rank=rank, world_size=world)
+    layers = gpt_layers()
+    rt = bt.PlanRuntime(plan, layers, rank, loss_fn, sample=batches()[0][0][:MBS])
+    params = [p for m in rt.modules.values() for p in m.parameters()]
+    opt = torch.optim.SGD(params, lr=LR)
+    mine = sorted({l.index for s in plan.stages if s.stage in rt.modules for l in s.layers})
+    losses, grads = [], None
+    for x, y in batches():
+        mb_losses = {}
+        rt.step(x, target=y, losses=mb_losses)
+        if grads is None:
+            grads = {i: [p.grad.numpy().copy() for p in layers[i].parameters()] for i in mine}
+        opt.step()
+        opt.zero_grad()
+        losses.append({mb: loss.item() for mb, loss in mb_losses.items()})
+    dist.destroy_process_group()
+    return dict(
+        losses=losses, grads=grads,
+        params={i: [p.detach().numpy().copy() for p in layers[i].parameters()] for i in mine},
+        ops=rt.ops, order=rt.order,
+        saved={stage: m.saved_bytes for stage, m in rt.modules.items()},
+    )
+
+
+@pytest.mark.parametrize("schedule,chunks", [("dualpipe", 2), ("1f1b", 1), ("zb-v", 2)])
+def test_bmpipes_own_runtime_runs_plans_torch_cannot(schedule, chunks):
+    """DualPipe keeps two copies of every stage, which torch's runtime cannot place; bmpipe's own
+    runtime runs it (and, as a check of the runtime, a 1F1B and a ZB-V plan) with the same proof:
+    the unpipelined model's losses, gradients (both copies, summed) and parameters, the plan's op
+    order on every rank, and the plan's saved bytes per stage in every micro-batch."""
+    plan = mixed(bmpipe.plan(profiled(chunks, schedule=schedule), time_limit=20), ["full", "none", "selective", "mlp"])
+    assert plan.fits_memory
+    results = run_ranks(train_with_runtime, RANKS, plan, timeout=240)
+    ref_losses, ref_grads, ref_params = reference()
+    for step in range(STEPS):
+        per_mb = {}
+        for r in results:
+            per_mb.update(r["losses"][step])
+        assert sorted(per_mb) == list(range(MICRO_BATCHES))
+        assert sum(per_mb.values()) / MICRO_BATCHES == pytest.approx(ref_losses[step], rel=1e-5)
+    held = {}
+    for rank, r in enumerate(results):
+        for i, grads in r["grads"].items():
+            held[i] = held.get(i, 0) + 1
+            for g, want in zip(grads, ref_grads[i]):
+                torch.testing.assert_close(torch.from_numpy(g), want, rtol=1e-4, atol=1e-6)
+        for i, params in r["params"].items():
+            for p, want in zip(params, ref_params[i]):
+                torch.testing.assert_close(torch.from_numpy(p), want, rtol=1e-4, atol=1e-6)
+        timeline = [(op.kind, op.stage, op.micro_batch) for op in plan.timeline()[rank]]
+        assert r["order"] == timeline and r["ops"] == timeline * STEPS, f"rank {rank} ran another op order"
+    # Every layer is held once, or twice under DualPipe (its two copies).
+    assert set(held.values()) == ({2} if schedule == "dualpipe" else {1}) and len(held) == BLOCKS + 2
+    for s in plan.stages:
+        for r in results:
+            for measured in r["saved"].get(s.stage, []):
+                assert measured == pytest.approx(s.saved_bytes, rel=0.05), (s.stage, measured, s.saved_bytes)
+
+
 def test_options_a_layer_does_not_declare_are_refused():
     with pytest.raises(bmpipe.InvalidInputError, match="declares no 'norm' part"):
         bt.apply_option(Block(), "norm")
