@@ -229,6 +229,10 @@ class Measured:
     backward_spread: float
     repeats: int
     shared_from: Optional[int] = None  # the identical layer whose measurement this is
+    # The forward of the regions the option recomputes (what its backward runs again), timed
+    # inside the layer's forward; 0 for none.
+    recompute_s: float = 0.0
+    recompute_spread: float = 0.0
     # Split-backward schedules only, on the layer's first option: the backward's weight-gradient
     # part timed on its own, as torch's split stage runs it after the input-gradient part (its
     # median and spread).
@@ -338,7 +342,7 @@ def _covers(a: Tuple[str, ...], b: Tuple[str, ...]) -> bool:
 def monotonicity_warnings(layer: int, options: Sequence[Measured], tolerance: float = 0.0,
                           state_bytes: int = 0) -> List[str]:
     """Pairs of a layer's options where the one that recomputes more is measured with a shorter
-    backward (beyond both spreads and ``tolerance``) or keeps more bytes (beyond ``state_bytes``,
+    recomputation (beyond both spreads and ``tolerance``) or keeps more bytes (beyond ``state_bytes``,
     the generator state each checkpointed region keeps, per region): a measurement that cannot be
     right (noise, a warm-up not done, a layer that does not checkpoint what it says)."""
     out = []
@@ -348,12 +352,12 @@ def monotonicity_warnings(layer: int, options: Sequence[Measured], tolerance: fl
             if a is b or pa == pb or not _covers(pb, pa):
                 continue
             # b recomputes everything a does and more.
-            noise = max(a.backward_spread, b.backward_spread) + tolerance
-            if b.backward_s < a.backward_s * (1 - noise):
-                out.append(f"layer {layer}: '{b.option}' recomputes more than '{a.option}' but its backward measured "
-                           f"shorter ({b.backward_s * 1e3:.3f} ms against {a.backward_s * 1e3:.3f} ms, spreads "
-                           f"{b.backward_spread:.1%} and {a.backward_spread:.1%}); measure again with more repeats, "
-                           "fewer threads or a larger sample")
+            noise = max(a.recompute_spread, b.recompute_spread) + tolerance
+            if b.recompute_s < a.recompute_s * (1 - noise):
+                out.append(f"layer {layer}: '{b.option}' recomputes more than '{a.option}' but its recomputation "
+                           f"measured shorter ({b.recompute_s * 1e3:.3f} ms against {a.recompute_s * 1e3:.3f} ms, "
+                           f"spreads {b.recompute_spread:.1%} and {a.recompute_spread:.1%}); measure again with more "
+                           "repeats, fewer threads or a larger sample")
             if b.saved_bytes > a.saved_bytes + state_bytes * len(pb):
                 out.append(f"layer {layer}: '{b.option}' recomputes more than '{a.option}' but keeps more bytes "
                            f"({b.saved_bytes} against {a.saved_bytes}); check the layer's bmpipe_parts")
@@ -484,6 +488,31 @@ def _measure(layers, sample, device, *, ranks, micro_batches, memory_bytes, chun
                     _synchronize(device)
                     return middle - began, time.perf_counter() - middle
 
+                regions = [r.inner for r in trial.modules() if isinstance(r, _Recomputed)]
+
+                def time_regions() -> float:
+                    # The forward of every region the option recomputes, inside one forward of the
+                    # layer: what its backward runs again.
+                    spans: List[float] = []
+
+                    def enter(_module, _args):
+                        _synchronize(device)
+                        spans.append(-time.perf_counter())
+
+                    def leave(_module, _args, _out):
+                        _synchronize(device)
+                        spans[-1] += time.perf_counter()
+
+                    handles = [h for r in regions for h in (r.register_forward_pre_hook(enter),
+                                                            r.register_forward_hook(leave))]
+                    try:
+                        out, _ = run_forward()
+                    finally:
+                        for h in handles:
+                            h.remove()
+                    del out
+                    return sum(spans)
+
                 def time_weight_backward() -> float:
                     return time_split_backward()[1]
 
@@ -494,6 +523,9 @@ def _measure(layers, sample, device, *, ranks, micro_batches, memory_bytes, chun
                 forward_s, forward_spread, n_f = _timed_median(time_forward, repeat, max_repeat, spread, budget_s)
                 backward_s, backward_spread, n_b = _timed_median(time_backward, repeat, max_repeat, spread, budget_s)
                 m = Measured(index, option, forward_s, backward_s, saved, forward_spread, backward_spread, min(n_f, n_b))
+                if regions:
+                    m.recompute_s, m.recompute_spread, _ = _timed_median(time_regions, repeat, max_repeat, spread,
+                                                                         budget_s)
                 if split and not mine and trial_params:
                     m.weight_backward_s, m.weight_backward_spread, _ = _timed_median(
                         time_weight_backward, repeat, max_repeat, spread, budget_s)
@@ -518,11 +550,13 @@ def _measure(layers, sample, device, *, ranks, micro_batches, memory_bytes, chun
             doc_layer["weight_grad_bytes"] = _weight_grad_bytes(layer, x_in)
         doc_layers.append(doc_layer)
         doc_layer.update({
+            # A recomputing option runs the layer's forward as none does (checkpointing adds its
+            # bookkeeping): measured faster than none is noise, which a plan would exploit.
             "options": [{
                 "name": m.option,
-                "forward_s": m.forward_s,
+                "forward_s": max(m.forward_s, mine[0].forward_s),
                 "backward_s": backward_none,
-                "recompute_s": max(m.backward_s - backward_none, 0.0),
+                "recompute_s": m.recompute_s,
                 "saved_bytes": m.saved_bytes,
             } for m in mine],
         })
@@ -562,8 +596,10 @@ def profile(
     """Measures every layer under every option on one micro-batch `sample` (the first layer's
     input) and returns the problem for a pipeline of `ranks` x `chunks` stages.
 
-    Per option: forward_s (the forward), backward_s (the backward of "none"), recompute_s (what
-    the option's backward takes beyond that), saved_bytes (SavedBytes over the forward). A layer
+    Per option: forward_s (the forward, at least none's: the same kernels run), backward_s (the
+    backward of "none"), recompute_s (the forward of the regions the option recomputes, timed
+    inside the layer's forward: what its backward runs again), saved_bytes (SavedBytes over the
+    forward). A layer
     keeps its parameters, their gradients and `optimizer_bytes_per_parameter` per parameter
     (static_bytes). Options: those given that the layer declares, else none, every declared part
     and full; layers that declare none run "none".

@@ -251,20 +251,21 @@ def test_profile_measures_identical_layers_once_with_pinned_threads():
 
 
 def test_profile_flags_options_not_monotone_in_what_they_recompute():
-    def m(option, backward_ms, saved, spread=0.01):
-        return bt.Measured(3, option, 1e-3, backward_ms * 1e-3, saved, 0.01, spread, 5)
-    # Consistent: more recomputation, longer backward, fewer bytes.
-    ok = [m("none", 2.0, 1000), m("selective", 2.2, 700), m("attn", 2.5, 500), m("full", 3.0, 100)]
+    def m(option, recompute_ms, saved, spread=0.01):
+        return bt.Measured(3, option, 1e-3, 2e-3 + recompute_ms * 1e-3, saved, 0.01, 0.01, 5,
+                           recompute_s=recompute_ms * 1e-3, recompute_spread=spread)
+    # Consistent: more recomputed, a longer recomputation, fewer bytes.
+    ok = [m("none", 0.0, 1000), m("selective", 2.2, 700), m("attn", 2.5, 500), m("full", 3.0, 100)]
     assert bt.monotonicity_warnings(3, ok) == []
     # full measured faster than selective beyond both spreads: flagged, naming both.
-    bad = [m("none", 2.0, 1000), m("selective", 2.6, 700), m("full", 2.1, 100)]
+    bad = [m("none", 0.0, 1000), m("selective", 2.6, 700), m("full", 2.1, 100)]
     warned = bt.monotonicity_warnings(3, bad)
     assert len(warned) == 1 and "'full' recomputes more than 'selective'" in warned[0] and "layer 3" in warned[0]
     # Within the spread: not flagged.
-    noisy = [m("none", 2.0, 1000, 0.3), m("selective", 2.6, 700, 0.3), m("full", 2.1, 100, 0.3)]
+    noisy = [m("none", 0.0, 1000, 0.3), m("selective", 2.6, 700, 0.3), m("full", 2.1, 100, 0.3)]
     assert bt.monotonicity_warnings(3, noisy) == []
     # Bytes are exact: keeping more while recomputing more is flagged.
-    kept = [m("none", 2.0, 1000), m("mlp_act", 2.1, 800), m("mlp", 2.4, 900)]
+    kept = [m("none", 0.0, 1000), m("mlp_act", 2.1, 800), m("mlp", 2.4, 900)]
     assert any("keeps more bytes" in w for w in bt.monotonicity_warnings(3, kept))
     # Within the generator state each checkpointed region keeps: not flagged.
     assert bt.monotonicity_warnings(3, kept, state_bytes=100) == []
