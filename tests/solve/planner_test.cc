@@ -146,6 +146,41 @@ TEST(Planner, AgreesWithBruteForceAndCbcOnRandomSmallProblems) {
   EXPECT_EQ(proven.size(), std::size(kSchedules));
 }
 
+// As many layers as stages: the partition is forced, and the plan of each layer's fastest option
+// is optimal when it fits (returned at once) and bounds every plan when it does not. Brute force
+// agrees on both, and the bound never passes the optimum.
+TEST(Planner, AForcedPartitionIsSolvedByItsFastestPlanOrBoundedByIt) {
+  std::mt19937_64 rng(20261205);
+  int at_once = 0, bounded = 0;
+  for (int c = 0; c < 60; ++c) {
+    Problem problem = RandomPlannerProblem(rng);
+    if (problem.pipeline.overlap || problem.pipeline.stages() < 2) continue;
+    problem.layers.resize(problem.pipeline.stages());
+    for (bool tight : {false, true}) {
+      if (tight) {
+        // Below the fastest plan's peak: some layer must take a slower option.
+        const bmpipe::Plan fastest = EvenPlan(problem);
+        Bytes peak = 0;
+        const SimResult sim = SimulatePlan(problem, fastest).value();
+        for (const RankResult& rank : sim.ranks) peak = std::max(peak, rank.peak_memory_bytes);
+        problem.memory_bytes = std::max<Bytes>(problem.reserved_bytes + 1, peak - peak / 8);
+      }
+      SCOPED_TRACE(::testing::Message() << "case " << c << (tight ? " (tight)" : "") << ": "
+                                        << ScheduleName(problem.pipeline.schedule) << " stages=" << problem.pipeline.stages());
+      if (!ValidateProblem(problem).ok()) continue;
+      const PlannerResult brute = Plan(problem, PlannerKind::kBruteForce);
+      const PlannerResult bnb = Plan(problem, PlannerKind::kBranchAndBound);
+      ASSERT_EQ(bnb.status, brute.status);
+      if (brute.status == ModelStatus::kInfeasible) continue;
+      EXPECT_EQ(bnb.iteration_ns, brute.iteration_ns);
+      EXPECT_LE(bnb.bound_ns, static_cast<double>(brute.iteration_ns) * (1 + 1e-9));
+      (bnb.candidates == 0 ? at_once : bounded) += 1;
+    }
+  }
+  EXPECT_GT(at_once, 5);
+  EXPECT_GT(bounded, 5);
+}
+
 // Overlapped pairs (docs/semantics.md, "Actions"): a random problem of DualPipe, DualPipeV or
 // interleaved 1F1B (Megatron's combined 1F1B) with pipeline.overlap, each option's forward and
 // backward partly communication a pair hides.

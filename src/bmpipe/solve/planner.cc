@@ -157,6 +157,34 @@ Result<PlannerResult> RunBruteForce(const Problem& problem, const Deadline& dead
   return r;
 }
 
+// With as many layers as stages the partition is forced: each stage holds one layer. The plan
+// with every layer at an option no slower than its others in forward and in backward with
+// recomputation is then no slower than any plan (the simulated time is monotone in every op's
+// duration): its time bounds every plan, and when it fits it is optimal. Not with overlapped
+// pairs, whose time also depends on how an op splits into compute and communication.
+std::optional<Plan> ForcedFastestPlan(const Problem& problem) {
+  const int n = problem.num_layers();
+  if (n != problem.pipeline.stages() || problem.pipeline.overlap) return std::nullopt;
+  Plan plan;
+  for (LayerIdx l = 0; l <= n; ++l) plan.stage_begin.push_back(l);
+  plan.option.assign(n, 0);
+  for (LayerIdx l = 0; l < n; ++l) {
+    const std::vector<LayerOption>& options = problem.layers[l].options;
+    OptionIdx fastest = -1;
+    for (OptionIdx o = 0; o < static_cast<OptionIdx>(options.size()) && fastest < 0; ++o) {
+      bool dominates = true;
+      for (const LayerOption& other : options) {
+        dominates = dominates && options[o].forward_ns <= other.forward_ns &&
+                    options[o].backward_ns + options[o].recompute_ns <= other.backward_ns + other.recompute_ns;
+      }
+      if (dominates) fastest = o;
+    }
+    if (fastest < 0) return std::nullopt;
+    plan.option[l] = fastest;
+  }
+  return plan;
+}
+
 }  // namespace
 
 Result<PlannerResult> PlanPipeline(const Problem& problem, const PlannerOptions& options) {
@@ -190,6 +218,27 @@ Result<PlannerResult> PlanPipeline(const Problem& problem, const PlannerOptions&
   auto report = [&](const char* phase) {
     if (options.progress) options.progress(Progress{phase});
   };
+  // A forced partition (ForcedFastestPlan): its fastest plan, when it fits, is the answer; its
+  // time bounds every plan either way.
+  double forced_bound_ns = 0;
+  if (const std::optional<Plan> forced = ForcedFastestPlan(problem)) {
+    const SimResult sim = Simulate(schedule, ComputeStageCosts(problem, *forced), ComputeRankCosts(problem, *forced),
+                                   problem.memory_bytes)
+                              .value();
+    forced_bound_ns = static_cast<double>(sim.iteration_ns);
+    if (sim.fits && options.kind == PlannerKind::kBranchAndBound &&
+        (options.space.unrestricted() || options.space.Contains(*forced))) {
+      PlannerResult r;
+      r.solver = options.kind == PlannerKind::kCbc ? "cbc" : "bmpipe-bnb";
+      r.status = ModelStatus::kOptimal;
+      r.plan = *forced;
+      r.iteration_ns = sim.iteration_ns;
+      r.objective_ns = r.bound_ns = forced_bound_ns;
+      r.gap = 0;
+      r.seconds = SecondsSince(began);
+      return r;
+    }
+  }
   // The quick plan first (one option on every layer, among those the space contains).
   report("quick plan");
   double simulation_s = 0;
@@ -273,6 +322,14 @@ Result<PlannerResult> PlanPipeline(const Problem& problem, const PlannerOptions&
     if (candidates.stop == StopReason::kBudget) {
       return TooLarge("the problem is too large to plan in the memory available: " + candidates.stop_reason +
                       "; and no quick plan (one recomputation option on every layer) fits");
+    }
+  }
+  if (forced_bound_ns > r.bound_ns && (r.status == ModelStatus::kFeasible || r.status == ModelStatus::kOptimal)) {
+    r.bound_ns = std::min(forced_bound_ns, static_cast<double>(r.iteration_ns));
+    r.gap = (static_cast<double>(r.iteration_ns) - r.bound_ns) / static_cast<double>(r.iteration_ns);
+    if (r.gap < kOptimalityTolerance) {
+      r.status = ModelStatus::kOptimal;
+      r.stopped_by.clear();
     }
   }
   r.candidates = count;
