@@ -386,223 +386,17 @@ def measure(
     budget_s: float = 2.0,
     name: str = "profiled",
 ) -> ProfileReport:
-    """``profile``'s measurement with its report: every measurement, its spread and what it could
-    not vouch for (see ``profile`` for the keywords)."""
-    device = sample.device
-    for layer in layers:
-        for t in layer.parameters():
-            device = t.device
-            break
-        if device.type != "cpu":
-            break
-    pinned = threads if threads is not None else (1 if device.type == "cpu" else 0)
-    before = torch.get_num_threads()
-    if pinned > 0:
-        torch.set_num_threads(pinned)
-    try:
-        return _measure(layers, sample, device, ranks=ranks, micro_batches=micro_batches, memory_bytes=memory_bytes,
-                        chunks=chunks, schedule=schedule, options=options,
-                        optimizer_bytes_per_parameter=optimizer_bytes_per_parameter, reserved_bytes=reserved_bytes,
-                        p2p_s=p2p_s, repeat=repeat, max_repeat=max_repeat, spread=spread, warn_spread=warn_spread,
-                        warmup=warmup, budget_s=budget_s, name=name, threads=torch.get_num_threads())
-    finally:
-        torch.set_num_threads(before)
-
-
-def _measure(layers, sample, device, *, ranks, micro_batches, memory_bytes, chunks, schedule, options,
-             optimizer_bytes_per_parameter, reserved_bytes, p2p_s, repeat, max_repeat, spread, warn_spread, warmup,
-             budget_s, name, threads) -> ProfileReport:
-    if repeat < 1 or max_repeat < repeat or warmup < 0 or spread < 0:
-        raise bmpipe.InvalidInputError(
-            f"profile: repeat = {repeat}, max_repeat = {max_repeat}, warmup = {warmup}, spread = {spread}: need "
-            "1 <= repeat <= max_repeat, warmup >= 0 and spread >= 0")
-    inputs: List[torch.Tensor] = []
-    x = sample
-    with torch.no_grad():
-        for layer in layers:
-            inputs.append(x.detach())
-            x = layer(x)
-    split = schedule in SPLIT_SCHEDULES
-    doc_layers = []
-    measured: List[Measured] = []
-    warnings_out: List[str] = []
-    seen: Dict[Tuple[Any, ...], int] = {}
-    by_layer: Dict[int, List[Measured]] = {}
-    for index, (layer, x_in) in enumerate(zip(layers, inputs)):
-        params = list(layer.parameters())
-        n_bytes = sum(p.numel() * p.element_size() for p in params)
-        n_params = sum(p.numel() for p in params)
-        layer_options = _options_of(layer, options)
-        key = _identity(layer, x_in, layer_options)
-        if key in seen:
-            first = seen[key]
-            mine = [dataclasses.replace(m, layer=index, shared_from=first) for m in by_layer[first]]
-        else:
-            seen[key] = index
-            mine = []
-            for option in layer_options:
-                trial = apply_option(copy.deepcopy(layer), option)
-                trial_params = list(trial.parameters())
-
-                def run_forward():
-                    x = x_in.clone().requires_grad_(x_in.is_floating_point())
-                    meter = SavedBytes(trial_params)
-                    with meter.counting():
-                        out = trial(x)
-                    return out, meter.bytes
-
-                def time_forward() -> float:
-                    _synchronize(device)
-                    began = time.perf_counter()
-                    out, _ = run_forward()
-                    _synchronize(device)
-                    took = time.perf_counter() - began
-                    del out
-                    return took
-
-                def time_backward() -> float:
-                    out, _ = run_forward()
-                    grad = torch.ones_like(out)
-                    _synchronize(device)
-                    began = time.perf_counter()
-                    out.backward(grad)
-                    _synchronize(device)
-                    return time.perf_counter() - began
-
-                def time_split_backward() -> Tuple[float, float]:
-                    # The backward as a split schedule's stage runs it (torch's own
-                    # stage_backward_input, then stage_backward_weight): each part timed on its own.
-                    from torch.distributed.pipelining._backward import stage_backward_input, stage_backward_weight
-
-                    x = x_in.clone().requires_grad_(x_in.is_floating_point())
-                    # torch detaches the stage's output in place, which a view (a linear layer's
-                    # 3-D output) refuses: a copy stands for it.
-                    out = trial(x).clone()
-                    grad = torch.ones_like(out)
-                    _synchronize(device)
-                    began = time.perf_counter()
-                    _, groups = stage_backward_input([out], [grad], [x], trial.parameters())
-                    _synchronize(device)
-                    middle = time.perf_counter()
-                    stage_backward_weight(trial.parameters(), groups)
-                    _synchronize(device)
-                    return middle - began, time.perf_counter() - middle
-
-                regions = [r.inner for r in trial.modules() if isinstance(r, _Recomputed)]
-
-                def time_regions() -> float:
-                    # The forward of every region the option recomputes, inside one forward of the
-                    # layer: what its backward runs again.
-                    spans: List[float] = []
-
-                    def enter(_module, _args):
-                        _synchronize(device)
-                        spans.append(-time.perf_counter())
-
-                    def leave(_module, _args, _out):
-                        _synchronize(device)
-                        spans[-1] += time.perf_counter()
-
-                    handles = [h for r in regions for h in (r.register_forward_pre_hook(enter),
-                                                            r.register_forward_hook(leave))]
-                    try:
-                        out, _ = run_forward()
-                    finally:
-                        for h in handles:
-                            h.remove()
-                    del out
-                    return sum(spans)
-
-                def time_weight_backward() -> float:
-                    return time_split_backward()[1]
-
-                for _ in range(max(1, warmup)):
-                    time_backward()
-                out, saved = run_forward()
-                del out
-                forward_s, forward_spread, n_f = _timed_median(time_forward, repeat, max_repeat, spread, budget_s)
-                backward_s, backward_spread, n_b = _timed_median(time_backward, repeat, max_repeat, spread, budget_s)
-                m = Measured(index, option, forward_s, backward_s, saved, forward_spread, backward_spread, min(n_f, n_b))
-                if regions:
-                    m.recompute_s, m.recompute_spread, _ = _timed_median(time_regions, repeat, max_repeat, spread,
-                                                                         budget_s)
-                if split and not mine and trial_params:
-                    m.weight_backward_s, m.weight_backward_spread, _ = _timed_median(
-                        time_weight_backward, repeat, max_repeat, spread, budget_s)
-                mine.append(m)
-                for what, rel in (("forward", forward_spread), ("backward", backward_spread)):
-                    if rel > warn_spread:
-                        warnings_out.append(
-                            f"layer {index} '{option}': the {what}'s spread is {rel:.1%} after {min(n_f, n_b)} runs "
-                            f"(above {warn_spread:.0%}); its median may be off: pin threads, give a larger sample or "
-                            "more max_repeat / budget_s")
-            warnings_out += monotonicity_warnings(index, mine, state_bytes=checkpoint_state_bytes(x_in))
-        by_layer[index] = mine
-        measured += mine
-        backward_none = mine[0].backward_s
-        doc_layer: Dict[str, Any] = {
-            "name": f"{index}:{type(layer).__name__}",
-            "static_bytes": 2 * n_bytes + optimizer_bytes_per_parameter * n_params,
-        }
-        if split and n_params > 0:
-            # The weight part of the backward (at most the whole backward, which it is part of).
-            doc_layer["weight_grad_s"] = min(mine[0].weight_backward_s or 0.0, backward_none)
-            doc_layer["weight_grad_bytes"] = _weight_grad_bytes(layer, x_in)
-        doc_layers.append(doc_layer)
-        doc_layer.update({
-            # A recomputing option runs the layer's forward as none does (checkpointing adds its
-            # bookkeeping): measured faster than none is noise, which a plan would exploit.
-            "options": [{
-                "name": m.option,
-                "forward_s": max(m.forward_s, mine[0].forward_s),
-                "backward_s": backward_none,
-                "recompute_s": m.recompute_s,
-                "saved_bytes": m.saved_bytes,
-            } for m in mine],
-        })
-    doc = {
-        "name": name,
-        "pipeline": {"ranks": ranks, "chunks": chunks, "micro_batches": micro_batches, "schedule": schedule},
-        "device": {"memory_bytes": int(memory_bytes), "reserved_bytes": int(reserved_bytes)},
-        "p2p_s": p2p_s,
-        "layers": doc_layers,
-    }
-    problem = bmpipe.Problem.from_dict(doc, source=f"bmpipe.torch.profile({name})")
-    return ProfileReport(problem, measured, threads, str(device), warnings_out)
-
-
-def profile(
-    layers: Sequence[nn.Module],
-    sample: torch.Tensor,
-    *,
-    ranks: int,
-    micro_batches: int,
-    memory_bytes: int,
-    chunks: int = 1,
-    schedule: str = "1f1b",
-    options: Optional[Sequence[str]] = None,
-    optimizer_bytes_per_parameter: int = 0,
-    reserved_bytes: int = 0,
-    p2p_s: float = 0.0,
-    repeat: int = 5,
-    max_repeat: int = 50,
-    spread: float = 0.05,
-    warn_spread: float = 0.25,
-    warmup: int = 2,
-    threads: Optional[int] = None,
-    budget_s: float = 2.0,
-    name: str = "profiled",
-) -> bmpipe.Problem:
     """Measures every layer under every option on one micro-batch `sample` (the first layer's
-    input) and returns the problem for a pipeline of `ranks` x `chunks` stages.
+    input): the problem for a pipeline of `ranks` x `chunks` stages, every measurement with its
+    spread, and what the measurement cannot vouch for (a ``ProfileReport``).
 
     Per option: forward_s (the forward, at least none's: the same kernels run), backward_s (the
     backward of "none"), recompute_s (the forward of the regions the option recomputes, timed
     inside the layer's forward: what its backward runs again), saved_bytes (SavedBytes over the
-    forward). A layer
-    keeps its parameters, their gradients and `optimizer_bytes_per_parameter` per parameter
-    (static_bytes). Options: those given that the layer declares, else none, every declared part
-    and full; layers that declare none run "none".
+    forward); for split-backward schedules also each layer's weight_grad_s and weight_grad_bytes.
+    A layer keeps its parameters, their gradients and `optimizer_bytes_per_parameter` per
+    parameter (static_bytes). Options: those given that the layer declares, else none, every
+    declared part and full; layers that declare none run "none".
 
     Timing: `warmup` untimed steps, then the forward and the backward each timed on their own
     (the device synchronized around each), at least `repeat` runs and until the interquartile
@@ -611,14 +405,186 @@ def profile(
     configuration, shapes, options and input are measured once and share it. `threads` pins
     torch's intra-op threads while measuring (default: 1 on the CPU, where several threads of
     small kernels measure mostly contention; left as it is on an accelerator; 0 leaves it),
-    restored afterwards. Options whose backward or kept bytes are not monotone in what they
-    recompute are warned of too (`ProfileWarning`); `measure` returns the
-    warnings with every measurement."""
-    report = measure(layers, sample, ranks=ranks, micro_batches=micro_batches, memory_bytes=memory_bytes,
-                     chunks=chunks, schedule=schedule, options=options,
-                     optimizer_bytes_per_parameter=optimizer_bytes_per_parameter, reserved_bytes=reserved_bytes,
-                     p2p_s=p2p_s, repeat=repeat, max_repeat=max_repeat, spread=spread, warn_spread=warn_spread,
-                     warmup=warmup, threads=threads, budget_s=budget_s, name=name)
+    restored afterwards. Options whose recomputation or kept bytes are not monotone in what they
+    recompute are reported too (``profile`` warns of each)."""
+    device = sample.device
+    for layer in layers:
+        for t in layer.parameters():
+            device = t.device
+            break
+        if device.type != "cpu":
+            break
+    if repeat < 1 or max_repeat < repeat or warmup < 0 or spread < 0:
+        raise bmpipe.InvalidInputError(
+            f"profile: repeat = {repeat}, max_repeat = {max_repeat}, warmup = {warmup}, spread = {spread}: need "
+            "1 <= repeat <= max_repeat, warmup >= 0 and spread >= 0")
+    pinned = threads if threads is not None else (1 if device.type == "cpu" else 0)
+    before = torch.get_num_threads()
+    if pinned > 0:
+        torch.set_num_threads(pinned)
+    try:
+        inputs: List[torch.Tensor] = []
+        x = sample
+        with torch.no_grad():
+            for layer in layers:
+                inputs.append(x.detach())
+                x = layer(x)
+        split = schedule in SPLIT_SCHEDULES
+        doc_layers = []
+        measured: List[Measured] = []
+        warnings_out: List[str] = []
+        seen: Dict[Tuple[Any, ...], int] = {}
+        by_layer: Dict[int, List[Measured]] = {}
+        for index, (layer, x_in) in enumerate(zip(layers, inputs)):
+            params = list(layer.parameters())
+            n_bytes = sum(p.numel() * p.element_size() for p in params)
+            n_params = sum(p.numel() for p in params)
+            layer_options = _options_of(layer, options)
+            key = _identity(layer, x_in, layer_options)
+            if key in seen:
+                first = seen[key]
+                mine = [dataclasses.replace(m, layer=index, shared_from=first) for m in by_layer[first]]
+            else:
+                seen[key] = index
+                mine = []
+                for option in layer_options:
+                    trial = apply_option(copy.deepcopy(layer), option)
+                    trial_params = list(trial.parameters())
+
+                    def run_forward():
+                        x = x_in.clone().requires_grad_(x_in.is_floating_point())
+                        meter = SavedBytes(trial_params)
+                        with meter.counting():
+                            out = trial(x)
+                        return out, meter.bytes
+
+                    def time_forward() -> float:
+                        _synchronize(device)
+                        began = time.perf_counter()
+                        out, _ = run_forward()
+                        _synchronize(device)
+                        took = time.perf_counter() - began
+                        del out
+                        return took
+
+                    def time_backward() -> float:
+                        out, _ = run_forward()
+                        grad = torch.ones_like(out)
+                        _synchronize(device)
+                        began = time.perf_counter()
+                        out.backward(grad)
+                        _synchronize(device)
+                        return time.perf_counter() - began
+
+                    def time_split_backward() -> Tuple[float, float]:
+                        # The backward as a split schedule's stage runs it (torch's own
+                        # stage_backward_input, then stage_backward_weight): each part timed on its own.
+                        from torch.distributed.pipelining._backward import stage_backward_input, stage_backward_weight
+
+                        x = x_in.clone().requires_grad_(x_in.is_floating_point())
+                        # torch detaches the stage's output in place, which a view (a linear layer's
+                        # 3-D output) refuses: a copy stands for it.
+                        out = trial(x).clone()
+                        grad = torch.ones_like(out)
+                        _synchronize(device)
+                        began = time.perf_counter()
+                        _, groups = stage_backward_input([out], [grad], [x], trial.parameters())
+                        _synchronize(device)
+                        middle = time.perf_counter()
+                        stage_backward_weight(trial.parameters(), groups)
+                        _synchronize(device)
+                        return middle - began, time.perf_counter() - middle
+
+                    regions = [r.inner for r in trial.modules() if isinstance(r, _Recomputed)]
+
+                    def time_regions() -> float:
+                        # The forward of every region the option recomputes, inside one forward of the
+                        # layer: what its backward runs again.
+                        spans: List[float] = []
+
+                        def enter(_module, _args):
+                            _synchronize(device)
+                            spans.append(-time.perf_counter())
+
+                        def leave(_module, _args, _out):
+                            _synchronize(device)
+                            spans[-1] += time.perf_counter()
+
+                        handles = [h for r in regions for h in (r.register_forward_pre_hook(enter),
+                                                                r.register_forward_hook(leave))]
+                        try:
+                            out, _ = run_forward()
+                        finally:
+                            for h in handles:
+                                h.remove()
+                        del out
+                        return sum(spans)
+
+                    def time_weight_backward() -> float:
+                        return time_split_backward()[1]
+
+                    for _ in range(max(1, warmup)):
+                        time_backward()
+                    out, saved = run_forward()
+                    del out
+                    forward_s, forward_spread, n_f = _timed_median(time_forward, repeat, max_repeat, spread, budget_s)
+                    backward_s, backward_spread, n_b = _timed_median(time_backward, repeat, max_repeat, spread, budget_s)
+                    m = Measured(index, option, forward_s, backward_s, saved, forward_spread, backward_spread, min(n_f, n_b))
+                    if regions:
+                        m.recompute_s, m.recompute_spread, _ = _timed_median(time_regions, repeat, max_repeat, spread,
+                                                                             budget_s)
+                    if split and not mine and trial_params:
+                        m.weight_backward_s, m.weight_backward_spread, _ = _timed_median(
+                            time_weight_backward, repeat, max_repeat, spread, budget_s)
+                    mine.append(m)
+                    for what, rel in (("forward", forward_spread), ("backward", backward_spread)):
+                        if rel > warn_spread:
+                            warnings_out.append(
+                                f"layer {index} '{option}': the {what}'s spread is {rel:.1%} after {min(n_f, n_b)} runs "
+                                f"(above {warn_spread:.0%}); its median may be off: pin threads, give a larger sample or "
+                                "more max_repeat / budget_s")
+                warnings_out += monotonicity_warnings(index, mine, state_bytes=checkpoint_state_bytes(x_in))
+            by_layer[index] = mine
+            measured += mine
+            backward_none = mine[0].backward_s
+            doc_layer: Dict[str, Any] = {
+                "name": f"{index}:{type(layer).__name__}",
+                "static_bytes": 2 * n_bytes + optimizer_bytes_per_parameter * n_params,
+            }
+            if split and n_params > 0:
+                # The weight part of the backward (at most the whole backward, which it is part of).
+                doc_layer["weight_grad_s"] = min(mine[0].weight_backward_s or 0.0, backward_none)
+                doc_layer["weight_grad_bytes"] = _weight_grad_bytes(layer, x_in)
+            doc_layers.append(doc_layer)
+            doc_layer.update({
+                # A recomputing option runs the layer's forward as none does (checkpointing adds its
+                # bookkeeping): measured faster than none is noise, which a plan would exploit.
+                "options": [{
+                    "name": m.option,
+                    "forward_s": max(m.forward_s, mine[0].forward_s),
+                    "backward_s": backward_none,
+                    "recompute_s": m.recompute_s,
+                    "saved_bytes": m.saved_bytes,
+                } for m in mine],
+            })
+        doc = {
+            "name": name,
+            "pipeline": {"ranks": ranks, "chunks": chunks, "micro_batches": micro_batches, "schedule": schedule},
+            "device": {"memory_bytes": int(memory_bytes), "reserved_bytes": int(reserved_bytes)},
+            "p2p_s": p2p_s,
+            "layers": doc_layers,
+        }
+        problem = bmpipe.Problem.from_dict(doc, source=f"bmpipe.torch.profile({name})")
+        return ProfileReport(problem, measured, torch.get_num_threads(), str(device), warnings_out)
+    finally:
+        torch.set_num_threads(before)
+
+
+def profile(layers: Sequence[nn.Module], sample: torch.Tensor, **keywords: Any) -> bmpipe.Problem:
+    """Measures every layer under every option on one micro-batch `sample` (the first layer's
+    input) and returns the problem to plan: ``measure(...).problem`` (the keywords are
+    ``measure``'s), each of its warnings issued as a ``ProfileWarning``."""
+    report = measure(layers, sample, **keywords)
     for w in report.warnings:
         warnings.warn(w, ProfileWarning, stacklevel=2)
     return report.problem
