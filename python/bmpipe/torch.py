@@ -670,6 +670,22 @@ class StageModule(nn.Module):
         return out
 
 
+def _stage_boundaries(plan: "bmpipe.Plan", layers: Sequence[nn.Module], sample: torch.Tensor,
+                      device: torch.device) -> Dict[int, Tuple[torch.Tensor, torch.Tensor]]:
+    """Each stage's input and output for one micro-batch `sample`, run without gradients: the
+    shapes of what crosses its boundaries."""
+    shapes: Dict[int, Tuple[torch.Tensor, torch.Tensor]] = {}
+    x = sample.to(device)
+    with torch.no_grad():
+        for s in plan.stages:
+            y = x
+            for l in s.layers:
+                y = layers[l.index](y)
+            shapes[s.stage] = (x, y)
+            x = y
+    return shapes
+
+
 def pipeline_stages(
     plan: "bmpipe.Plan",
     layers: Sequence[nn.Module],
@@ -717,16 +733,7 @@ def pipeline_stages(
             "DualPipe holds two copies of every stage, one stage index on two ranks, which its runtime cannot "
             "express: run the plan with bmpipe.torch.PlanRuntime")
     device = device or torch.device("cpu")
-    shapes: Dict[int, Tuple[torch.Tensor, torch.Tensor]] = {}
-    if sample is not None:
-        x = sample.to(device)
-        with torch.no_grad():
-            for s in plan.stages:
-                y = x
-                for l in s.layers:
-                    y = layers[l.index](y)
-                shapes[s.stage] = (x, y)
-                x = y
+    shapes = _stage_boundaries(plan, layers, sample, device) if sample is not None else {}
     log: List[Tuple[str, int, int]] = []
     out = []
     for s in sorted((s for s in plan.stages if s.rank == rank), key=lambda s: s.chunk):
@@ -809,17 +816,7 @@ class PlanRuntime:
         for (kind, stage, _), r in self.where.items():
             if kind == "F" and r not in self.holders.setdefault(stage, []):
                 self.holders[stage].append(r)
-        # Boundary shapes from one micro-batch run without gradients.
-        shapes: Dict[int, Tuple[torch.Tensor, torch.Tensor]] = {}
-        x = sample.to(self.device)
-        with torch.no_grad():
-            for s in plan.stages:
-                y = x
-                for l in s.layers:
-                    y = layers[l.index](y)
-                shapes[s.stage] = (x, y)
-                x = y
-        self.shapes = shapes
+        self.shapes = _stage_boundaries(plan, layers, sample, self.device)
         self.ops: List[Tuple[str, int, int]] = []
         self.modules: Dict[int, StageModule] = {}
         for s in plan.stages:
