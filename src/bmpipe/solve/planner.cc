@@ -218,33 +218,40 @@ Result<PlannerResult> PlanPipeline(const Problem& problem, const PlannerOptions&
   auto report = [&](const char* phase) {
     if (options.progress) options.progress(Progress{phase});
   };
-  // A forced partition (ForcedFastestPlan): its fastest plan, when it fits, is the answer; its
-  // time bounds every plan either way.
-  double forced_bound_ns = 0;
-  if (const std::optional<Plan> forced = ForcedFastestPlan(problem)) {
-    const SimResult sim = Simulate(schedule, ComputeStageCosts(problem, *forced), ComputeRankCosts(problem, *forced),
-                                   problem.memory_bytes)
-                              .value();
-    forced_bound_ns = static_cast<double>(sim.iteration_ns);
-    if (sim.fits && options.kind == PlannerKind::kBranchAndBound &&
-        (options.space.unrestricted() || options.space.Contains(*forced))) {
-      PlannerResult r;
-      r.solver = options.kind == PlannerKind::kCbc ? "cbc" : "bmpipe-bnb";
-      r.status = ModelStatus::kOptimal;
-      r.plan = *forced;
-      r.iteration_ns = sim.iteration_ns;
-      r.objective_ns = r.bound_ns = forced_bound_ns;
-      r.gap = 0;
-      r.seconds = SecondsSince(began);
-      return r;
-    }
-  }
   // The quick plan first (one option on every layer, among those the space contains).
   report("quick plan");
   double simulation_s = 0;
   const std::optional<QuickPlan> quick = FindQuickPlan(problem, schedule, deadline.Share(kQuickPlanShare),
                                                        options.space.unrestricted() ? nullptr : &options.space,
                                                        &simulation_s);
+  // A forced partition (ForcedFastestPlan): its fastest plan, when it fits, is the answer; its
+  // time bounds every plan either way. It is often the quick plan (option 0 everywhere); else it
+  // is simulated when the time left allows it (one simulation can take a second at 16M ops).
+  double forced_bound_ns = 0;
+  if (const std::optional<Plan> forced = ForcedFastestPlan(problem)) {
+    std::optional<SimResult> sim;
+    if (quick && quick->plan == *forced) {
+      sim = SimResult{};
+      sim->iteration_ns = quick->iteration_ns;
+    } else if (deadline.SecondsLeft() > 2 * simulation_s) {
+      sim = Simulate(schedule, ComputeStageCosts(problem, *forced), ComputeRankCosts(problem, *forced),
+                     problem.memory_bytes)
+                .value();
+    }
+    if (sim) forced_bound_ns = static_cast<double>(sim->iteration_ns);
+    if (sim && sim->fits && options.kind == PlannerKind::kBranchAndBound &&
+        (options.space.unrestricted() || options.space.Contains(*forced))) {
+      PlannerResult r;
+      r.solver = "bmpipe-bnb";
+      r.status = ModelStatus::kOptimal;
+      r.plan = *forced;
+      r.iteration_ns = sim->iteration_ns;
+      r.objective_ns = r.bound_ns = forced_bound_ns;
+      r.gap = 0;
+      r.seconds = SecondsSince(began);
+      return r;
+    }
+  }
   // The fastest seed that fits (in the space) stands beside the quick plan.
   std::optional<QuickPlan> seeded;
   std::vector<Plan> seeds;
