@@ -315,6 +315,19 @@ TimeNs LeastLayerWork(const Problem& problem, LayerIdx l) {
 
 int MicroBatchesPerCopy(const Pipeline& pipeline) { return pipeline.micro_batches / pipeline.Copies(); }
 
+OptionIdx FastestOption(const Layer& layer) {
+  for (OptionIdx o = 0; o < static_cast<OptionIdx>(layer.options.size()); ++o) {
+    const Mix m = Mix::OfOption(layer.options[o], false);
+    bool dominates = true;
+    for (const LayerOption& other : layer.options) {
+      const Mix x = Mix::OfOption(other, false);
+      dominates = dominates && m.forward <= x.forward && m.backward <= x.backward;
+    }
+    if (dominates) return o;
+  }
+  return -1;
+}
+
 namespace {
 
 class Generator {
@@ -331,18 +344,7 @@ class Generator {
       }
       min_saved_.push_back(min_saved);
       min_transient_.push_back(min_transient);
-      // The option no slower than every other in forward and in backward with recomputation.
-      OptionIdx fastest = -1;
-      for (OptionIdx o = 0; o < static_cast<OptionIdx>(layer.options.size()) && fastest < 0; ++o) {
-        const Mix m = Mix::OfOption(layer.options[o], false);
-        bool dominates = true;
-        for (const LayerOption& other : layer.options) {
-          const Mix x = Mix::OfOption(other, false);
-          dominates = dominates && m.forward <= x.forward && m.backward <= x.backward;
-        }
-        if (dominates) fastest = o;
-      }
-      fastest_.push_back(fastest);
+      fastest_.push_back(FastestOption(layer));
       least_work_.push_back(LeastLayerWork(problem, run.begin));
     }
     // With one chunk per rank (the memory check of a stage's candidate is exact), an unrestricted

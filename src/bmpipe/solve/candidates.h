@@ -130,6 +130,9 @@ struct Candidates {
 TimeNs LeastLayerWork(const Problem& problem, LayerIdx l);
 // The micro-batches each copy of a stage runs (the mirror placement has two copies).
 int MicroBatchesPerCopy(const Pipeline& pipeline);
+// The first option of `layer` no slower than every other in forward and in backward with
+// recomputation; -1 when none is.
+OptionIdx FastestOption(const Layer& layer);
 
 // All candidates of every stage that can fit in memory on their own. Exact: every feasible plan
 // is made of one candidate per stage, up to replacing a stage's mix by one that dominates it;

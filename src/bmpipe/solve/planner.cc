@@ -169,16 +169,7 @@ std::optional<Plan> ForcedFastestPlan(const Problem& problem) {
   for (LayerIdx l = 0; l <= n; ++l) plan.stage_begin.push_back(l);
   plan.option.assign(n, 0);
   for (LayerIdx l = 0; l < n; ++l) {
-    const std::vector<LayerOption>& options = problem.layers[l].options;
-    OptionIdx fastest = -1;
-    for (OptionIdx o = 0; o < static_cast<OptionIdx>(options.size()) && fastest < 0; ++o) {
-      bool dominates = true;
-      for (const LayerOption& other : options) {
-        dominates = dominates && options[o].forward_ns <= other.forward_ns &&
-                    options[o].backward_ns + options[o].recompute_ns <= other.backward_ns + other.recompute_ns;
-      }
-      if (dominates) fastest = o;
-    }
+    const OptionIdx fastest = FastestOption(problem.layers[l]);
     if (fastest < 0) return std::nullopt;
     plan.option[l] = fastest;
   }
