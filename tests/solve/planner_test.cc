@@ -14,6 +14,7 @@
 #include "bmpipe/problem/problem_reader.h"
 #include "bmpipe/sim/simulator.h"
 #include "bmpipe/solve/benchmark_problem.h"
+#include "bmpipe/solve/envelope_bound.h"
 #include "bmpipe/solve/family_bound.h"
 #include "bmpipe/solve/load_bound.h"
 #include "bmpipe/solve/local_search.h"
@@ -179,6 +180,50 @@ TEST(Planner, AForcedPartitionIsSolvedByItsFastestPlanOrBoundedByIt) {
   }
   EXPECT_GT(at_once, 5);
   EXPECT_GT(bounded, 5);
+}
+
+// A cutoff (PlannerOptions::cutoff_ns) prunes what cannot beat it and stops the relaxation's
+// cuts there: the bound returned never passes the optimum, and a cutoff above the optimum still
+// finds it. The envelope bound (every layer at its least forward and
+// backward, no memory: envelope_bound.h) never passes the optimum either, and where memory does
+// not bind and every layer has a fastest option it often proves it.
+TEST(Planner, ACutoffAndTheEnvelopeBoundNeverPassTheOptimum) {
+  std::mt19937_64 rng(20261206);
+  int raised = 0, exact = 0, cases = 0;
+  for (int c = 0; c < 60; ++c) {
+    const Problem problem = RandomPlannerProblem(rng);
+    const PlannerResult brute = Plan(problem, PlannerKind::kBruteForce);
+    if (brute.status != ModelStatus::kOptimal) continue;
+    ++cases;
+    SCOPED_TRACE(::testing::Message() << "case " << c << ": " << ScheduleName(problem.pipeline.schedule)
+                                      << " stages=" << problem.pipeline.stages());
+    const double optimum = static_cast<double>(brute.iteration_ns);
+    for (double factor : {0.9, 1.05}) {
+      PlannerOptions options;
+      options.time_limit_s = 120;
+      options.cutoff_ns = factor * optimum;
+      const PlannerResult cut = PlanPipeline(problem, options).value();
+      EXPECT_LE(cut.bound_ns, optimum * (1 + 1e-9));
+      if (factor > 1) {
+        // Branch and bound without local search still proves the optimum.
+        EXPECT_EQ(cut.status, ModelStatus::kOptimal);
+        EXPECT_EQ(cut.iteration_ns, brute.iteration_ns);
+      } else if (cut.status == ModelStatus::kFeasible || cut.status == ModelStatus::kOptimal) {
+        EXPECT_GE(cut.iteration_ns, brute.iteration_ns);  // a real plan
+      }
+    }
+    const double envelope = EnvelopeBound(problem, Deadline::Never(), optimum * 2);
+    if (problem.pipeline.overlap) {
+      EXPECT_EQ(envelope, 0);
+      continue;
+    }
+    EXPECT_LE(envelope, optimum * (1 + 1e-9));
+    if (envelope > static_cast<double>(RankLoadBound(problem, Schedule(problem.pipeline))) * (1 + 1e-9)) ++raised;
+    if (envelope >= optimum * (1 - 1e-9)) ++exact;
+  }
+  EXPECT_GT(cases, 30);
+  EXPECT_GT(raised, 5);
+  EXPECT_GT(exact, 2);
 }
 
 // Overlapped pairs (docs/semantics.md, "Actions"): a random problem of DualPipe, DualPipeV or
