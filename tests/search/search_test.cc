@@ -211,7 +211,6 @@ TEST(Search, BoundsAreSoundOnEveryConfiguration) {
     if (exact.verdict == Verdict::kPlanned) {
       // The time bound never exceeds the optimum; the memory bound never rules out a plan that fits.
       EXPECT_LE(exact.time_bound_ns, exact.planner.iteration_ns) << name;
-      // Nor does the pruned search's, which the envelope bound may have raised.
       EXPECT_LE(judged.time_bound_ns, exact.planner.iteration_ns) << name;
       EXPECT_LE(exact.memory_bound_bytes, c.device.memory_bytes) << name;
       EXPECT_NE(judged.verdict, Verdict::kMemoryBound) << name;
@@ -350,24 +349,6 @@ TEST(Search, BoundHoldsForEveryTargetWhenPlannersStopEarly) {
     EXPECT_GT(r.bound_ns, 0.5 * best) << static_cast<int>(target);
     EXPECT_LE(r.bound_ns, best) << static_cast<int>(target);
   }
-}
-
-// Planner runs stopped after their first plans leave most configurations with the rank-load
-// bound only, below the best plan; the envelope bound (solve/envelope_bound.h) then raises them,
-// here past the best plan (the optimum of every configuration, as the exhaustive search finds it,
-// bounds each raised bound: Search.BoundsAreSoundOnEveryConfiguration).
-TEST(Search, TheEnvelopeBoundClosesTheWholeSpaceGap) {
-  SmallCase c;
-  c.options.node_limit = 0;
-  c.options.plan_count = 2;
-  const SearchResult r = SearchSmall(c);
-  ASSERT_FALSE(r.ranking.empty());
-  EXPECT_GT(r.envelope_bounded, 10);
-  EXPECT_EQ(r.envelope_raised, r.envelope_bounded);
-  EXPECT_EQ(r.gap, 0);
-  c.options.exhaustive = true;
-  const SearchResult every = SearchSmall(c);
-  EXPECT_EQ(r.configs[r.fastest].planner.iteration_ns, every.configs[every.fastest].planner.iteration_ns);
 }
 
 }  // namespace

@@ -168,17 +168,9 @@ std::string FormatSearch(const std::vector<std::pair<std::string, std::string>>&
   const int planned = result.Count(Verdict::kPlanned) + result.Count(Verdict::kNoFit);
   line("planned", fmt::format("{} with the exact planner ({} proven optimal, {} no plan fits)", planned,
                               CountOptimal(result), result.Count(Verdict::kNoFit)));
-  if (result.envelope_bounded > 0) {
-    line("bounded", fmt::format("{} configurations still below the best plan after planning with the envelope bound "
-                                "(every layer at its least forward and backward, no memory limit: the root of its "
-                                "branch and bound), {} raised",
-                                result.envelope_bounded, result.envelope_raised));
-  }
-  line("took", fmt::format("{:.1f} s on {} thread{}: bounds {:.1f} s, screening {:.1f} s, planning {:.1f} s{}",
+  line("took", fmt::format("{:.1f} s on {} thread{}: bounds {:.1f} s, screening {:.1f} s, planning {:.1f} s",
                            result.seconds, result.threads, result.threads == 1 ? "" : "s", result.bound_seconds,
-                           result.screen_seconds, result.plan_seconds,
-                           result.envelope_bounded > 0 ? fmt::format(", envelope bounds {:.1f} s", result.envelope_seconds)
-                                                       : std::string()));
+                           result.screen_seconds, result.plan_seconds));
   if (result.interrupted) {
     line("stopped", fmt::format("interrupted (Ctrl-C): {} configurations were not planned, so the ranking may miss "
                                 "better ones", result.Count(Verdict::kNotPlanned)));
@@ -289,8 +281,6 @@ Json SearchToJson(const SearchOptions& options, const SearchResult& result) {
     stats[std::string(VerdictName(v))] = result.Count(v);
   }
   stats["proven_optimal"] = CountOptimal(result);
-  stats["envelope_bounded"] = result.envelope_bounded;
-  stats["envelope_raised"] = result.envelope_raised;
   stats["threads"] = result.threads;
   stats["seconds"] = result.seconds;
   stats["budget_exhausted"] = result.budget_exhausted;

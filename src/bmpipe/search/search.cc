@@ -16,7 +16,6 @@
 
 #include "bmpipe/core/deadline.h"
 #include "bmpipe/cost/problem_builder.h"
-#include "bmpipe/solve/envelope_bound.h"
 #include "bmpipe/solve/load_bound.h"
 #include "bmpipe/solve/quick_plan.h"
 
@@ -793,60 +792,6 @@ Result<SearchResult> SearchConfigurations(const ModelSpec& model, const DeviceSp
   for (ConfigOutcome& out : result.configs) out.screen_plan = Plan{};
 
   result.plan_seconds = SecondsSince(began) - result.bound_seconds - result.screen_seconds;
-
-  // 4d. The bound over the whole space: each configuration whose bound is still below the best
-  // plan, the lowest first, gets the envelope bound (solve/envelope_bound.h: one option per layer,
-  // the least forward and backward of its options, no memory; the root of branch and bound, which
-  // stops cutting at the best plan's time). It rules out nothing the earlier steps kept and changes
-  // no plan: it only proves more of the space slower than the best. Limited by cut rounds, not
-  // seconds (a run the time budget stops keeps the bound it had proven).
-  TimeNs best_found = 0;
-  for (const ConfigOutcome& out : result.configs) {
-    if (HasPlan(out) && (best_found == 0 || out.planner.iteration_ns < best_found)) best_found = out.planner.iteration_ns;
-  }
-  if (best_found > 0 && !options.exhaustive) {
-    const auto bound_of = [](const ConfigOutcome& out) {
-      return out.verdict == Verdict::kPlanned ? std::max(out.planner.bound_ns, static_cast<double>(out.time_bound_ns))
-                                              : static_cast<double>(out.time_bound_ns);
-    };
-    std::vector<int> open;
-    for (int i = 0; i < n; ++i) {
-      const ConfigOutcome& out = result.configs[i];
-      const bool counted = out.verdict == Verdict::kPlanned || out.verdict == Verdict::kScreened ||
-                           (out.verdict == Verdict::kNotPlanned && out.time_bound_ns > 0);
-      if (counted && bound_of(out) < static_cast<double>(best_found) * (1 - kOptimalityTolerance)) open.push_back(i);
-    }
-    std::stable_sort(open.begin(), open.end(),
-                     [&](int a, int b) { return bound_of(result.configs[a]) < bound_of(result.configs[b]); });
-    report("bounding open configurations");
-    // The least bound so far over the whole space: a configuration whose bound is at least that
-    // cannot lower it, and none needs to be raised past it (the envelope runs' cutoff). In waves
-    // of a fixed size, so that which ran does not depend on the threads.
-    double least = static_cast<double>(best_found);
-    std::size_t next = 0;
-    while (next < open.size() && !out_of_time()) {
-      std::vector<int> wave;
-      for (; next < open.size() && static_cast<int>(wave.size()) < kWave; ++next) {
-        if (bound_of(result.configs[open[next]]) < least * (1 - kOptimalityTolerance)) wave.push_back(open[next]);
-      }
-      std::vector<TimeNs> raised(wave.size(), 0);
-      ParallelFor(static_cast<int>(wave.size()), result.threads, [&](int k) {
-        if (out_of_time()) return;
-        const Problem problem = BuildProblem(model, device, SetupOf(options, result.configs[wave[k]].config)).value();
-        raised[k] = static_cast<TimeNs>(std::floor(EnvelopeBound(problem, deadline, least)));
-      });
-      for (std::size_t k = 0; k < wave.size(); ++k) {
-        ConfigOutcome& out = result.configs[wave[k]];
-        ++result.envelope_bounded;
-        if (raised[k] > out.time_bound_ns) {
-          out.time_bound_ns = raised[k];
-          ++result.envelope_raised;
-        }
-      }
-      for (int i : wave) least = std::min(least, bound_of(result.configs[i]));
-    }
-    result.envelope_seconds = SecondsSince(began) - result.bound_seconds - result.screen_seconds - result.plan_seconds;
-  }
 
   // 5. Ranking and the bound over the whole space.
   std::vector<int> with_plan;

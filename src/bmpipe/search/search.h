@@ -129,9 +129,7 @@ struct ConfigOutcome {
   SearchConfig config;
   int micro_batches = 0;
   Verdict verdict = Verdict::kNotPlanned;
-  // Lower bound on the iteration time: the rank-load bound (solve/load_bound.h), raised by the
-  // envelope bound where the search computed it (step 4d of SearchConfigurations).
-  TimeNs time_bound_ns = 0;
+  TimeNs time_bound_ns = 0;         // rank-load lower bound on the iteration time
   Bytes memory_bound_bytes = 0;     // least peak some rank must reach
   int dominated_by = -1;            // index into SearchResult::configs
   TimeNs screen_ns = 0;             // the quick plan's iteration time (0: none fits, or not screened)
@@ -171,10 +169,7 @@ struct SearchResult {
   double gap = 0;                      // (best - bound) / best
   double model_flops = 0;              // per iteration
   double seconds = 0;
-  // Configurations whose bound was below the best plan after planning, given the envelope bound
-  // (solve/envelope_bound.h), and those it raised.
-  int envelope_bounded = 0, envelope_raised = 0;
-  double bound_seconds = 0, screen_seconds = 0, plan_seconds = 0, envelope_seconds = 0;  // the steps' wall time
+  double bound_seconds = 0, screen_seconds = 0, plan_seconds = 0;  // the steps' wall time
   int threads = 1;
   bool budget_exhausted = false;
   bool interrupted = false;       // the caller's stop flag (Ctrl-C) stopped it

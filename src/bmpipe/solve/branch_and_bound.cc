@@ -69,9 +69,7 @@ class Search {
         began_(std::chrono::steady_clock::now()),
         builder_(problem, candidates, schedule),
         time_unit_ns_(ChooseTimeUnit(candidates)),
-        t_floor_(static_cast<double>(RankLoadBound(problem, schedule)) / time_unit_ns_),
-        cutoff_(options.cutoff_ns > 0 ? options.cutoff_ns / time_unit_ns_ : kInfinity),
-        improve_(options.cutoff_ns <= 0) {}
+        t_floor_(static_cast<double>(RankLoadBound(problem, schedule)) / time_unit_ns_) {}
 
   PlannerResult Run() {
     const int stages = problem_.pipeline.stages();
@@ -88,7 +86,7 @@ class Search {
     }
     for (const std::vector<int>& end : starts) {
       if (std::optional<CandidatePlan> start = builder_.Complete(end, nullptr, /*allow_over=*/true)) {
-        OfferCandidatePlan(improve_ ? ImproveLocally(builder_, *start, LocalSearchDeadline()) : *start);
+        OfferCandidatePlan(ImproveLocally(builder_, *start, LocalSearchDeadline()));
       }
       if (deadline_.Expired()) break;
     }
@@ -135,8 +133,7 @@ class Search {
     // The lowest bound among nodes still open (the incumbent when none are), and of nodes
     // closed without a proof.
     double bound = open.empty() ? kInfinity : open.top().bound;
-    // Nodes the cutoff pruned may hold plans between it and the incumbent.
-    bound = std::max(std::min({bound, unresolved_, cutoff_}), t_floor_);
+    bound = std::max(std::min(bound, unresolved_), t_floor_);
     return Finish(bound);
   }
 
@@ -177,10 +174,8 @@ class Search {
 
   // Node bounds order the search (lowest first); the rank-load floor (g) only prunes and
   // reports: as a node's bound it would tie most nodes and turn best-first into depth-first.
-  // So are those that cannot beat the cutoff (PlannerOptions::cutoff_ns).
   bool Pruned(double bound) const {
-    const double bar = std::min(has_plan_ ? best_value_ : kInfinity, cutoff_);
-    return bar < kInfinity && std::max(bound, t_floor_) >= bar * (1 - kOptimalityTolerance);
+    return has_plan_ && std::max(bound, t_floor_) >= best_value_ * (1 - kOptimalityTolerance);
   }
 
   // Sets the LP's column bounds to the node's box; false when some stage has no candidate left.
@@ -230,8 +225,8 @@ class Search {
       x = lp_->solution();
       bound = x[formulation_->t];
       if (root) Report("root bound", std::max(bound, t_floor_));
-      // Any T is a valid bound: stop cutting when out of time, or once it reaches the cutoff.
-      if (deadline_.Expired() || bound >= cutoff_ || !AddViolatedCut(x, bound)) return true;
+      // Any T is a valid bound: stop cutting when out of time.
+      if (deadline_.Expired() || !AddViolatedCut(x, bound)) return true;
     }
     return true;
   }
@@ -279,7 +274,7 @@ class Search {
                              time_unit_ns_;
         if (!finer.end.empty()) {
           family = std::max(family, bound);
-          plan = improve_ ? ImproveLocally(builder_, finer, LocalSearchDeadline()) : finer;
+          plan = ImproveLocally(builder_, finer, LocalSearchDeadline());
         }
       }
       if (!plan.end.empty()) OfferCandidatePlan(plan);
@@ -293,7 +288,7 @@ class Search {
     }
     if (node.depth == 0) use_family_ = family >= bound;
     bound = std::max({bound, node.bound, family});
-    TryRounding(x, /*improve=*/improve_ && node.depth == 0);
+    TryRounding(x, /*improve=*/node.depth == 0);
     if (Pruned(bound)) return;
 
     const int stages = problem_.pipeline.stages();
@@ -450,8 +445,6 @@ class Search {
   std::optional<FamilyBound> family_;
   const double time_unit_ns_;
   const double t_floor_;  // the rank-load bound (g), in time units
-  const double cutoff_;   // PlannerOptions::cutoff_ns in time units; infinity when none
-  const bool improve_;    // local search on the first plans and the root's; not with a cutoff (a bound is wanted)
   std::int64_t held_bytes_ = 0;  // open nodes and cuts, against the memory budget
   bool lp_stopped_ = false;
   std::set<std::vector<int>> cut_keys_;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <vector>
 
 namespace bmpipe {
@@ -11,6 +12,7 @@ namespace {
 // Ops and transfers on a dependency chain, by kind.
 struct Chain {
   int forwards = 0, backwards = 0, transfers = 0;
+  RankIdx end_rank = -1;  // ChainAfter: the rank of its last op (-1: empty)
 };
 
 // A chain that must finish before `op` can start: its first dependency, that one's first, and so
@@ -38,6 +40,7 @@ Chain ChainAfter(const Schedule& schedule, Op op) {
       if (next.kind != OpKind::kBackward) continue;
       chain.backwards += 1;
       chain.transfers += e.crosses_ranks ? 1 : 0;
+      chain.end_rank = schedule.RankOfOp(e.op);
       op = next;
       more = true;
       break;
@@ -46,26 +49,71 @@ Chain ChainAfter(const Schedule& schedule, Op op) {
   return chain;
 }
 
-// The least T such that the free layers (costs sorted ascending, prefix sums `smallest`) can be
-// dealt to ranks with rank r taking k_r of them, base[r] + smallest[k_r] <= T, sum k_r = free and
-// k_r >= need[r].
-TimeNs LeastFeasible(const std::vector<TimeNs>& base, const std::vector<int>& need,
-                     const std::vector<TimeNs>& smallest) {
-  const int free = static_cast<int>(smallest.size()) - 1;
-  auto feasible = [&](TimeNs t) {
-    long dealt = 0;
-    for (std::size_t r = 0; r < base.size(); ++r) {
-      if (base[r] + smallest[need[r]] > t) return false;
-      const auto fits = std::upper_bound(smallest.begin(), smallest.end(), t - base[r]) - smallest.begin() - 1;
-      dealt += fits;
+// One way of bounding every rank's time: base[r] plus the free layers it is dealt, each costing
+// what this form counts of it (prefix sums of the costs, ascending: any k layers cost at least the
+// k cheapest). With `coupled` (one rank `end` whose update every coupled rank's bound ends with),
+// a coupled rank's base also has the least update of the free layers `end` is dealt.
+struct Form {
+  std::vector<TimeNs> base;
+  std::vector<TimeNs> smallest;
+  std::vector<char> coupled;  // empty: none
+};
+
+// The least T such that the free layers can be dealt to ranks, rank r taking k_r >= need[r] of
+// them and sum k_r = free, with base[r] + smallest[k_r] <= T in every form. `end` and
+// `update_smallest` (prefix sums of the free layers' updates, ascending) are the coupling's.
+TimeNs LeastFeasible(const std::vector<Form>& forms, const std::vector<int>& need, int end,
+                     const std::vector<TimeNs>& update_smallest) {
+  const int free = static_cast<int>(forms.front().smallest.size()) - 1;
+  const int ranks = static_cast<int>(need.size());
+  // The most free layers rank r can take at T, its end rank taking k; -1 when not even need[r].
+  auto room = [&](int r, TimeNs t, int k) {
+    long most = free;
+    for (const Form& f : forms) {
+      const TimeNs base = f.base[r] + (!f.coupled.empty() && f.coupled[r] ? update_smallest[k] : 0);
+      if (base + f.smallest[need[r]] > t) return -1L;
+      most = std::min<long>(most, std::upper_bound(f.smallest.begin(), f.smallest.end(), t - base) -
+                                      f.smallest.begin() - 1);
     }
-    return dealt >= free;
+    return most;
   };
-  // Feasibility changes only at the values base[r] + smallest[k], so the least feasible integer is
-  // one of them; the largest is feasible (every rank may take every free layer). Bisection over
-  // the integers finds it without listing ranks x layers values.
+  auto feasible = [&](TimeNs t) {
+    if (end < 0) {
+      long dealt = 0;
+      for (int r = 0; r < ranks; ++r) {
+        const long most = room(r, t, 0);
+        if (most < 0) return false;
+        dealt += most;
+      }
+      return dealt >= free;
+    }
+    // The fewest layers rank `end` can take so that the others take the rest: the least fixed
+    // point of k = max(need, free - (what the others can take with end's update at k)), reached
+    // from below (the others' room only shrinks as k grows). If it does not settle within the
+    // rounds, T counts as feasible (the bound stays valid).
+    int k = need[end];
+    for (int round = 0; round < 64; ++round) {
+      if (k > free || room(end, t, k) < k) return false;
+      long others = 0;
+      for (int r = 0; r < ranks; ++r) {
+        if (r == end) continue;
+        const long most = room(r, t, k);
+        if (most < 0) return false;
+        others += most;
+      }
+      const int required = static_cast<int>(std::max<long>(need[end], free - others));
+      if (required <= k) return true;
+      k = required;
+    }
+    return true;
+  };
+  // Feasibility changes only at the values base[r] + smallest[k] (+ an update sum), so the least
+  // feasible integer is one of them; the largest is feasible (every rank may take every free
+  // layer). Bisection over the integers finds it without listing ranks x layers values.
   TimeNs lo = 0, hi = 0;
-  for (TimeNs b : base) hi = std::max(hi, b + smallest.back());
+  for (const Form& f : forms) {
+    for (TimeNs b : f.base) hi = std::max(hi, b + f.smallest.back() + (f.coupled.empty() ? 0 : update_smallest.back()));
+  }
   while (lo < hi) {
     const TimeNs mid = lo + (hi - lo) / 2;
     if (feasible(mid)) {
@@ -135,38 +183,92 @@ TimeNs RankLoadBound(const Problem& problem, const Schedule& schedule, TimeNs st
   std::vector<LayerIdx> fixed_group(n, -1);
   fixed_group[0] = group_of(pipeline.RankOf(0));
   fixed_group[n - 1] = group_of(pipeline.RankOf(pipeline.stages() - 1));
-  // Two forms: with the chain after the rank's last op, or with its update time.
-  TimeNs best = 0;
-  for (bool with_update : {false, true}) {
-    std::vector<TimeNs> base(groups, 0), free_costs;
-    std::vector<int> need(groups, pipeline.chunks);
+  // The chains before each rank's first op and after its last, once.
+  std::vector<TimeNs> before(pipeline.ranks), after(pipeline.ranks);
+  std::vector<RankIdx> after_end(pipeline.ranks);
+  for (RankIdx r = 0; r < pipeline.ranks; ++r) {
+    const std::vector<Op>& ops = schedule.ops_of(r);
+    before[r] = length(ChainBefore(schedule, ops.front()));
+    const Chain chain = ChainAfter(schedule, ops.back());
+    after[r] = length(chain);
+    after_end[r] = chain.end_rank;
+  }
+  // The free layers' updates, ascending (prefix sums), and each rank's fixed layers' updates.
+  std::vector<TimeNs> free_updates, fixed_update(groups, 0);
+  for (LayerIdx l = 0; l < n; ++l) {
+    if (fixed_group[l] >= 0) {
+      fixed_update[fixed_group[l]] += problem.layers[l].update_ns;
+    } else {
+      free_updates.push_back(problem.layers[l].update_ns);
+    }
+  }
+  const std::vector<TimeNs> update_smallest = prefix_sums(free_updates);
+  // Three forms: with the chain after the rank's last op, with its update time, or with the chain
+  // after its last op and then the update of the rank that chain ends on (which starts after that
+  // rank's last op, so after any of its ops: under 1F1B, rank 0's optimizer step after the last
+  // micro-batch's backward has come down the pipeline). That update is at least the rank's fixed
+  // layers' and the least of as many free layers as it is dealt: where every chain ends on one
+  // rank (1F1B, interleaved) the deal couples them; otherwise each stage holds at least one layer.
+  // The forms bound every rank at once: a deal must satisfy all three (any k layers cost at least
+  // the k cheapest by each form's costs).
+  enum class Tail { kChain, kUpdate, kChainThenUpdate };
+  std::vector<int> need(groups, pipeline.chunks);
+  for (LayerIdx l = 0; l < n; ++l) {
+    if (fixed_group[l] >= 0) need[fixed_group[l]] = std::max(0, need[fixed_group[l]] - 1);
+  }
+  for (int& k : need) k = std::min(k, static_cast<int>(free_updates.size()));
+  // Where every chain after a rank's last op ends on one rank (1F1B, interleaved: rank 0), the
+  // update there grows with the layers that rank is dealt.
+  RankIdx end = -1;
+  bool one_end = !paired;
+  for (RankIdx r = 0; r < pipeline.ranks && one_end; ++r) {
+    if (after_end[r] < 0) continue;
+    if (end >= 0 && after_end[r] != end) one_end = false;
+    end = after_end[r];
+  }
+  if (!one_end) end = -1;
+  std::vector<Form> forms;
+  for (Tail tail : {Tail::kChain, Tail::kUpdate, Tail::kChainThenUpdate}) {
+    const bool with_update = tail == Tail::kUpdate;
+    Form form;
+    form.base.assign(groups, 0);
+    if (tail == Tail::kChainThenUpdate && end >= 0) form.coupled.assign(groups, 0);
     for (RankIdx r = 0; r < pipeline.ranks; ++r) {
-      const std::vector<Op>& ops = schedule.ops_of(r);
-      base[group_of(r)] = std::max(base[group_of(r)], length(ChainBefore(schedule, ops.front())) +
-                                                          (with_update ? 0 : length(ChainAfter(schedule, ops.back()))));
+      TimeNs tail_ns = 0;
+      if (!with_update) {
+        tail_ns = after[r];
+        if (tail == Tail::kChainThenUpdate && after_end[r] >= 0) {
+          const int e = group_of(after_end[r]);
+          tail_ns += fixed_update[e];
+          if (end >= 0) {
+            form.coupled[group_of(r)] = 1;
+          } else {
+            tail_ns += update_smallest[need[e]];
+          }
+        }
+      }
+      form.base[group_of(r)] = std::max(form.base[group_of(r)], before[r] + tail_ns);
     }
     // The stages' own extra work (stage_extra_ns), each copy running its share of the
     // micro-batches; a pair of ranks holds the same stages.
     if (stage_extra_ns > 0) {
       std::vector<int> stages_of(groups, 0);
       for (StageIdx s = 1; s + 1 < pipeline.stages(); ++s) stages_of[group_of(pipeline.RankOf(s))] += 1;
-      for (int g = 0; g < groups; ++g) base[g] += stages_of[g] * (m / pipeline.Copies()) * stage_extra_ns;
+      for (int g = 0; g < groups; ++g) form.base[g] += stages_of[g] * (m / pipeline.Copies()) * stage_extra_ns;
     }
+    std::vector<TimeNs> free_costs;
     for (LayerIdx l = 0; l < n; ++l) {
       const TimeNs cost = work[l] / pipeline.Copies() + (with_update ? problem.layers[l].update_ns : 0);
       if (fixed_group[l] >= 0) {
-        base[fixed_group[l]] += cost;
-        need[fixed_group[l]] = std::max(0, need[fixed_group[l]] - 1);
+        form.base[fixed_group[l]] += cost;
       } else {
         free_costs.push_back(cost);
       }
     }
-    std::sort(free_costs.begin(), free_costs.end());
-    std::vector<TimeNs> smallest(1, 0);
-    for (TimeNs c : free_costs) smallest.push_back(smallest.back() + c);
-    for (int& k : need) k = std::min(k, static_cast<int>(free_costs.size()));
-    best = std::max(best, LeastFeasible(base, need, smallest));
+    form.smallest = prefix_sums(free_costs);
+    forms.push_back(std::move(form));
   }
+  TimeNs best = LeastFeasible(forms, need, end >= 0 ? group_of(end) : -1, update_smallest);
   // One chunk per rank: the chains around rank r run on the stages before it, which are the other
   // ranks' work. With x_s = F_s + B_s, T >= sum_{s<r} x_s + m x_r for every r; over real x >= 0
   // with sum x = W (the cheapest total work per micro-batch) the least such T makes every term

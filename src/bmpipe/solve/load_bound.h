@@ -1,14 +1,19 @@
 // A lower bound on the iteration time from how many whole layers each rank must carry.
 //
 // Every rank runs all its ops one after another, so for each rank r
-//   T >= pre_r + m * sum_{l on r} c_l + max(suf_r, sum_{l on r} u_l)
+//   T >= pre_r + m * sum_{l on r} c_l + max(suf_r, sum_{l on r} u_l, suf_r + U_e)
 // where c_l = min over l's options of (F + B + recomputation), u_l its update time, pre_r the
 // dependency chain that must finish before r's first op and suf_r the chain that must follow r's
 // last op (counted in ops and transfers from the schedule, each op at least the cheapest layer's,
 // each transfer at least the cheapest p2p; a chain of k ops on distinct stages at least the k
-// cheapest layers' ops, since each stage holds a layer of its own). The bound is the least T for which the layers can be
-// dealt to ranks at all: layer 0 on rank 0, the last layer on the last stage's rank, at least v
-// layers per rank, and any k other layers on a rank costing at least the k cheapest. Contiguity
+// cheapest layers' ops, since each stage holds a layer of its own), and U_e the update of the rank
+// e that chain ends on, which starts after e's last op (under 1F1B and interleaved 1F1B e is rank
+// 0: its optimizer step waits for the last micro-batch's backward to come down the pipeline, so
+// it sits on the path of every other rank). The bound is the least T for which the layers can be
+// dealt to ranks so that every rank meets all three forms: layer 0 on rank 0, the last layer on
+// the last stage's rank, at least v layers per rank, any k other layers on a rank costing at least
+// the k cheapest, and U_e at least the updates of e's fixed layers and of the k_e least-updating
+// layers when e is dealt k_e (where all chains end on one rank; else one per stage). Contiguity
 // and memory are relaxed, so it is valid for every plan; what it keeps is integrality, which the
 // linear relaxation loses: with 128 equal layers on 32 ranks and a heavy LM head on the last one,
 // some rank carries 5 layers, while the relaxation spreads 130 layers' work evenly.

@@ -42,12 +42,6 @@ struct PlannerOptions {
   // them (first incumbents, and local search from their stage boundaries), and the result is
   // never slower than the fastest of them that fits and lies in `space` (the others are ignored).
   std::vector<Plan> seeds;
-  // > 0: only whether a plan is faster than this matters (a caller that bounds the problem, such
-  // as the search's bound over every configuration). Branch and bound prunes what cannot beat it,
-  // as it prunes what cannot beat its incumbent, and stops cutting a relaxation whose bound has
-  // reached it. The bound returned stays a lower bound on the optimum (it may stop near the cutoff).
-  // Its plans are not improved by local search: what such a caller wants is the bound.
-  double cutoff_ns = 0;
 };
 
 struct PlannerResult {
