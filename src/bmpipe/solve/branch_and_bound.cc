@@ -209,6 +209,8 @@ class Search {
 
   // Solves the node's relaxation, adding violated path cuts. False when infeasible. At the root,
   // each round's value is a bound on the whole problem: reported.
+  // A solve the time limit stops after the first round keeps the round before it: its T and x
+  // (T only grows as cuts are added, and each round's T is a bound).
   bool SolveRelaxation(double& bound, std::vector<double>& x, bool root) {
     for (int round = 0; round < kMaxCutRounds; ++round) {
       ++result_.lp_solves;
@@ -219,6 +221,7 @@ class Search {
       }
       if (status.value() == ModelStatus::kInfeasible) return false;
       if (status.value() == ModelStatus::kNoSolution) {
+        if (round > 0) return true;
         lp_stopped_ = true;
         return false;
       }
