@@ -137,7 +137,16 @@ TimeNs RankLoadBound(const Problem& problem, const Schedule& schedule, TimeNs st
   const int n = problem.num_layers();
   const TimeNs m = pipeline.micro_batches;
   TimeNs min_p2p = std::numeric_limits<TimeNs>::max();
-  std::vector<TimeNs> work(n);  // m * c_l
+  // What each layer adds to its rank's busy time, m times, by kind: its compute (c_l) and, with
+  // overlapped pairs (docs/semantics.md, "Actions"), also its communication, its whole backward
+  // and its whole forward. A pair (forward of a, backward of b) lasts
+  // max(F_a - Mf_a, Mb_b) + max(B_b - Mb_b, Mf_a), at least Mf_a + Mb_b, at least B_b and at least
+  // F_a, and an op alone lasts its whole time: a rank's busy time is at least the sum of each kind
+  // over its ops (the compute kind alone counted every communication hidden).
+  enum Kind { kCompute, kComm, kBackward, kForward };
+  const std::vector<Kind> kinds =
+      pipeline.overlap ? std::vector<Kind>{kCompute, kComm, kBackward, kForward} : std::vector<Kind>{kCompute};
+  std::vector<std::vector<TimeNs>> works(kinds.size(), std::vector<TimeNs>(n));
   // Per layer: its cheapest forward and backward (+ recomputation; a split B without its W).
   std::vector<TimeNs> forwards, backwards;
   const bool split = pipeline.SplitBackward();
@@ -145,8 +154,11 @@ TimeNs RankLoadBound(const Problem& problem, const Schedule& schedule, TimeNs st
   for (LayerIdx l = 0; l < n; ++l) {
     const Layer& layer = problem.layers[l];
     TimeNs c = std::numeric_limits<TimeNs>::max();
-    TimeNs f = c, b = c;
+    TimeNs f = c, b = c, comm = c, whole_backward = c, whole_forward = c;
     for (const LayerOption& o : layer.options) {
+      comm = std::min(comm, o.forward_comm_ns + o.backward_comm_ns);
+      whole_backward = std::min(whole_backward, o.backward_ns + o.recompute_ns);
+      whole_forward = std::min(whole_forward, o.forward_ns);
       // An overlapped pair may hide an op's communication entirely: only its compute is certain.
       const TimeNs forward = o.forward_ns - (pipeline.overlap ? o.forward_comm_ns : 0);
       const TimeNs backward = o.backward_ns + o.recompute_ns - (pipeline.overlap ? o.backward_comm_ns : 0);
@@ -157,7 +169,11 @@ TimeNs RankLoadBound(const Problem& problem, const Schedule& schedule, TimeNs st
     forwards.push_back(f);
     backwards.push_back(b);
     min_p2p = std::min(min_p2p, layer.p2p_ns);
-    work[l] = m * c;
+    for (std::size_t k = 0; k < kinds.size(); ++k) {
+      const TimeNs each = kinds[k] == kCompute ? c : kinds[k] == kComm ? comm : kinds[k] == kBackward ? whole_backward
+                                                                                                      : whole_forward;
+      works[k][l] = m * each;
+    }
     total += static_cast<double>(c);
   }
   // A chain of k ops on k distinct stages covers at least k distinct layers: it is at least as
@@ -228,45 +244,48 @@ TimeNs RankLoadBound(const Problem& problem, const Schedule& schedule, TimeNs st
   }
   if (!one_end) end = -1;
   std::vector<Form> forms;
-  for (Tail tail : {Tail::kChain, Tail::kUpdate, Tail::kChainThenUpdate}) {
-    const bool with_update = tail == Tail::kUpdate;
-    Form form;
-    form.base.assign(groups, 0);
-    if (tail == Tail::kChainThenUpdate && end >= 0) form.coupled.assign(groups, 0);
-    for (RankIdx r = 0; r < pipeline.ranks; ++r) {
-      TimeNs tail_ns = 0;
-      if (!with_update) {
-        tail_ns = after[r];
-        if (tail == Tail::kChainThenUpdate && after_end[r] >= 0) {
-          const int e = group_of(after_end[r]);
-          tail_ns += fixed_update[e];
-          if (end >= 0) {
-            form.coupled[group_of(r)] = 1;
-          } else {
-            tail_ns += update_smallest[need[e]];
+  for (std::size_t k = 0; k < kinds.size(); ++k) {
+    const std::vector<TimeNs>& work = works[k];
+    for (Tail tail : {Tail::kChain, Tail::kUpdate, Tail::kChainThenUpdate}) {
+      const bool with_update = tail == Tail::kUpdate;
+      Form form;
+      form.base.assign(groups, 0);
+      if (tail == Tail::kChainThenUpdate && end >= 0) form.coupled.assign(groups, 0);
+      for (RankIdx r = 0; r < pipeline.ranks; ++r) {
+        TimeNs tail_ns = 0;
+        if (!with_update) {
+          tail_ns = after[r];
+          if (tail == Tail::kChainThenUpdate && after_end[r] >= 0) {
+            const int e = group_of(after_end[r]);
+            tail_ns += fixed_update[e];
+            if (end >= 0) {
+              form.coupled[group_of(r)] = 1;
+            } else {
+              tail_ns += update_smallest[need[e]];
+            }
           }
         }
+        form.base[group_of(r)] = std::max(form.base[group_of(r)], before[r] + tail_ns);
       }
-      form.base[group_of(r)] = std::max(form.base[group_of(r)], before[r] + tail_ns);
-    }
-    // The stages' own extra work (stage_extra_ns), each copy running its share of the
-    // micro-batches; a pair of ranks holds the same stages.
-    if (stage_extra_ns > 0) {
-      std::vector<int> stages_of(groups, 0);
-      for (StageIdx s = 1; s + 1 < pipeline.stages(); ++s) stages_of[group_of(pipeline.RankOf(s))] += 1;
-      for (int g = 0; g < groups; ++g) form.base[g] += stages_of[g] * (m / pipeline.Copies()) * stage_extra_ns;
-    }
-    std::vector<TimeNs> free_costs;
-    for (LayerIdx l = 0; l < n; ++l) {
-      const TimeNs cost = work[l] / pipeline.Copies() + (with_update ? problem.layers[l].update_ns : 0);
-      if (fixed_group[l] >= 0) {
-        form.base[fixed_group[l]] += cost;
-      } else {
-        free_costs.push_back(cost);
+      // The stages' own extra work (stage_extra_ns: recomputation), each copy running its share of
+      // the micro-batches; a pair of ranks holds the same stages.
+      if (stage_extra_ns > 0 && (kinds[k] == kCompute || kinds[k] == kBackward)) {
+        std::vector<int> stages_of(groups, 0);
+        for (StageIdx s = 1; s + 1 < pipeline.stages(); ++s) stages_of[group_of(pipeline.RankOf(s))] += 1;
+        for (int g = 0; g < groups; ++g) form.base[g] += stages_of[g] * (m / pipeline.Copies()) * stage_extra_ns;
       }
+      std::vector<TimeNs> free_costs;
+      for (LayerIdx l = 0; l < n; ++l) {
+        const TimeNs cost = work[l] / pipeline.Copies() + (with_update ? problem.layers[l].update_ns : 0);
+        if (fixed_group[l] >= 0) {
+          form.base[fixed_group[l]] += cost;
+        } else {
+          free_costs.push_back(cost);
+        }
+      }
+      form.smallest = prefix_sums(free_costs);
+      forms.push_back(std::move(form));
     }
-    form.smallest = prefix_sums(free_costs);
-    forms.push_back(std::move(form));
   }
   TimeNs best = LeastFeasible(forms, need, end >= 0 ? group_of(end) : -1, update_smallest);
   // One chunk per rank: the chains around rank r run on the stages before it, which are the other
