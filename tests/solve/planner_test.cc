@@ -344,16 +344,24 @@ TEST(Planner, RankLoadBoundIsALowerBound) {
 // 1 there costs 27: the bound is 24, where spreading 1.5 layers per rank would give 18 + 1.5.
 // The optimum is 25: layers 0 and 1 on rank 0, which waits once (1 ns, from 4 to 5) for rank 1's
 // first backward; brute force over every split agrees.
-TEST(Planner, RankLoadBoundKeepsLayersWhole) {
+// 1F1B on 2 ranks, 4 micro-batches, 3 layers of forward 1 and backward 2 ns, no p2p; the first
+// layer's update takes `first_update` ns.
+Problem ThreeEqualLayers(TimeNs first_update) {
   Problem problem;
   problem.pipeline = {ScheduleKind::kOneFOneB, 2, 1, 4};
   problem.memory_bytes = 1 << 20;
   for (int l = 0; l < 3; ++l) {
     Layer layer;
-    layer.name = "layer";
+    layer.name = l == 0 && first_update > 0 ? "first" : "layer";
+    layer.update_ns = l == 0 ? first_update : 0;
     layer.options.push_back(LayerOption{"none", 1, 2, 0, 0, 0});
     problem.layers.push_back(layer);
   }
+  return problem;
+}
+
+TEST(Planner, RankLoadBoundKeepsLayersWhole) {
+  const Problem problem = ThreeEqualLayers(0);
   EXPECT_EQ(RankLoadBound(problem, Schedule(problem.pipeline)), 24);
   const PlannerResult r = Plan(problem, PlannerKind::kBranchAndBound);
   EXPECT_EQ(r.status, ModelStatus::kOptimal);
@@ -371,16 +379,7 @@ TEST(Planner, RankLoadBoundKeepsLayersWhole) {
 // then its step: 54. The bound is 54 (before this form, 42: the update counted only on its own
 // rank); the optimum, by brute force, is 55 (rank 0 also waits once for rank 1's first backward).
 TEST(Planner, RankLoadBoundCountsTheFirstRanksUpdateAfterTheLastBackward) {
-  Problem problem;
-  problem.pipeline = {ScheduleKind::kOneFOneB, 2, 1, 4};
-  problem.memory_bytes = 1 << 20;
-  for (int l = 0; l < 3; ++l) {
-    Layer layer;
-    layer.name = l == 0 ? "first" : "layer";
-    layer.update_ns = l == 0 ? 30 : 0;
-    layer.options.push_back(LayerOption{"none", 1, 2, 0, 0, 0});
-    problem.layers.push_back(layer);
-  }
+  const Problem problem = ThreeEqualLayers(30);
   const PlannerResult brute = Plan(problem, PlannerKind::kBruteForce);
   ASSERT_EQ(brute.status, ModelStatus::kOptimal);
   EXPECT_EQ(RankLoadBound(problem, Schedule(problem.pipeline)), 54);
