@@ -142,10 +142,9 @@ TimeNs RankLoadBound(const Problem& problem, const Schedule& schedule, TimeNs st
   // max(F_a - Mf_a, Mb_b) + max(B_b - Mb_b, Mf_a), at least Mf_a + Mb_b, at least B_b and at least
   // F_a, and an op alone lasts its whole time: a rank's busy time is at least the sum of each kind
   // over its ops (the compute kind alone counted every communication hidden).
-  enum Kind { kCompute, kComm, kBackward, kForward };
-  const std::vector<Kind> kinds =
-      pipeline.overlap ? std::vector<Kind>{kCompute, kComm, kBackward, kForward} : std::vector<Kind>{kCompute};
-  std::vector<std::vector<TimeNs>> works(kinds.size(), std::vector<TimeNs>(n));
+  enum Kind { kCompute, kComm, kBackward, kForward, kKinds };
+  const int kinds = pipeline.overlap ? kKinds : 1;
+  std::vector<std::vector<TimeNs>> works(kinds, std::vector<TimeNs>(n));  // per kind, per layer
   // Per layer: its cheapest forward and backward (+ recomputation; a split B without its W).
   std::vector<TimeNs> forwards, backwards;
   const bool split = pipeline.SplitBackward();
@@ -168,11 +167,8 @@ TimeNs RankLoadBound(const Problem& problem, const Schedule& schedule, TimeNs st
     forwards.push_back(f);
     backwards.push_back(b);
     min_p2p = std::min(min_p2p, layer.p2p_ns);
-    for (std::size_t k = 0; k < kinds.size(); ++k) {
-      const TimeNs each = kinds[k] == kCompute ? c : kinds[k] == kComm ? comm : kinds[k] == kBackward ? whole_backward
-                                                                                                      : whole_forward;
-      works[k][l] = m * each;
-    }
+    const TimeNs each[kKinds] = {c, comm, whole_backward, whole_forward};
+    for (int k = 0; k < kinds; ++k) works[k][l] = m * each[k];
     total += static_cast<double>(c);
   }
   // A chain of k ops on k distinct stages covers at least k distinct layers: it is at least as
@@ -243,7 +239,7 @@ TimeNs RankLoadBound(const Problem& problem, const Schedule& schedule, TimeNs st
   }
   if (!one_end) end = -1;
   std::vector<Form> forms;
-  for (std::size_t k = 0; k < kinds.size(); ++k) {
+  for (int k = 0; k < kinds; ++k) {
     const std::vector<TimeNs>& work = works[k];
     for (Tail tail : {Tail::kChain, Tail::kUpdate, Tail::kChainThenUpdate}) {
       const bool with_update = tail == Tail::kUpdate;
@@ -268,7 +264,7 @@ TimeNs RankLoadBound(const Problem& problem, const Schedule& schedule, TimeNs st
       }
       // The stages' own extra work (stage_extra_ns: recomputation), each copy running its share of
       // the micro-batches; a pair of ranks holds the same stages.
-      if (stage_extra_ns > 0 && (kinds[k] == kCompute || kinds[k] == kBackward)) {
+      if (stage_extra_ns > 0 && (k == kCompute || k == kBackward)) {
         std::vector<int> stages_of(groups, 0);
         for (StageIdx s = 1; s + 1 < pipeline.stages(); ++s) stages_of[group_of(pipeline.RankOf(s))] += 1;
         for (int g = 0; g < groups; ++g) form.base[g] += stages_of[g] * (m / pipeline.Copies()) * stage_extra_ns;

@@ -220,23 +220,26 @@ Result<PlannerResult> PlanPipeline(const Problem& problem, const PlannerOptions&
   // is simulated when the time left allows it (one simulation can take a second at 16M ops).
   double forced_bound_ns = 0;
   if (const std::optional<Plan> forced = ForcedFastestPlan(problem)) {
-    std::optional<SimResult> sim;
+    TimeNs forced_ns = 0;  // its time, when known
+    bool fits = false;
     if (quick && quick->plan == *forced) {
-      sim = SimResult{};
-      sim->iteration_ns = quick->iteration_ns;
+      forced_ns = quick->iteration_ns;  // the quick plan fits
+      fits = true;
     } else if (deadline.SecondsLeft() > 2 * simulation_s) {
-      sim = Simulate(schedule, ComputeStageCosts(problem, *forced), ComputeRankCosts(problem, *forced),
-                     problem.memory_bytes)
-                .value();
+      const SimResult sim = Simulate(schedule, ComputeStageCosts(problem, *forced), ComputeRankCosts(problem, *forced),
+                                     problem.memory_bytes)
+                                .value();
+      forced_ns = sim.iteration_ns;
+      fits = sim.fits;
     }
-    if (sim) forced_bound_ns = static_cast<double>(sim->iteration_ns);
-    if (sim && sim->fits && options.kind == PlannerKind::kBranchAndBound &&
+    forced_bound_ns = static_cast<double>(forced_ns);
+    if (fits && options.kind == PlannerKind::kBranchAndBound &&
         (options.space.unrestricted() || options.space.Contains(*forced))) {
       PlannerResult r;
       r.solver = "bmpipe-bnb";
       r.status = ModelStatus::kOptimal;
       r.plan = *forced;
-      r.iteration_ns = sim->iteration_ns;
+      r.iteration_ns = forced_ns;
       r.objective_ns = r.bound_ns = forced_bound_ns;
       r.gap = 0;
       r.seconds = SecondsSince(began);
