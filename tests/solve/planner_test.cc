@@ -6,6 +6,7 @@
 #include <iterator>
 #include <limits>
 #include <map>
+#include <numeric>
 #include <random>
 #include <set>
 
@@ -283,6 +284,59 @@ TEST(Planner, FamilyBoundIsALowerBound) {
   }
   EXPECT_GT(tight, 0);  // and it is sometimes exact
   EXPECT_GT(with_plan, 10);
+}
+
+// Local search skips the simulation of a move whose time floor is no less than the incumbent's
+// time: the floor never exceeds the simulated iteration, on every schedule, for random stage
+// boundaries and candidates (with long updates too), and is sometimes exact.
+TEST(Planner, LocalSearchTimeFloorIsALowerBound) {
+  std::mt19937_64 rng(1618);
+  int checked = 0, exact = 0;
+  for (int c = 0; c < 300; ++c) {
+    Problem problem = RandomPlannerProblem(rng);
+    if (c % 2 == 1) {
+      for (Layer& layer : problem.layers) {
+        layer.update_ns = std::uniform_int_distribution<TimeNs>(0, 4 * layer.options[0].forward_ns)(rng);
+      }
+    }
+    const Schedule schedule(problem.pipeline);
+    const Candidates candidates = GenerateCandidates(problem, schedule);
+    const PlanBuilder builder(problem, candidates, schedule);
+    const int stages = problem.pipeline.stages(), n = problem.num_layers();
+    for (int trial = 0; trial < 5; ++trial) {
+      // Random boundaries (every stage at least one layer), then random compatible candidates.
+      std::vector<int> cuts(n - 1);
+      std::iota(cuts.begin(), cuts.end(), 1);
+      std::shuffle(cuts.begin(), cuts.end(), rng);
+      cuts.resize(stages - 1);
+      std::sort(cuts.begin(), cuts.end());
+      cuts.push_back(n);
+      std::optional<CandidatePlan> plan = builder.Complete(cuts, nullptr, /*allow_over=*/true);
+      if (!plan) continue;
+      for (StageIdx s = 0; s < stages; ++s) {
+        const int start = s == 0 ? 0 : plan->end[s - 1];
+        const std::vector<int> k = builder.Compatible(s, start, plan->end[s] - start);
+        plan->choice[s] = k[std::uniform_int_distribution<std::size_t>(0, k.size() - 1)(rng)];
+      }
+      const SimResult sim = SimulatePlan(problem, builder.ToPlan(*plan)).value();
+      const TimeNs floor = builder.TimeFloor(*plan);
+      ++checked;
+      EXPECT_LE(floor, sim.iteration_ns) << "case " << c << " trial " << trial;
+      EXPECT_GT(floor, 0) << "case " << c;
+      exact += floor == sim.iteration_ns ? 1 : 0;
+      // A plan is never better than itself, and the one the floor lets through scores as Evaluate.
+      if (sim.fits) {
+        const PlanBuilder::Score own = builder.Evaluate(*plan);
+        EXPECT_EQ(own.iteration_ns, sim.iteration_ns);
+        EXPECT_FALSE(builder.EvaluateIfBetter(*plan, own).has_value());
+        const std::optional<PlanBuilder::Score> beats = builder.EvaluateIfBetter(*plan, {0, sim.iteration_ns + 1});
+        ASSERT_TRUE(beats.has_value());
+        EXPECT_EQ(beats->iteration_ns, sim.iteration_ns);
+      }
+    }
+  }
+  EXPECT_GT(checked, 1000);
+  EXPECT_GT(exact, 10);
 }
 
 // On a 16-stage 1F1B pipeline where the early stages must recompute, the optimum's critical path

@@ -2,13 +2,27 @@
 
 #include <algorithm>
 
-#include "bmpipe/sim/timing.h"
 #include "bmpipe/solve/linear_model.h"
 
 namespace bmpipe {
 
 PlanBuilder::PlanBuilder(const Problem& problem, const Candidates& candidates, const Schedule& schedule)
-    : problem_(problem), candidates_(candidates), schedule_(schedule) {}
+    : problem_(problem), candidates_(candidates), schedule_(schedule) {
+  if (problem_.pipeline.overlap) return;  // TimeFloor is 0
+  rank_ops_.resize(problem_.pipeline.ranks);
+  for (RankIdx r = 0; r < problem_.pipeline.ranks; ++r) {
+    const std::vector<Op>& ops = schedule_.ops_of(r);
+    RankOps& out = rank_ops_[r];
+    if (ops.empty()) continue;
+    if (ops.front().kind == OpKind::kForward) out.first_forward = ops.front().stage;
+    if (ops.back().kind == OpKind::kBackward) out.last_backward = ops.back().stage;
+    for (const Op& op : ops) {
+      auto at = std::find_if(out.stages.begin(), out.stages.end(), [&](const StageOps& c) { return c.stage == op.stage; });
+      if (at == out.stages.end()) at = out.stages.insert(out.stages.end(), StageOps{op.stage});
+      (op.kind == OpKind::kForward ? at->forwards : op.kind == OpKind::kBackward ? at->backwards : at->weight_grads) += 1;
+    }
+  }
+}
 
 std::vector<int> PlanBuilder::Compatible(StageIdx s, LayerIdx start, int length) const {
   std::vector<int> out;
@@ -117,12 +131,8 @@ std::optional<CandidatePlan> PlanBuilder::Complete(const std::vector<int>& end, 
   return plan;
 }
 
-PlanBuilder::Score PlanBuilder::Evaluate(const CandidatePlan& plan) const {
-  Score score;
-  for (RankIdx r = 0; r < problem_.pipeline.ranks; ++r) score.excess += RankExcess(plan, r);
-  // Plans over capacity are compared by their excess alone: no need to time them.
-  if (score.excess > 0) return score;
-  // The simulator's timing (docs/semantics.md) from the candidates' costs, which equal ComputeStageCost's.
+Durations<TimeNs> PlanBuilder::DurationsOf(const CandidatePlan& plan) const {
+  // The simulator's durations (docs/semantics.md) from the candidates' costs, which equal ComputeStageCost's.
   Durations<TimeNs> d;
   d.rank_update.assign(problem_.pipeline.ranks, 0);
   for (std::size_t s = 0; s < plan.choice.size(); ++s) {
@@ -137,7 +147,54 @@ PlanBuilder::Score PlanBuilder::Evaluate(const CandidatePlan& plan) const {
       d.rank_update[problem_.pipeline.RankOf(static_cast<StageIdx>(s), copy)] += c.update_ns;
     }
   }
-  score.iteration_ns = TimeSchedule(schedule_, d, /*record_binding=*/false).iteration;
+  return d;
+}
+
+PlanBuilder::Score PlanBuilder::Evaluate(const CandidatePlan& plan) const {
+  Score score;
+  for (RankIdx r = 0; r < problem_.pipeline.ranks; ++r) score.excess += RankExcess(plan, r);
+  // Plans over capacity are compared by their excess alone: no need to time them.
+  if (score.excess > 0) return score;
+  score.iteration_ns = TimeSchedule(schedule_, DurationsOf(plan), /*record_binding=*/false).iteration;
+  return score;
+}
+
+TimeNs PlanBuilder::TimeFloor(const CandidatePlan& plan) const {
+  if (rank_ops_.empty()) return 0;
+  const Durations<TimeNs> d = DurationsOf(plan);
+  const bool split = problem_.pipeline.SplitBackward();
+  // Every op of stage s waits for its micro-batch's forward through the stages before it; after a
+  // backward of stage s the backward part (less W when split) of every stage before it runs.
+  const std::size_t stages = d.forward.size();
+  std::vector<TimeNs> forward_before(stages + 1, 0), backward_before(stages + 1, 0);
+  for (std::size_t s = 0; s < stages; ++s) {
+    forward_before[s + 1] = forward_before[s] + d.forward[s];
+    backward_before[s + 1] = backward_before[s] + d.backward[s] - (split ? d.weight_grad[s] : 0);
+  }
+  TimeNs floor = 0;
+  for (RankIdx r = 0; r < static_cast<RankIdx>(rank_ops_.size()); ++r) {
+    const RankOps& ops = rank_ops_[r];
+    TimeNs busy = 0;
+    for (const StageOps& c : ops.stages) {
+      const TimeNs w = split ? d.weight_grad[c.stage] : 0;
+      busy += c.forwards * d.forward[c.stage] + c.backwards * (d.backward[c.stage] - w) + c.weight_grads * w;
+    }
+    const TimeNs before = ops.first_forward >= 0 ? forward_before[ops.first_forward] : 0;
+    const TimeNs after = ops.last_backward >= 0 ? backward_before[ops.last_backward] : 0;
+    floor = std::max(floor, before + busy + std::max(d.rank_update[r], after));
+  }
+  return floor;
+}
+
+std::optional<PlanBuilder::Score> PlanBuilder::EvaluateIfBetter(const CandidatePlan& plan,
+                                                                const Score& incumbent) const {
+  Score score;
+  for (RankIdx r = 0; r < problem_.pipeline.ranks; ++r) score.excess += RankExcess(plan, r);
+  if (score.excess == 0) {
+    if (incumbent.excess == 0 && TimeFloor(plan) >= incumbent.iteration_ns) return std::nullopt;
+    score.iteration_ns = TimeSchedule(schedule_, DurationsOf(plan), /*record_binding=*/false).iteration;
+  }
+  if (!(score < incumbent)) return std::nullopt;
   return score;
 }
 
@@ -165,10 +222,9 @@ CandidatePlan ImproveLocally(const PlanBuilder& builder, CandidatePlan current, 
         }
         std::optional<CandidatePlan> next = builder.Complete(end, &current.choice, /*allow_over=*/true);
         if (!next) continue;
-        const PlanBuilder::Score v = builder.Evaluate(*next);
-        if (v < value) {
+        if (const std::optional<PlanBuilder::Score> v = builder.EvaluateIfBetter(*next, value)) {
           current = *next;
-          value = v;
+          value = *v;
           improved = true;
         }
       }
@@ -180,10 +236,9 @@ CandidatePlan ImproveLocally(const PlanBuilder& builder, CandidatePlan current, 
         if (k == current.choice[s] || out_of_time()) continue;
         CandidatePlan next = current;
         next.choice[s] = k;
-        const PlanBuilder::Score v = builder.Evaluate(next);
-        if (v < value) {
+        if (const std::optional<PlanBuilder::Score> v = builder.EvaluateIfBetter(next, value)) {
           current = next;
-          value = v;
+          value = *v;
           improved = true;
         }
       }

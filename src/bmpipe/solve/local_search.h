@@ -7,6 +7,7 @@
 
 #include "bmpipe/core/deadline.h"
 #include "bmpipe/schedule/schedule.h"
+#include "bmpipe/sim/timing.h"
 #include "bmpipe/solve/candidates.h"
 
 namespace bmpipe {
@@ -44,16 +45,38 @@ class PlanBuilder {
     }
   };
   Score Evaluate(const CandidatePlan& plan) const;
+  // The plan's score when it is better than `incumbent`, else nothing. Equal to Evaluate's
+  // comparison, but a plan that cannot be better is not simulated: over capacity while the
+  // incumbent fits, or a time floor (TimeFloor) no less than the incumbent's time.
+  std::optional<Score> EvaluateIfBetter(const CandidatePlan& plan, const Score& incumbent) const;
+  // A lower bound on the plan's simulated iteration time, in O(stages + ranks): the latest over
+  // ranks of the forward chain before its first op, its ops' durations, and the longer of its
+  // update and the backward chain after its last op (docs/semantics.md; p2p counted as zero).
+  // Zero when the pipeline overlaps its pairs (an action may be shorter than its ops).
+  TimeNs TimeFloor(const CandidatePlan& plan) const;
 
   const Problem& problem() const { return problem_; }
   const Candidates& candidates() const { return candidates_; }
 
  private:
   Bytes RankExcess(const CandidatePlan& plan, RankIdx r) const;
+  Durations<TimeNs> DurationsOf(const CandidatePlan& plan) const;
 
   const Problem& problem_;
   const Candidates& candidates_;
   const Schedule& schedule_;  // Evaluate times many plans of the same pipeline
+  // What TimeFloor needs of each rank's op order: how many ops of each kind it runs per stage,
+  // the stage of its first op (when a forward) and of its last (when a backward).
+  struct StageOps {
+    StageIdx stage;
+    int forwards = 0, backwards = 0, weight_grads = 0;
+  };
+  struct RankOps {
+    std::vector<StageOps> stages;
+    StageIdx first_forward = -1;  // the stage of the rank's first op, when it is a forward
+    StageIdx last_backward = -1;  // the stage of the rank's last op, when it is a backward
+  };
+  std::vector<RankOps> rank_ops_;
 };
 
 // Hill climbing from `start`: move one layer from any stage to any other (the boundaries between
