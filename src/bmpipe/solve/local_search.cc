@@ -17,8 +17,10 @@ PlanBuilder::PlanBuilder(const Problem& problem, const Candidates& candidates, c
     if (ops.front().kind == OpKind::kForward) out.first_forward = ops.front().stage;
     if (ops.back().kind == OpKind::kBackward) out.last_backward = ops.back().stage;
     for (const Op& op : ops) {
-      auto at = std::find_if(out.stages.begin(), out.stages.end(), [&](const StageOps& c) { return c.stage == op.stage; });
-      if (at == out.stages.end()) at = out.stages.insert(out.stages.end(), StageOps{op.stage});
+      if (op.kind == OpKind::kBackward && out.first_backward < 0) out.first_backward = op.stage;
+      std::vector<StageOps>& part = out.first_backward < 0 ? out.warm_up : out.rest;
+      auto at = std::find_if(part.begin(), part.end(), [&](const StageOps& c) { return c.stage == op.stage; });
+      if (at == part.end()) at = part.insert(part.end(), StageOps{op.stage});
       (op.kind == OpKind::kForward ? at->forwards : op.kind == OpKind::kBackward ? at->backwards : at->weight_grads) += 1;
     }
   }
@@ -37,19 +39,18 @@ std::vector<int> PlanBuilder::Compatible(StageIdx s, LayerIdx start, int length)
   return out;
 }
 
-Bytes PlanBuilder::RankExcess(const CandidatePlan& plan, RankIdx r) const {
+Bytes PlanBuilder::Excess(const CandidatePlan& plan) const {
   if (candidates_.memory_exact) return 0;
   std::vector<const Candidate*> chosen(plan.choice.size());
   for (std::size_t s = 0; s < plan.choice.size(); ++s) chosen[s] = &candidates_.per_stage[s][plan.choice[s]];
-  return std::max<Bytes>(0, RankPeakMemory(problem_, candidates_, r, chosen) - problem_.memory_bytes);
+  Bytes excess = 0;
+  for (RankIdx r = 0; r < problem_.pipeline.ranks; ++r) {
+    excess += std::max<Bytes>(0, RankPeakMemory(problem_, candidates_, r, chosen) - problem_.memory_bytes);
+  }
+  return excess;
 }
 
-bool PlanBuilder::Fits(const CandidatePlan& plan) const {
-  for (RankIdx r = 0; r < problem_.pipeline.ranks; ++r) {
-    if (RankExcess(plan, r) > 0) return false;
-  }
-  return true;
-}
+bool PlanBuilder::Fits(const CandidatePlan& plan) const { return Excess(plan) == 0; }
 
 Plan PlanBuilder::ToPlan(const CandidatePlan& plan) const {
   Plan out;
@@ -152,7 +153,7 @@ Durations<TimeNs> PlanBuilder::DurationsOf(const CandidatePlan& plan) const {
 
 PlanBuilder::Score PlanBuilder::Evaluate(const CandidatePlan& plan) const {
   Score score;
-  for (RankIdx r = 0; r < problem_.pipeline.ranks; ++r) score.excess += RankExcess(plan, r);
+  score.excess = Excess(plan);
   // Plans over capacity are compared by their excess alone: no need to time them.
   if (score.excess > 0) return score;
   score.iteration_ns = TimeSchedule(schedule_, DurationsOf(plan), /*record_binding=*/false).iteration;
@@ -163,37 +164,44 @@ TimeNs PlanBuilder::TimeFloor(const CandidatePlan& plan) const {
   if (rank_ops_.empty()) return 0;
   const Durations<TimeNs> d = DurationsOf(plan);
   const bool split = problem_.pipeline.SplitBackward();
-  // Every op of stage s waits for its micro-batch's forward through the stages before it; after a
-  // backward of stage s the backward part (less W when split) of every stage before it runs.
+  // Every op of stage s waits for its micro-batch's forward through the stages before it, a
+  // backward of stage s also for its forward through the later stages and their backward parts
+  // (less W when split); after a backward of stage s, the backward parts of the stages before it run.
   const std::size_t stages = d.forward.size();
   std::vector<TimeNs> forward_before(stages + 1, 0), backward_before(stages + 1, 0);
   for (std::size_t s = 0; s < stages; ++s) {
     forward_before[s + 1] = forward_before[s] + d.forward[s];
     backward_before[s + 1] = backward_before[s] + d.backward[s] - (split ? d.weight_grad[s] : 0);
   }
+  auto busy = [&](const std::vector<StageOps>& part) {
+    TimeNs sum = 0;
+    for (const StageOps& c : part) {
+      const TimeNs w = split ? d.weight_grad[c.stage] : 0;
+      sum += c.forwards * d.forward[c.stage] + c.backwards * (d.backward[c.stage] - w) + c.weight_grads * w;
+    }
+    return sum;
+  };
   TimeNs floor = 0;
   for (RankIdx r = 0; r < static_cast<RankIdx>(rank_ops_.size()); ++r) {
     const RankOps& ops = rank_ops_[r];
-    TimeNs busy = 0;
-    for (const StageOps& c : ops.stages) {
-      const TimeNs w = split ? d.weight_grad[c.stage] : 0;
-      busy += c.forwards * d.forward[c.stage] + c.backwards * (d.backward[c.stage] - w) + c.weight_grads * w;
+    TimeNs at = (ops.first_forward >= 0 ? forward_before[ops.first_forward] : 0) + busy(ops.warm_up);
+    if (ops.first_backward >= 0) {
+      at = std::max(at, forward_before[stages] + backward_before[stages] - backward_before[ops.first_backward + 1]);
     }
-    const TimeNs before = ops.first_forward >= 0 ? forward_before[ops.first_forward] : 0;
     const TimeNs after = ops.last_backward >= 0 ? backward_before[ops.last_backward] : 0;
-    floor = std::max(floor, before + busy + std::max(d.rank_update[r], after));
+    floor = std::max(floor, at + busy(ops.rest) + std::max(d.rank_update[r], after));
   }
   return floor;
 }
 
 std::optional<PlanBuilder::Score> PlanBuilder::EvaluateIfBetter(const CandidatePlan& plan,
                                                                 const Score& incumbent) const {
+  // Against an incumbent that fits, only a plan that fits and is faster is better: the floor
+  // (cheaper than the memory check) first.
+  if (incumbent.excess == 0 && TimeFloor(plan) >= incumbent.iteration_ns) return std::nullopt;
   Score score;
-  for (RankIdx r = 0; r < problem_.pipeline.ranks; ++r) score.excess += RankExcess(plan, r);
-  if (score.excess == 0) {
-    if (incumbent.excess == 0 && TimeFloor(plan) >= incumbent.iteration_ns) return std::nullopt;
-    score.iteration_ns = TimeSchedule(schedule_, DurationsOf(plan), /*record_binding=*/false).iteration;
-  }
+  score.excess = Excess(plan);
+  if (score.excess == 0) score.iteration_ns = TimeSchedule(schedule_, DurationsOf(plan), /*record_binding=*/false).iteration;
   if (!(score < incumbent)) return std::nullopt;
   return score;
 }

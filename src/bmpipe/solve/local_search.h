@@ -49,32 +49,36 @@ class PlanBuilder {
   // comparison, but a plan that cannot be better is not simulated: over capacity while the
   // incumbent fits, or a time floor (TimeFloor) no less than the incumbent's time.
   std::optional<Score> EvaluateIfBetter(const CandidatePlan& plan, const Score& incumbent) const;
-  // A lower bound on the plan's simulated iteration time, in O(stages + ranks): the latest over
-  // ranks of the forward chain before its first op, its ops' durations, and the longer of its
-  // update and the backward chain after its last op (docs/semantics.md; p2p counted as zero).
-  // Zero when the pipeline overlaps its pairs (an action may be shorter than its ops).
+  // A lower bound on the plan's simulated iteration time, in O(stages + ranks): per rank, its ops
+  // up to its first backward, which cannot start before the forward chain to it (through the
+  // stages before its first op) and their durations, nor before its micro-batch's forward through
+  // every stage and backward back to it; then the durations of the rest of its ops, and the
+  // longer of its update and the backward chain after its last op (docs/semantics.md; p2p counted
+  // as zero). Zero when the pipeline overlaps its pairs (an action may be shorter than its ops).
   TimeNs TimeFloor(const CandidatePlan& plan) const;
 
   const Problem& problem() const { return problem_; }
   const Candidates& candidates() const { return candidates_; }
 
  private:
-  Bytes RankExcess(const CandidatePlan& plan, RankIdx r) const;
+  Bytes Excess(const CandidatePlan& plan) const;  // bytes over capacity, summed over ranks
   Durations<TimeNs> DurationsOf(const CandidatePlan& plan) const;
 
   const Problem& problem_;
   const Candidates& candidates_;
   const Schedule& schedule_;  // Evaluate times many plans of the same pipeline
-  // What TimeFloor needs of each rank's op order: how many ops of each kind it runs per stage,
-  // the stage of its first op (when a forward) and of its last (when a backward).
+  // What TimeFloor needs of each rank's op order: how many ops of each kind it runs per stage
+  // before its first backward and from it on, the stage of its first op (when a forward), of its
+  // first backward, and of its last op (when a backward).
   struct StageOps {
     StageIdx stage;
     int forwards = 0, backwards = 0, weight_grads = 0;
   };
   struct RankOps {
-    std::vector<StageOps> stages;
-    StageIdx first_forward = -1;  // the stage of the rank's first op, when it is a forward
-    StageIdx last_backward = -1;  // the stage of the rank's last op, when it is a backward
+    std::vector<StageOps> warm_up, rest;
+    StageIdx first_forward = -1;   // the stage of the rank's first op, when it is a forward
+    StageIdx first_backward = -1;  // the stage of its first backward (none: -1)
+    StageIdx last_backward = -1;   // the stage of its last op, when it is a backward
   };
   std::vector<RankOps> rank_ops_;
 };
