@@ -142,7 +142,10 @@ Result<TargetPlan> PlanForTarget(const Problem& problem, TargetKind kind, const 
   std::optional<Error> error;
   // Block settings beyond the most decoder layers a stage can hold in memory are full recomputation.
   const int max_block = MostDecodersThatFit(problem);
-  // Each setting gets an equal share of the time left, so that a hard one does not starve the rest.
+  // Each setting gets an equal share of the time limit left, so that a hard one does not starve
+  // the rest. The caller's deadline (a search's budget, Ctrl-C) only stops the run: a share of it
+  // would make what each setting finds depend on the time its run started (the search's limits
+  // are in work, for the same answer on any number of threads).
   int total = 0;
   Status counted = ForEachTargetSetting(problem, kind, [&](const TargetSetting&) { return ++total, true; }, max_block);
   if (!counted.ok()) return counted.error();
@@ -162,8 +165,7 @@ Result<TargetPlan> PlanForTarget(const Problem& problem, TargetKind kind, const 
   };
   int covering_block = -1;  // the block setting that stands for every larger one
   Status walked = ForEachTargetSetting(problem, kind, [&](const TargetSetting& setting) {
-    const double left = std::min(own.SecondsLeft(), options.deadline.SecondsLeft());
-    each.time_limit_s = std::max(0.0, left) / std::max(1, total - out.settings);
+    each.time_limit_s = own.SecondsLeft() / std::max(1, total - out.settings);
     if (out.settings > 0 && (own.Expired() || options.deadline.Expired())) {
       // Settings not planned: nothing is proven about them.
       bound = 0;
