@@ -186,7 +186,9 @@ Status KeepOffloadWithinHost(const std::vector<LayerKind>& kinds, const ModelSpe
     std::vector<LayerOption> kept;
     std::string left_out;
     for (const LayerOption& option : k.layer->options) {
-      const double host = EvaluateOption(*k.graph, option.name).host_bytes;
+      // Only an offloading option keeps bytes on the host.
+      const bool offloads = (ParseRecompute(option.name).value().parts & kOffloadActivations) != 0;
+      const double host = offloads ? EvaluateOption(*k.graph, option.name).host_bytes : 0;
       const double worst = host * static_cast<double>(in_flight) * static_cast<double>(layers);
       if (host == 0 || worst <= budget) {
         kept.push_back(option);
