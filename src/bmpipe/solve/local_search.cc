@@ -9,6 +9,13 @@ namespace bmpipe {
 PlanBuilder::PlanBuilder(const Problem& problem, const Candidates& candidates, const Schedule& schedule)
     : problem_(problem), candidates_(candidates), schedule_(schedule) {
   if (problem_.pipeline.overlap) return;  // TimeFloor is 0
+  const Pipeline& p = problem_.pipeline;
+  crosses_.assign(p.stages(), false);
+  for (StageIdx s = 0; s + 1 < p.stages(); ++s) {
+    bool every = true;
+    for (int copy = 0; copy < p.Copies(); ++copy) every = every && p.RankOf(s, copy) != p.RankOf(s + 1, copy);
+    crosses_[s] = every;
+  }
   rank_ops_.resize(problem_.pipeline.ranks);
   for (RankIdx r = 0; r < problem_.pipeline.ranks; ++r) {
     const std::vector<Op>& ops = schedule_.ops_of(r);
@@ -166,13 +173,17 @@ TimeNs PlanBuilder::TimeFloor(const CandidatePlan& plan) const {
   const bool split = problem_.pipeline.SplitBackward();
   // Every op of stage s waits for its micro-batch's forward through the stages before it, a
   // backward of stage s also for its forward through the later stages and their backward parts
-  // (less W when split); after a backward of stage s, the backward parts of the stages before it run.
+  // (less W when split); after a backward of stage s, the backward parts of the stages before it
+  // run. Each step from stage s to s + 1 or back that crosses ranks in every copy adds stage s's
+  // p2p time (crossed[s]).
   const std::size_t stages = d.forward.size();
-  std::vector<TimeNs> forward_before(stages + 1, 0), backward_before(stages + 1, 0);
+  std::vector<TimeNs> forward_before(stages + 1, 0), backward_before(stages + 1, 0), crossed_before(stages + 1, 0);
   for (std::size_t s = 0; s < stages; ++s) {
     forward_before[s + 1] = forward_before[s] + d.forward[s];
     backward_before[s + 1] = backward_before[s] + d.backward[s] - (split ? d.weight_grad[s] : 0);
+    crossed_before[s + 1] = crossed_before[s] + (s + 1 < stages && crosses_[s] ? d.p2p_out[s] : 0);
   }
+  const TimeNs round_trip = forward_before[stages] + crossed_before[stages];  // to the last stage's backward
   auto busy = [&](const std::vector<StageOps>& part) {
     TimeNs sum = 0;
     for (const StageOps& c : part) {
@@ -184,11 +195,13 @@ TimeNs PlanBuilder::TimeFloor(const CandidatePlan& plan) const {
   TimeNs floor = 0;
   for (RankIdx r = 0; r < static_cast<RankIdx>(rank_ops_.size()); ++r) {
     const RankOps& ops = rank_ops_[r];
-    TimeNs at = (ops.first_forward >= 0 ? forward_before[ops.first_forward] : 0) + busy(ops.warm_up);
-    if (ops.first_backward >= 0) {
-      at = std::max(at, forward_before[stages] + backward_before[stages] - backward_before[ops.first_backward + 1]);
+    const StageIdx first = ops.first_forward, back = ops.first_backward, last = ops.last_backward;
+    TimeNs at = (first >= 0 ? forward_before[first] + crossed_before[first] : 0) + busy(ops.warm_up);
+    if (back >= 0) {
+      at = std::max(at, round_trip + backward_before[stages] - backward_before[back + 1] + crossed_before[stages] -
+                            crossed_before[back]);
     }
-    const TimeNs after = ops.last_backward >= 0 ? backward_before[ops.last_backward] : 0;
+    const TimeNs after = last >= 0 ? backward_before[last] + crossed_before[last] : 0;
     floor = std::max(floor, at + busy(ops.rest) + std::max(d.rank_update[r], after));
   }
   return floor;

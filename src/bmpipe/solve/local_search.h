@@ -53,8 +53,9 @@ class PlanBuilder {
   // up to its first backward, which cannot start before the forward chain to it (through the
   // stages before its first op) and their durations, nor before its micro-batch's forward through
   // every stage and backward back to it; then the durations of the rest of its ops, and the
-  // longer of its update and the backward chain after its last op (docs/semantics.md; p2p counted
-  // as zero). Zero when the pipeline overlaps its pairs (an action may be shorter than its ops).
+  // longer of its update and the backward chain after its last op (docs/semantics.md; with the
+  // p2p time of every step of a chain that crosses ranks). Zero when the pipeline overlaps its
+  // pairs (an action may be shorter than its ops).
   TimeNs TimeFloor(const CandidatePlan& plan) const;
 
   const Problem& problem() const { return problem_; }
@@ -81,6 +82,8 @@ class PlanBuilder {
     StageIdx last_backward = -1;   // the stage of its last op, when it is a backward
   };
   std::vector<RankOps> rank_ops_;
+  // Per stage s: whether stages s and s + 1 lie on different ranks in every copy.
+  std::vector<bool> crosses_;
 };
 
 // Hill climbing from `start`: move one layer from any stage to any other (the boundaries between
