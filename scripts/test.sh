@@ -13,7 +13,7 @@
 #            megatron-core, DeepSpeed, torchtitan and torch pipelining in a pinned virtual
 #            environment (build/pyenv, scripts/pyenv.sh; scripts/framework-tests.sh).
 # Every part runs even when an earlier one failed; the summary gives each part's time and result,
-# and the exit status is 1 if any failed. 31 to 41 minutes on 2 cores from a clean clone (README).
+# and the exit status is 1 if any failed. 29 to 41 minutes on 2 cores from a clean clone (README).
 #
 #   scripts/test.sh [--fast]
 #
