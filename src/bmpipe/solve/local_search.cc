@@ -158,18 +158,21 @@ Durations<TimeNs> PlanBuilder::DurationsOf(const CandidatePlan& plan) const {
   return d;
 }
 
-PlanBuilder::Score PlanBuilder::Evaluate(const CandidatePlan& plan) const {
+PlanBuilder::Score PlanBuilder::Evaluate(const CandidatePlan& plan) const { return Evaluate(plan, DurationsOf(plan)); }
+
+PlanBuilder::Score PlanBuilder::Evaluate(const CandidatePlan& plan, const Durations<TimeNs>& d) const {
   Score score;
   score.excess = Excess(plan);
   // Plans over capacity are compared by their excess alone: no need to time them.
   if (score.excess > 0) return score;
-  score.iteration_ns = TimeSchedule(schedule_, DurationsOf(plan), /*record_binding=*/false).iteration;
+  score.iteration_ns = TimeSchedule(schedule_, d, /*record_binding=*/false).iteration;
   return score;
 }
 
-TimeNs PlanBuilder::TimeFloor(const CandidatePlan& plan) const {
+TimeNs PlanBuilder::TimeFloor(const CandidatePlan& plan) const { return TimeFloor(DurationsOf(plan)); }
+
+TimeNs PlanBuilder::TimeFloor(const Durations<TimeNs>& d) const {
   if (rank_ops_.empty()) return 0;
-  const Durations<TimeNs> d = DurationsOf(plan);
   const bool split = problem_.pipeline.SplitBackward();
   // Every op of stage s waits for its micro-batch's forward through the stages before it, a
   // backward of stage s also for its forward through the later stages and their backward parts
@@ -211,10 +214,9 @@ std::optional<PlanBuilder::Score> PlanBuilder::EvaluateIfBetter(const CandidateP
                                                                 const Score& incumbent) const {
   // Against an incumbent that fits, only a plan that fits and is faster is better: the floor
   // (cheaper than the memory check) first.
-  if (incumbent.excess == 0 && TimeFloor(plan) >= incumbent.iteration_ns) return std::nullopt;
-  Score score;
-  score.excess = Excess(plan);
-  if (score.excess == 0) score.iteration_ns = TimeSchedule(schedule_, DurationsOf(plan), /*record_binding=*/false).iteration;
+  const Durations<TimeNs> d = DurationsOf(plan);
+  if (incumbent.excess == 0 && TimeFloor(d) >= incumbent.iteration_ns) return std::nullopt;
+  const Score score = Evaluate(plan, d);
   if (!(score < incumbent)) return std::nullopt;
   return score;
 }

@@ -64,6 +64,9 @@ class PlanBuilder {
  private:
   Bytes Excess(const CandidatePlan& plan) const;  // bytes over capacity, summed over ranks
   Durations<TimeNs> DurationsOf(const CandidatePlan& plan) const;
+  // Evaluate and TimeFloor of the plan whose durations are `d` (DurationsOf), built once.
+  Score Evaluate(const CandidatePlan& plan, const Durations<TimeNs>& d) const;
+  TimeNs TimeFloor(const Durations<TimeNs>& d) const;
 
   const Problem& problem_;
   const Candidates& candidates_;
