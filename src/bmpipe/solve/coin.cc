@@ -348,12 +348,12 @@ Result<ModelStatus> LpSolver::Solve(const Deadline& deadline) {
   // 26 s by the dual against 28-29 s, alternated twice).
   Clp_dual(clp, 0);
   if (Clp_isProvenOptimal(clp)) return ModelStatus::kOptimal;
-  if (Clp_isProvenPrimalInfeasible(clp)) return ModelStatus::kInfeasible;
+  if (Clp_isProvenPrimalInfeasible(clp) || Clp_isDualObjectiveLimitReached(clp)) return ModelStatus::kInfeasible;
   while (!deadline.IsNever() && stopped_by_limit() && !deadline.Expired()) {
     limit();
     Clp_dual(clp, 0);
     if (Clp_isProvenOptimal(clp)) return ModelStatus::kOptimal;
-    if (Clp_isProvenPrimalInfeasible(clp)) return ModelStatus::kInfeasible;
+    if (Clp_isProvenPrimalInfeasible(clp) || Clp_isDualObjectiveLimitReached(clp)) return ModelStatus::kInfeasible;
   }
   if (deadline.Expired()) return ModelStatus::kNoSolution;
   // Dual simplex from a stale basis can stop without a verdict; retry from scratch once.
@@ -370,6 +370,22 @@ double LpSolver::objective() const { return Clp_getObjValue(impl_->clp); }
 std::vector<double> LpSolver::solution() const {
   const double* x = Clp_getColSolution(impl_->clp);
   return std::vector<double>(x, x + Clp_getNumCols(impl_->clp));
+}
+
+void LpSolver::SetCutoff(double cutoff) { Clp_setDualObjectiveLimit(impl_->clp, Finite(cutoff)); }
+
+std::vector<unsigned char> LpSolver::Basis() const {
+  const unsigned char* status = Clp_statusArray(impl_->clp);
+  if (status == nullptr) return {};
+  return std::vector<unsigned char>(status, status + Clp_getNumCols(impl_->clp) + Clp_getNumRows(impl_->clp));
+}
+
+void LpSolver::SetBasis(const std::vector<unsigned char>& basis) {
+  const std::size_t columns = Clp_getNumCols(impl_->clp), rows = Clp_getNumRows(impl_->clp);
+  if (basis.size() < columns || basis.size() > columns + rows) return;
+  std::vector<unsigned char> status(basis);
+  status.resize(columns + rows, 1);  // ClpSimplex::basic
+  Clp_copyinStatus(impl_->clp, status.data());
 }
 
 int LpSolver::num_rows() const { return Clp_getNumRows(impl_->clp); }

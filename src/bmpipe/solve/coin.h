@@ -61,12 +61,19 @@ class LpSolver {
 
   void SetColumnBounds(const std::vector<double>& lower, const std::vector<double>& upper);
   void AddRow(const LinearRow& row);
-  // Optimal, infeasible, or kNoSolution when CLP stopped at `deadline`; an internal error when CLP
+  // Solutions whose objective is not below `cutoff` are of no use: the dual simplex may stop as
+  // soon as its objective (which only rises) reaches it, and Solve then says infeasible.
+  void SetCutoff(double cutoff);
+  // Optimal, infeasible (or cut off), or kNoSolution when CLP stopped at `deadline`; an internal error when CLP
   // gave no verdict.
   Result<ModelStatus> Solve(const Deadline& deadline = Deadline::Never());
   double objective() const;
   std::vector<double> solution() const;
   int num_rows() const;
+  // The basis of the last solve (a status per column, then per row), and a basis to start the next
+  // solve from; rows added since it was taken start basic (their slacks).
+  std::vector<unsigned char> Basis() const;
+  void SetBasis(const std::vector<unsigned char>& basis);
 
  private:
   struct Impl;
