@@ -2,6 +2,7 @@
 // MindFormers tool's demo.
 #include "bmpipe/solve/planner.h"
 
+#include <cstdio>
 #include <algorithm>
 #include <iterator>
 #include <limits>
@@ -371,8 +372,8 @@ TEST(Planner, FamilyBoundSeesTheCoolDownOfAnEarlierStage) {
 TEST(Planner, RankLoadBoundIsALowerBound) {
   BMPIPE_SLOW_TEST();
   std::mt19937_64 rng(31415);
-  int checked = 0, exact = 0;
-  for (int c = 0; c < 80; ++c) {
+  int checked = 0, exact = 0, raised = 0;
+  for (int c = 0; c < 120; ++c) {
     for (bool heavy_updates : {false, true}) {
       Problem problem = RandomPlannerProblem(rng);
       if (heavy_updates) {
@@ -383,13 +384,22 @@ TEST(Planner, RankLoadBoundIsALowerBound) {
       const PlannerResult brute = Plan(problem, PlannerKind::kBruteForce);
       if (brute.status != ModelStatus::kOptimal) continue;
       ++checked;
-      const TimeNs bound = RankLoadBound(problem, Schedule(problem.pipeline));
+      const Schedule schedule(problem.pipeline);
+      const TimeNs bound = RankLoadBound(problem, schedule);
       EXPECT_LE(bound, brute.iteration_ns) << "case " << c << (heavy_updates ? " (heavy updates)" : "");
       exact += bound == brute.iteration_ns ? 1 : 0;
+      // With the memory form (memory is 55 - 120 % of what the even split needs).
+      const std::vector<std::vector<MemoryRow>> rows = PeakMemoryRows(schedule);
+      const TimeNs with_memory = RankLoadBound(problem, schedule, 0, &rows);
+      EXPECT_LE(with_memory, brute.iteration_ns) << "case " << c << " with memory";
+      EXPECT_GE(with_memory, bound) << "case " << c;
+      raised += with_memory > bound ? 1 : 0;
     }
   }
-  EXPECT_GT(checked, 60);
+  EXPECT_GT(checked, 90);
   EXPECT_GT(exact, 0);
+  EXPECT_GT(raised, 0);
+  std::printf("%d cases: the bound is the optimum in %d, memory raised it in %d\n", checked, exact, raised);
 }
 
 // By hand: 1F1B, 2 ranks, 4 micro-batches, 3 equal layers (F 1, B 2 ns, no p2p). Layer 0 is on

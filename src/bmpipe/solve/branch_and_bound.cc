@@ -72,7 +72,7 @@ class Search {
         began_(std::chrono::steady_clock::now()),
         builder_(problem, candidates, schedule),
         time_unit_ns_(ChooseTimeUnit(candidates)),
-        t_floor_(static_cast<double>(RankLoadBound(problem, schedule)) / time_unit_ns_) {}
+        t_floor_(static_cast<double>(RankLoadBound(problem, schedule, 0, &candidates.memory_rows)) / time_unit_ns_) {}
 
   PlannerResult Run() {
     const int stages = problem_.pipeline.stages();

@@ -66,7 +66,7 @@ Formulation BuildFormulation(const Problem& problem, const Candidates& candidate
   }
   for (RankIdx r = 0; r < p.ranks; ++r) f.update.push_back(m.AddColumn(Name("U", r), 0, kInfinity, 0, false));
   f.t = m.AddColumn("T", 0, kInfinity, 1, false);
-  f.t_floor = static_cast<double>(RankLoadBound(problem, schedule)) / time_unit_ns;
+  f.t_floor = static_cast<double>(RankLoadBound(problem, schedule, 0, &candidates.memory_rows)) / time_unit_ns;
 
   // (f) the stage and rank durations, in time units.
   const double unit = 1.0 / time_unit_ns;

@@ -56,7 +56,108 @@ struct Form {
   std::vector<TimeNs> base;
   std::vector<TimeNs> smallest;
   std::vector<char> coupled;  // empty: none
+  // When not empty, each group's own costs of k = 0, 1, ... free layers (the memory form's), at
+  // least `smallest`, non-decreasing, kNoFit where k do not fit; past its end, the larger of
+  // `smallest` and its last.
+  std::vector<std::vector<TimeNs>> per_group;
+
+  TimeNs Cost(int group, int k) const {
+    if (per_group.empty()) return smallest[k];
+    const std::vector<TimeNs>& own = per_group[group];
+    return k < static_cast<int>(own.size()) ? own[k] : std::max(smallest[k], own.back());
+  }
+  // The most free layers group g can take within `limit` (-1: none).
+  long Most(int group, TimeNs limit) const {
+    auto within = [&](const std::vector<TimeNs>& costs, std::size_t from) {
+      return static_cast<long>(std::upper_bound(costs.begin() + static_cast<long>(from), costs.end(), limit) -
+                               costs.begin()) - 1;
+    };
+    if (per_group.empty()) return within(smallest, 0);
+    const std::vector<TimeNs>& own = per_group[group];
+    const long most = within(own, 0);
+    if (most + 1 < static_cast<long>(own.size())) return most;
+    return std::max(most, within(smallest, own.size()));
+  }
 };
+
+// k layers that cannot fit on a rank: far beyond any plan's time, and far from overflowing.
+constexpr TimeNs kNoFit = TimeNs{1} << 50;
+
+// The least work of k = 0..free layers of `rank` that fit in each of its memory rows, one row at a
+// time (the largest of the rows' minima), kNoFit where they do not. Each layer is the free layers'
+// least in static and held bytes, with their options' (work, saved bytes) Pareto front `options`
+// (work ascending, saved descending), and sits in the chunk it costs least in; `fixed` is what the
+// rank's fixed layers take at least in each row. Exact for identical layers with up to three
+// options left on a row's front (one count enumerated, the other two in closed form); beyond that,
+// or without `exact` (O(free^2) per row), the relaxation that mixes the two options around the
+// row's average budget per layer (the front's lower convex hull), which is below the integer least.
+std::vector<TimeNs> LeastWorkThatFits(const std::vector<MemoryRow>& rows, const std::vector<Bytes>& room,
+                                      Bytes static_bytes, Bytes weight_grad_bytes,
+                                      const std::vector<std::pair<TimeNs, Bytes>>& options, int free,
+                                      bool exact) {
+  std::vector<TimeNs> least(free + 1, 0);
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    const MemoryRow& row = rows[i];
+    // Each option's bytes in this row, in the chunk where they are least; the row's front.
+    std::vector<std::pair<TimeNs, Bytes>> front;
+    for (const auto& [work, saved] : options) {
+      Bytes bytes = std::numeric_limits<Bytes>::max();
+      for (std::size_t c = 0; c < row.in_flight.size(); ++c) {
+        bytes = std::min(bytes, static_bytes + row.ChunkBytes(static_cast<int>(c), saved, weight_grad_bytes, 0));
+      }
+      if (front.empty() || bytes < front.back().second) front.push_back({work, bytes});
+    }
+    const Bytes budget = room[i];
+    // Two options a (faster, larger) and b: the least work of `count` layers within `bytes`, and
+    // how many of them take a.
+    struct Mix {
+      TimeNs work;
+      long faster;
+    };
+    auto two = [](const std::pair<TimeNs, Bytes>& a, const std::pair<TimeNs, Bytes>& b, long count, Bytes bytes) {
+      if (bytes < count * b.second) return Mix{kNoFit, -1};
+      const long faster = std::min<long>(count, (bytes - count * b.second) / (a.second - b.second));
+      return Mix{faster * a.first + (count - faster) * b.first, faster};
+    };
+    for (int k = 1; k <= free; ++k) {
+      TimeNs best = kNoFit;
+      if (front.size() == 1) {
+        best = k * front[0].second <= budget ? k * front[0].first : kNoFit;
+      } else if (front.size() == 2) {
+        best = two(front[0], front[1], k, budget).work;
+      } else if (front.size() == 3 && exact) {
+        for (long third = 0; third <= k; ++third) {
+          const Mix rest = two(front[0], front[1], k - third, budget - third * front[2].second);
+          if (rest.work >= kNoFit) continue;
+          best = std::min(best, rest.work + third * front[2].first);
+          if (rest.faster == k - third) break;  // the rest all the fastest: more of the third only adds work
+        }
+      } else {
+        // The lower convex hull of the front, at the average budget per layer.
+        const double per = static_cast<double>(budget) / k;
+        if (per >= static_cast<double>(front[0].second)) {
+          best = k * front[0].first;
+        } else if (per >= static_cast<double>(front.back().second)) {
+          double least_work = static_cast<double>(front.back().first);
+          for (std::size_t a = 0; a < front.size(); ++a) {
+            for (std::size_t b = a + 1; b < front.size(); ++b) {
+              const double ba = static_cast<double>(front[a].second), bb = static_cast<double>(front[b].second);
+              if (per > ba || per < bb) continue;
+              const double w = (per - bb) / (ba - bb);
+              least_work = std::min(least_work, w * static_cast<double>(front[a].first) +
+                                                    (1 - w) * static_cast<double>(front[b].first));
+            }
+          }
+          best = static_cast<TimeNs>(std::floor(k * least_work));
+        }
+      }
+      least[k] = std::max(least[k], best);
+    }
+  }
+  // Fewer layers never need more work (drop one: less work, fewer bytes): keep it non-decreasing.
+  for (int k = 1; k <= free; ++k) least[k] = std::max(least[k], least[k - 1]);
+  return least;
+}
 
 // The least T such that the free layers can be dealt to ranks, rank r taking k_r >= need[r] of
 // them and sum k_r = free, with base[r] + smallest[k_r] <= T in every form. `end` and
@@ -70,9 +171,8 @@ TimeNs LeastFeasible(const std::vector<Form>& forms, const std::vector<int>& nee
     long most = free;
     for (const Form& f : forms) {
       const TimeNs base = f.base[r] + (!f.coupled.empty() && f.coupled[r] ? update_smallest[k] : 0);
-      if (base + f.smallest[need[r]] > t) return -1L;
-      most = std::min<long>(most, std::upper_bound(f.smallest.begin(), f.smallest.end(), t - base) -
-                                      f.smallest.begin() - 1);
+      if (base + f.Cost(r, need[r]) > t) return -1L;
+      most = std::min(most, f.Most(r, t - base));
     }
     return most;
   };
@@ -111,7 +211,9 @@ TimeNs LeastFeasible(const std::vector<Form>& forms, const std::vector<int>& nee
   // layer). Bisection over the integers finds it without listing ranks x layers values.
   TimeNs lo = 0, hi = 0;
   for (const Form& f : forms) {
-    for (TimeNs b : f.base) hi = std::max(hi, b + f.smallest.back() + (f.coupled.empty() ? 0 : update_smallest.back()));
+    for (std::size_t r = 0; r < f.base.size(); ++r) {
+      hi = std::max(hi, f.base[r] + f.Cost(static_cast<int>(r), free) + (f.coupled.empty() ? 0 : update_smallest.back()));
+    }
   }
   while (lo < hi) {
     const TimeNs mid = lo + (hi - lo) / 2;
@@ -131,7 +233,8 @@ TimeNs OptionWork(const Pipeline& pipeline, const LayerOption& o) {
          (pipeline.overlap ? o.backward_comm_ns : 0);
 }
 
-TimeNs RankLoadBound(const Problem& problem, const Schedule& schedule, TimeNs stage_extra_ns) {
+TimeNs RankLoadBound(const Problem& problem, const Schedule& schedule, TimeNs stage_extra_ns,
+                     const std::vector<std::vector<MemoryRow>>* memory_rows) {
   const Pipeline& pipeline = problem.pipeline;
   const int n = problem.num_layers();
   const TimeNs m = pipeline.micro_batches;
@@ -282,7 +385,71 @@ TimeNs RankLoadBound(const Problem& problem, const Schedule& schedule, TimeNs st
       forms.push_back(std::move(form));
     }
   }
+  // The memory form: each rank's least work of k free layers that fit in its rows, in every tail.
+  const int free = static_cast<int>(free_updates.size());
+  if (memory_rows != nullptr && !paired && !pipeline.overlap && free > 0 &&
+      static_cast<int>(memory_rows->size()) == pipeline.ranks) {
+    // One free layer no larger than any: the least static and held bytes, every option of every
+    // free layer (its work and saved bytes; the Pareto front).
+    Bytes static_least = std::numeric_limits<Bytes>::max(), held_least = static_least;
+    std::vector<std::pair<TimeNs, Bytes>> all;
+    for (LayerIdx l = 0; l < n; ++l) {
+      if (fixed_group[l] >= 0) continue;
+      static_least = std::min(static_least, problem.layers[l].static_bytes);
+      held_least = std::min(held_least, problem.layers[l].weight_grad_bytes);
+      for (const LayerOption& o : problem.layers[l].options) all.push_back({OptionWork(pipeline, o), o.saved_bytes});
+    }
+    std::sort(all.begin(), all.end());
+    std::vector<std::pair<TimeNs, Bytes>> options;
+    for (const auto& o : all) {
+      if (options.empty() || o.second < options.back().second) options.push_back(o);
+    }
+    // Up to a few times a rank's even share (past it, the other forms' costs and the last value:
+    // a bound still, and O(ranks x share) to hold).
+    const int most = std::min(free, 4 * ((free + groups - 1) / groups) + pipeline.chunks + 8);
+    long rows = 0;
+    for (const std::vector<MemoryRow>& r : *memory_rows) rows += static_cast<long>(r.size());
+    const bool exact = static_cast<double>(rows) * most * most <= 5e7;
+    std::vector<std::vector<TimeNs>> fits(groups);
+    for (RankIdx r = 0; r < pipeline.ranks; ++r) {
+      const std::vector<MemoryRow>& rank_rows = (*memory_rows)[r];
+      // What the fixed layers on r take at least in each row: their own chunk, their least saved bytes.
+      std::vector<Bytes> room(rank_rows.size(), problem.memory_bytes - problem.reserved_bytes);
+      for (LayerIdx l : {LayerIdx{0}, static_cast<LayerIdx>(n - 1)}) {
+        if (fixed_group[l] != r || (l == n - 1 && n == 1)) continue;
+        const int chunk = pipeline.ChunkOf(l == 0 ? 0 : pipeline.stages() - 1);
+        Bytes saved = std::numeric_limits<Bytes>::max();
+        for (const LayerOption& o : problem.layers[l].options) saved = std::min(saved, o.saved_bytes);
+        for (std::size_t i = 0; i < rank_rows.size(); ++i) {
+          room[i] -= problem.layers[l].static_bytes +
+                     rank_rows[i].ChunkBytes(chunk, saved, problem.layers[l].weight_grad_bytes, 0);
+        }
+      }
+      const std::vector<TimeNs> least =
+          LeastWorkThatFits(rank_rows, room, static_least, held_least, options, most, exact);
+      fits[r].resize(most + 1);
+      for (int k = 0; k <= most; ++k) {
+        fits[r][k] = least[k] >= kNoFit || least[k] > kNoFit / m ? kNoFit : m * least[k];
+      }
+    }
+    for (int f = 0; f < static_cast<int>(forms.size()); ++f) {
+      const bool with_update = f % 3 == 1;  // the forms' tails: chain, update, chain then update
+      Form& form = forms[f];
+      form.per_group.assign(groups, std::vector<TimeNs>(form.smallest.begin(), form.smallest.begin() + most + 1));
+      for (int g = 0; g < groups; ++g) {
+        for (int k = 0; k <= most; ++k) {
+          const TimeNs memory = fits[g][k] >= kNoFit ? kNoFit : fits[g][k] + (with_update ? update_smallest[k] : 0);
+          form.per_group[g][k] = std::max(form.per_group[g][k], memory);
+        }
+      }
+    }
+  }
   TimeNs best = LeastFeasible(forms, need, end >= 0 ? group_of(end) : -1, update_smallest);
+  if (best >= kNoFit / 2) {
+    // No deal fits in memory: no plan does. Say so no louder than the other forms.
+    for (Form& form : forms) form.per_group.clear();
+    best = LeastFeasible(forms, need, end >= 0 ? group_of(end) : -1, update_smallest);
+  }
   // One chunk per rank: the chains around rank r run on the stages before it, which are the other
   // ranks' work. With x_s = F_s + B_s, T >= sum_{s<r} x_s + m x_r for every r; over real x >= 0
   // with sum x = W (the cheapest total work per micro-batch) the least such T makes every term

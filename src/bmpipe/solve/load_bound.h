@@ -18,6 +18,14 @@
 // linear relaxation loses: with 128 equal layers on 32 ranks and a heavy LM head on the last one,
 // some rank carries 5 layers, while the relaxation spreads 130 layers' work evenly.
 //
+// With each rank's memory rows (candidates.h, MemoryRow) it also knows that a rank's layers must
+// fit: the free layers a rank is dealt cost at least the least work of as many layers that fit in
+// every row of it on their own (one knapsack per row over the options' work and saved bytes; a
+// layer in the chunk it costs least in; transients left out; with free layers that differ, one
+// no larger than any of them in every byte and no slower in any option). Where memory forces
+// recomputation this is what the deal misses: on 32 layers, 8 ranks x 2 chunks, m = 64 the rank
+// with five decoder layers must recompute two of them.
+//
 // With one chunk per rank the chains around rank r are the other ranks' own work, so also
 // T >= sum_{s<r} (F_s + B_s) + m (F_r + B_r) for every r, whose least value over real stage costs
 // summing to the cheapest total work W is W / (1 - (1 - 1/m)^p): half or more of the pipeline
@@ -27,6 +35,7 @@
 #include "bmpipe/core/units.h"
 #include "bmpipe/problem/problem.h"
 #include "bmpipe/schedule/schedule.h"
+#include "bmpipe/solve/candidates.h"
 
 namespace bmpipe {
 
@@ -40,6 +49,9 @@ TimeNs OptionWork(const Pipeline& pipeline, const LayerOption& option);
 // its copy; one value for every stage but the first and the last): a restricted space's, such as
 // Megatron's block recomputation, which recomputes the first decoder layer of every stage that
 // holds one.
-TimeNs RankLoadBound(const Problem& problem, const Schedule& schedule, TimeNs stage_extra_ns = 0);
+// `memory_rows` (per rank, PeakMemoryRows or a subset of them), when given, adds the memory form
+// (one copy of every stage, no overlapped pairs).
+TimeNs RankLoadBound(const Problem& problem, const Schedule& schedule, TimeNs stage_extra_ns = 0,
+                     const std::vector<std::vector<MemoryRow>>* memory_rows = nullptr);
 
 }  // namespace bmpipe

@@ -311,7 +311,7 @@ Result<PlannerResult> PlanPipeline(const Problem& problem, const PlannerOptions&
     r.plan = fallback->plan;
     r.iteration_ns = fallback->iteration_ns;
     r.objective_ns = static_cast<double>(fallback->iteration_ns);
-    r.bound_ns = std::min(std::max(r.bound_ns, static_cast<double>(RankLoadBound(problem, schedule))),
+    r.bound_ns = std::min(std::max(r.bound_ns, static_cast<double>(RankLoadBound(problem, schedule, 0, &candidates.memory_rows))),
                           static_cast<double>(r.iteration_ns));
     r.gap = (static_cast<double>(r.iteration_ns) - r.bound_ns) / static_cast<double>(r.iteration_ns);
     r.status = r.gap < kOptimalityTolerance ? ModelStatus::kOptimal : ModelStatus::kFeasible;
