@@ -83,72 +83,108 @@ struct Form {
 // k layers that cannot fit on a rank: far beyond any plan's time, and far from overflowing.
 constexpr TimeNs kNoFit = TimeNs{1} << 50;
 
-// The least work of k = 0..free layers of `rank` that fit in each of its memory rows, one row at a
-// time (the largest of the rows' minima), kNoFit where they do not. Each layer is the free layers'
-// least in static and held bytes, with their options' (work, saved bytes) Pareto front `options`
-// (work ascending, saved descending), and sits in the chunk it costs least in; `fixed` is what the
-// rank's fixed layers take at least in each row. Exact for identical layers with up to three
-// options left on a row's front (one count enumerated, the other two in closed form); beyond that,
-// or without `exact` (O(free^2) per row), the relaxation that mixes the two options around the
-// row's average budget per layer (the front's lower convex hull), which is below the integer least.
+// One layer's options as (work, bytes), work ascending; the Pareto front keeps those with fewer
+// bytes than every faster one.
+using Front = std::vector<std::pair<TimeNs, Bytes>>;
+
+// The least work of `count` identical layers with options `front` (Pareto) within `bytes`, or
+// kNoFit. Exact for up to three options (the count of the third enumerated, the other two in closed
+// form, O(count)); beyond that, or without `exact`, the front's lower convex hull at the average
+// budget per layer, which is at most the integer least.
+TimeNs LeastWork(const Front& front, long count, Bytes bytes, bool exact) {
+  if (count == 0) return bytes >= 0 ? 0 : kNoFit;
+  // Two options a (faster, larger) and b, and how many of the count take a.
+  struct Mix {
+    TimeNs work;
+    long faster;
+  };
+  auto two = [](const std::pair<TimeNs, Bytes>& a, const std::pair<TimeNs, Bytes>& b, long n, Bytes room) {
+    if (room < n * b.second) return Mix{kNoFit, -1};
+    const long faster = std::min<long>(n, (room - n * b.second) / (a.second - b.second));
+    return Mix{faster * a.first + (n - faster) * b.first, faster};
+  };
+  if (front.size() == 1) return count * front[0].second <= bytes ? count * front[0].first : kNoFit;
+  if (front.size() == 2) return two(front[0], front[1], count, bytes).work;
+  TimeNs best = kNoFit;
+  if (front.size() == 3 && exact) {
+    for (long third = 0; third <= count; ++third) {
+      const Mix rest = two(front[0], front[1], count - third, bytes - third * front[2].second);
+      if (rest.work >= kNoFit) continue;
+      best = std::min(best, rest.work + third * front[2].first);
+      if (rest.faster == count - third) break;  // the rest all the fastest: more of the third only adds work
+    }
+    return best;
+  }
+  const double per = static_cast<double>(bytes) / static_cast<double>(count);
+  if (per >= static_cast<double>(front[0].second)) return count * front[0].first;
+  if (per < static_cast<double>(front.back().second)) return kNoFit;
+  double least = static_cast<double>(front.back().first);
+  for (std::size_t a = 0; a < front.size(); ++a) {
+    for (std::size_t b = a + 1; b < front.size(); ++b) {
+      const double ba = static_cast<double>(front[a].second), bb = static_cast<double>(front[b].second);
+      if (per > ba || per < bb) continue;
+      const double w = (per - bb) / (ba - bb);
+      least = std::min(least, w * static_cast<double>(front[a].first) + (1 - w) * static_cast<double>(front[b].first));
+    }
+  }
+  return static_cast<TimeNs>(std::floor(static_cast<double>(count) * least));
+}
+
+// Keeps the Pareto front of (work, bytes) pairs.
+Front ParetoFront(Front all) {
+  std::sort(all.begin(), all.end());
+  Front front;
+  for (const auto& x : all) {
+    if (front.empty() || x.second < front.back().second) front.push_back(x);
+  }
+  return front;
+}
+
+// The least work of k = 0..free layers on one rank that fit in each of its memory rows, one row at
+// a time (the largest of the rows' minima), kNoFit where they do not. Each layer is the free layers'
+// least in static and held bytes, with their options' (work, saved bytes) Pareto front `options`;
+// `room` is each row's capacity less what the rank's fixed layers take in it at least. Every chunk
+// in `needs_layer` (its stage has no fixed layer) holds one of the k, priced in that chunk (its
+// options enumerated together, up to kMaxForcedMixes mixes); the others sit in the chunk they cost
+// least in. Transients are left out. With `exact`, LeastWork is exact for up to three options.
+constexpr int kMaxForcedMixes = 81;
 std::vector<TimeNs> LeastWorkThatFits(const std::vector<MemoryRow>& rows, const std::vector<Bytes>& room,
-                                      Bytes static_bytes, Bytes weight_grad_bytes,
-                                      const std::vector<std::pair<TimeNs, Bytes>>& options, int free,
-                                      bool exact) {
+                                      Bytes static_bytes, Bytes weight_grad_bytes, const Front& options,
+                                      const std::vector<int>& needs_layer, int free, bool exact) {
   std::vector<TimeNs> least(free + 1, 0);
   for (std::size_t i = 0; i < rows.size(); ++i) {
     const MemoryRow& row = rows[i];
-    // Each option's bytes in this row, in the chunk where they are least; the row's front.
-    std::vector<std::pair<TimeNs, Bytes>> front;
+    auto bytes_in = [&](int chunk, Bytes saved) {
+      return static_bytes + row.ChunkBytes(chunk, saved, weight_grad_bytes, 0);
+    };
+    // The free layers' front in this row, each in its cheapest chunk.
+    Front anywhere;
     for (const auto& [work, saved] : options) {
       Bytes bytes = std::numeric_limits<Bytes>::max();
-      for (std::size_t c = 0; c < row.in_flight.size(); ++c) {
-        bytes = std::min(bytes, static_bytes + row.ChunkBytes(static_cast<int>(c), saved, weight_grad_bytes, 0));
-      }
-      if (front.empty() || bytes < front.back().second) front.push_back({work, bytes});
+      for (int c = 0; c < static_cast<int>(row.in_flight.size()); ++c) bytes = std::min(bytes, bytes_in(c, saved));
+      anywhere.push_back({work, bytes});
     }
-    const Bytes budget = room[i];
-    // Two options a (faster, larger) and b: the least work of `count` layers within `bytes`, and
-    // how many of them take a.
-    struct Mix {
-      TimeNs work;
-      long faster;
-    };
-    auto two = [](const std::pair<TimeNs, Bytes>& a, const std::pair<TimeNs, Bytes>& b, long count, Bytes bytes) {
-      if (bytes < count * b.second) return Mix{kNoFit, -1};
-      const long faster = std::min<long>(count, (bytes - count * b.second) / (a.second - b.second));
-      return Mix{faster * a.first + (count - faster) * b.first, faster};
-    };
+    anywhere = ParetoFront(std::move(anywhere));
+    // The mixes of the layers the chunks in needs_layer hold, one each: (work, bytes), Pareto.
+    Front forced{{0, 0}};
+    double mixes = 1;
+    for (std::size_t c = 0; c < needs_layer.size(); ++c) mixes *= static_cast<double>(options.size());
+    const int forced_count = mixes <= kMaxForcedMixes ? static_cast<int>(needs_layer.size()) : 0;
+    for (int f = 0; f < forced_count; ++f) {
+      Front next;
+      for (const auto& [w, b] : forced) {
+        for (const auto& [work, saved] : options) next.push_back({w + work, b + bytes_in(needs_layer[f], saved)});
+      }
+      forced = ParetoFront(std::move(next));
+    }
     for (int k = 1; k <= free; ++k) {
       TimeNs best = kNoFit;
-      if (front.size() == 1) {
-        best = k * front[0].second <= budget ? k * front[0].first : kNoFit;
-      } else if (front.size() == 2) {
-        best = two(front[0], front[1], k, budget).work;
-      } else if (front.size() == 3 && exact) {
-        for (long third = 0; third <= k; ++third) {
-          const Mix rest = two(front[0], front[1], k - third, budget - third * front[2].second);
-          if (rest.work >= kNoFit) continue;
-          best = std::min(best, rest.work + third * front[2].first);
-          if (rest.faster == k - third) break;  // the rest all the fastest: more of the third only adds work
-        }
+      if (k < forced_count) {
+        best = LeastWork(anywhere, k, room[i], exact);
       } else {
-        // The lower convex hull of the front, at the average budget per layer.
-        const double per = static_cast<double>(budget) / k;
-        if (per >= static_cast<double>(front[0].second)) {
-          best = k * front[0].first;
-        } else if (per >= static_cast<double>(front.back().second)) {
-          double least_work = static_cast<double>(front.back().first);
-          for (std::size_t a = 0; a < front.size(); ++a) {
-            for (std::size_t b = a + 1; b < front.size(); ++b) {
-              const double ba = static_cast<double>(front[a].second), bb = static_cast<double>(front[b].second);
-              if (per > ba || per < bb) continue;
-              const double w = (per - bb) / (ba - bb);
-              least_work = std::min(least_work, w * static_cast<double>(front[a].first) +
-                                                    (1 - w) * static_cast<double>(front[b].first));
-            }
-          }
-          best = static_cast<TimeNs>(std::floor(k * least_work));
+        for (const auto& [w, b] : forced) {
+          const TimeNs rest = LeastWork(anywhere, k - forced_count, room[i] - b, exact);
+          if (rest < kNoFit) best = std::min(best, w + rest);
         }
       }
       least[k] = std::max(least[k], best);
@@ -392,24 +428,21 @@ TimeNs RankLoadBound(const Problem& problem, const Schedule& schedule, TimeNs st
     // One free layer no larger than any: the least static and held bytes, every option of every
     // free layer (its work and saved bytes; the Pareto front).
     Bytes static_least = std::numeric_limits<Bytes>::max(), held_least = static_least;
-    std::vector<std::pair<TimeNs, Bytes>> all;
+    Front all;
     for (LayerIdx l = 0; l < n; ++l) {
       if (fixed_group[l] >= 0) continue;
       static_least = std::min(static_least, problem.layers[l].static_bytes);
       held_least = std::min(held_least, problem.layers[l].weight_grad_bytes);
       for (const LayerOption& o : problem.layers[l].options) all.push_back({OptionWork(pipeline, o), o.saved_bytes});
     }
-    std::sort(all.begin(), all.end());
-    std::vector<std::pair<TimeNs, Bytes>> options;
-    for (const auto& o : all) {
-      if (options.empty() || o.second < options.back().second) options.push_back(o);
-    }
+    const Front options = ParetoFront(std::move(all));
     // Up to a few times a rank's even share (past it, the other forms' costs and the last value:
     // a bound still, and O(ranks x share) to hold).
     const int most = std::min(free, 4 * ((free + groups - 1) / groups) + pipeline.chunks + 8);
     long rows = 0;
     for (const std::vector<MemoryRow>& r : *memory_rows) rows += static_cast<long>(r.size());
-    const bool exact = static_cast<double>(rows) * most * most <= 5e7;
+    const double mixes = std::min<double>(kMaxForcedMixes, std::pow(static_cast<double>(options.size()), pipeline.chunks));
+    const bool exact = static_cast<double>(rows) * most * most * mixes <= 5e7;
     std::vector<std::vector<TimeNs>> fits(groups);
     for (RankIdx r = 0; r < pipeline.ranks; ++r) {
       const std::vector<MemoryRow>& rank_rows = (*memory_rows)[r];
@@ -425,8 +458,14 @@ TimeNs RankLoadBound(const Problem& problem, const Schedule& schedule, TimeNs st
                      rank_rows[i].ChunkBytes(chunk, saved, problem.layers[l].weight_grad_bytes, 0);
         }
       }
+      // The chunks of r whose stage holds no fixed layer: each holds a free one.
+      std::vector<int> needs_layer;
+      for (int c = 0; c < pipeline.chunks; ++c) {
+        const StageIdx stage = pipeline.StageAt(r, c);
+        if (stage != 0 && stage != pipeline.stages() - 1) needs_layer.push_back(c);
+      }
       const std::vector<TimeNs> least =
-          LeastWorkThatFits(rank_rows, room, static_least, held_least, options, most, exact);
+          LeastWorkThatFits(rank_rows, room, static_least, held_least, options, needs_layer, most, exact);
       fits[r].resize(most + 1);
       for (int k = 0; k <= most; ++k) {
         fits[r][k] = least[k] >= kNoFit || least[k] > kNoFit / m ? kNoFit : m * least[k];

@@ -20,9 +20,10 @@
 //
 // With each rank's memory rows (candidates.h, MemoryRow) it also knows that a rank's layers must
 // fit: the free layers a rank is dealt cost at least the least work of as many layers that fit in
-// every row of it on their own (one knapsack per row over the options' work and saved bytes; a
-// layer in the chunk it costs least in; transients left out; with free layers that differ, one
-// no larger than any of them in every byte and no slower in any option). Where memory forces
+// every row of it on their own (one knapsack per row over the options' work and saved bytes; one
+// layer in each chunk whose stage holds no fixed layer, the others in the chunk they cost least
+// in; transients left out; with free layers that differ, one no larger than any of them in every
+// byte and no slower in any option). Where memory forces
 // recomputation this is what the deal misses: on 32 layers, 8 ranks x 2 chunks, m = 64 the rank
 // with five decoder layers must recompute two of them.
 //
