@@ -455,6 +455,27 @@ TEST(Planner, RankLoadBoundCountsTheFirstRanksUpdateAfterTheLastBackward) {
 // compute (every communication hidden). DeepSeek-V3 on DualPipe with overlapped pairs (the
 // instance library's, whose all-to-all outlasts its compute), against a plan of 28.077 s: the
 // planner reported 12.31 s at 10 s, this bound; now 15.37 s.
+// The memory form: 32 decoder layers on 8 ranks x 2 chunks, m = 64, memory 1.3 x too small
+// without recomputation (the planning benchmark's case). Some rank holds five decoder layers (150
+// ms a micro-batch without recomputation); wherever they fit without it, the chains around that
+// rank are longer. With its memory rows the bound knows a rank of five must recompute (or sit
+// further down the pipeline), and rises; it stays below a plan the planner finds.
+TEST(Planner, RankLoadBoundCountsTheRecomputationMemoryForces) {
+  const Problem problem = SyntheticPlannerProblem(ScheduleKind::kInterleavedOneFOneB, 32, 8, 2, 64);
+  const Schedule schedule(problem.pipeline);
+  const std::vector<std::vector<MemoryRow>> rows = PeakMemoryRows(schedule);
+  const TimeNs without = RankLoadBound(problem, schedule);
+  const TimeNs with_memory = RankLoadBound(problem, schedule, 0, &rows);
+  EXPECT_EQ(without, 9'606'400'000);
+  EXPECT_EQ(with_memory, 9'697'600'000);
+  PlannerOptions options;
+  options.time_limit_s = 0.5;
+  const PlannerResult r = PlanPipeline(problem, options).value();
+  ASSERT_TRUE(r.status == ModelStatus::kOptimal || r.status == ModelStatus::kFeasible);
+  EXPECT_LE(with_memory, r.iteration_ns);
+  EXPECT_GE(r.bound_ns, static_cast<double>(with_memory));  // the planner uses it
+}
+
 TEST(Planner, RankLoadBoundCountsWhatOverlappedPairsCannotHide) {
   const Problem problem =
       LoadProblem(testing::SourcePath("bench/instances/deepseek-v3-h200-pp16-ep64-dualpipe-pairs.json")).value();
