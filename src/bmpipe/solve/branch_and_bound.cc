@@ -34,6 +34,9 @@ constexpr double kBuildPerCandidateS = 2.5e-6;
 constexpr double kCloseFamily = 0.97;
 constexpr std::size_t kRootFamilyStates = 256;
 
+// An LP basis (LpSolver::Basis), shared by the two children of the node it solved.
+using SharedBasis = std::shared_ptr<const std::vector<unsigned char>>;
+
 struct Node {
   std::vector<int> b_lo, b_hi;  // per boundary s = 0..S-2
   std::vector<int> k_lo, k_hi;  // per stage: allowed candidate indices [k_lo, k_hi)
@@ -41,7 +44,7 @@ struct Node {
   int depth = 0;
   long id = 0;
   // The parent's optimal basis (shared by its two children), where the relaxation starts.
-  std::shared_ptr<const std::vector<unsigned char>> basis;
+  SharedBasis basis;
 
   // Bytes it holds, for the memory budget (its half of the shared basis).
   std::int64_t Bytes() const {
@@ -316,7 +319,7 @@ class Search {
     // The children start from this node's basis (a few pivots away from theirs: on 32 layers,
     // 4 ranks x 2 chunks, m = 32, the proof took 11 s instead of 27 s), kept while the open nodes
     // hold less than half the memory budget; past that they start from the last solve's.
-    std::shared_ptr<const std::vector<unsigned char>> basis;
+    SharedBasis basis;
     if (held_bytes_ < kBranchAndBoundMemoryBudgetBytes / 2) {
       basis = std::make_shared<const std::vector<unsigned char>>(lp_->Basis());
     }
@@ -354,7 +357,7 @@ class Search {
     if (value > bound * (1 + kOptimalityTolerance)) unresolved_ = std::min(unresolved_, bound);
   }
 
-  Node Child(const Node& parent, double bound, std::shared_ptr<const std::vector<unsigned char>> basis) {
+  Node Child(const Node& parent, double bound, SharedBasis basis) {
     Node child = parent;
     child.bound = bound;
     child.basis = std::move(basis);

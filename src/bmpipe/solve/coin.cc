@@ -340,6 +340,8 @@ Result<ModelStatus> LpSolver::Solve(const Deadline& deadline) {
     Clp_setMaximumSeconds(clp, deadline.IsNever() ? -1.0 : std::clamp(deadline.SecondsLeft(), 1e-3, kClpSliceS));
   };
   auto stopped_by_limit = [&] { return Clp_status(clp) == 3; };
+  // Infeasible, or stopped at the cutoff (no solution below it).
+  auto infeasible = [&] { return Clp_isProvenPrimalInfeasible(clp) || Clp_isDualObjectiveLimitReached(clp); };
   limit();
   if (deadline.Expired()) return ModelStatus::kNoSolution;
   // The dual simplex, also for the first solve (from the slack basis), not initialSolve: its
@@ -348,12 +350,12 @@ Result<ModelStatus> LpSolver::Solve(const Deadline& deadline) {
   // 26 s by the dual against 28-29 s, alternated twice).
   Clp_dual(clp, 0);
   if (Clp_isProvenOptimal(clp)) return ModelStatus::kOptimal;
-  if (Clp_isProvenPrimalInfeasible(clp) || Clp_isDualObjectiveLimitReached(clp)) return ModelStatus::kInfeasible;
+  if (infeasible()) return ModelStatus::kInfeasible;
   while (!deadline.IsNever() && stopped_by_limit() && !deadline.Expired()) {
     limit();
     Clp_dual(clp, 0);
     if (Clp_isProvenOptimal(clp)) return ModelStatus::kOptimal;
-    if (Clp_isProvenPrimalInfeasible(clp) || Clp_isDualObjectiveLimitReached(clp)) return ModelStatus::kInfeasible;
+    if (infeasible()) return ModelStatus::kInfeasible;
   }
   if (deadline.Expired()) return ModelStatus::kNoSolution;
   // Dual simplex from a stale basis can stop without a verdict; retry from scratch once.

@@ -56,6 +56,7 @@ struct Form {
   std::vector<TimeNs> base;
   std::vector<TimeNs> smallest;
   std::vector<char> coupled;  // empty: none
+  bool with_update = false;   // its costs include the layers' updates
   // When not empty, each group's own costs of k = 0, 1, ... free layers (the memory form's), at
   // least `smallest`, non-decreasing, kNoFit where k do not fit; past its end, the larger of
   // `smallest` and its last.
@@ -383,6 +384,7 @@ TimeNs RankLoadBound(const Problem& problem, const Schedule& schedule, TimeNs st
     for (Tail tail : {Tail::kChain, Tail::kUpdate, Tail::kChainThenUpdate}) {
       const bool with_update = tail == Tail::kUpdate;
       Form form;
+      form.with_update = with_update;
       form.base.assign(groups, 0);
       if (tail == Tail::kChainThenUpdate && end >= 0) form.coupled.assign(groups, 0);
       for (RankIdx r = 0; r < pipeline.ranks; ++r) {
@@ -471,13 +473,11 @@ TimeNs RankLoadBound(const Problem& problem, const Schedule& schedule, TimeNs st
         fits[r][k] = least[k] >= kNoFit || least[k] > kNoFit / m ? kNoFit : m * least[k];
       }
     }
-    for (int f = 0; f < static_cast<int>(forms.size()); ++f) {
-      const bool with_update = f % 3 == 1;  // the forms' tails: chain, update, chain then update
-      Form& form = forms[f];
+    for (Form& form : forms) {
       form.per_group.assign(groups, std::vector<TimeNs>(form.smallest.begin(), form.smallest.begin() + most + 1));
       for (int g = 0; g < groups; ++g) {
         for (int k = 0; k <= most; ++k) {
-          const TimeNs memory = fits[g][k] >= kNoFit ? kNoFit : fits[g][k] + (with_update ? update_smallest[k] : 0);
+          const TimeNs memory = fits[g][k] >= kNoFit ? kNoFit : fits[g][k] + (form.with_update ? update_smallest[k] : 0);
           form.per_group[g][k] = std::max(form.per_group[g][k], memory);
         }
       }
