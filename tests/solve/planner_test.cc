@@ -450,11 +450,6 @@ TEST(Planner, RankLoadBoundCountsTheFirstRanksUpdateAfterTheLastBackward) {
   EXPECT_EQ(brute.iteration_ns, 55);
 }
 
-// With overlapped pairs a pair lasts at least its two ops' communication, at least the backward's
-// whole time and at least the forward's, and an op alone its whole time; the bound counted only
-// compute (every communication hidden). DeepSeek-V3 on DualPipe with overlapped pairs (the
-// instance library's, whose all-to-all outlasts its compute), against a plan of 28.077 s: the
-// planner reported 12.31 s at 10 s, this bound; now 15.37 s.
 // The memory form: 32 decoder layers on 8 ranks x 2 chunks, m = 64, memory 1.3 x too small
 // without recomputation (the planning benchmark's case). Some rank holds five decoder layers (150
 // ms a micro-batch without recomputation); wherever they fit without it, the chains around that
@@ -476,6 +471,11 @@ TEST(Planner, RankLoadBoundCountsTheRecomputationMemoryForces) {
   EXPECT_GE(r.bound_ns, static_cast<double>(with_memory));  // the planner uses it
 }
 
+// With overlapped pairs a pair lasts at least its two ops' communication, at least the backward's
+// whole time and at least the forward's, and an op alone its whole time; the bound counted only
+// compute (every communication hidden). DeepSeek-V3 on DualPipe with overlapped pairs (the
+// instance library's, whose all-to-all outlasts its compute), against a plan of 28.077 s: the
+// planner reported 12.31 s at 10 s, this bound; now 15.37 s.
 TEST(Planner, RankLoadBoundCountsWhatOverlappedPairsCannotHide) {
   const Problem problem =
       LoadProblem(testing::SourcePath("bench/instances/deepseek-v3-h200-pp16-ep64-dualpipe-pairs.json")).value();

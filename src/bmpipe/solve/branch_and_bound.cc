@@ -28,7 +28,7 @@ constexpr int kMaxCutRounds = 200;
 // branches (an integral one is cut until no path is longer than T). The root cuts to the end, and
 // every cut is shared by all nodes. Cutting each node to the end made a node cost 3.5 LP solves
 // where branching on it costs one; with 2, bench_planner at 10 s proves 13 of 48 interleaved cases
-// instead of 12, median gap 0.85 % instead of 1.43 % (1: 1.28 - 2.46 % on 16-stage cases where 2
+// instead of 12, median gap 0.86 % instead of 1.43 % (1: 1.28 - 2.46 % on 16-stage cases where 2
 // gave 0.81 - 1.42 %, nodes without cuts branch blindly; 3 and 5: between the two).
 constexpr int kNodeCutRounds = 2;
 // Seconds per candidate column to build the relaxation (formulation, CLP's copy, family bound),
